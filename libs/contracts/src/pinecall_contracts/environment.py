@@ -1,0 +1,39 @@
+"""Every ``PINECALL_*`` environment variable the runtime reads, in one registry.
+
+A service's settings read only names listed here, and a ``PINECALL_*`` variable that is listed
+nowhere is an error at start-up, not a silent typo (``shared/CONVENTIONS.md`` habit 3). A name is
+added here in the same change that adds the setting.
+"""
+
+from __future__ import annotations
+
+PINECALL_VARIABLES: frozenset[str] = frozenset(
+    {
+        # every service
+        "PINECALL_DATABASE_URL",
+        "PINECALL_NATS_URL",
+        "PINECALL_NATS_NAMESPACE",
+        "PINECALL_HOST",
+        "PINECALL_PORT",
+        "PINECALL_LOG_LEVEL",
+        "PINECALL_LOG_FORMAT",
+        "PINECALL_KEY_CACHE_S",
+        "PINECALL_DRAIN_TIMEOUT_S",
+        # roster
+        "PINECALL_HEARD_S",
+        "PINECALL_SILENT_S",
+        "PINECALL_FORGOTTEN_S",
+        "PINECALL_WANTED_TARGET",
+        "PINECALL_FLEETS",
+        # the CLI
+        "PINECALL_OPERATOR_KEY",
+        "PINECALL_STATE_DIR",
+        # the worker and the overflow (issue 6, 8): named now so an operator's env is accepted
+        "PINECALL_FLEET",
+        "PINECALL_FLEET_KEY",
+        "PINECALL_MAX_JOBS",
+        "PINECALL_OVERFLOW_SAYS",
+        "PINECALL_ROSTER_URL",
+        "PINECALL_CALL_LOG_URL",
+    }
+)

@@ -1,0 +1,52 @@
+"""JSON Schema of every wire type, for other languages and for review of contract changes.
+
+``python -m pinecall_contracts.schema > contracts.schema.json`` prints it.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import msgspec
+
+from pinecall_contracts import fleet, keys, problems
+
+CONTRACTS: tuple[type[msgspec.Struct], ...] = (
+    fleet.WorkerMinute,
+    fleet.WorkerHeartbeat,
+    fleet.HeartbeatReply,
+    fleet.CordonSetting,
+    fleet.CordonRequest,
+    fleet.WorkerRow,
+    fleet.FleetTotals,
+    fleet.FleetView,
+    fleet.RosterSnapshot,
+    fleet.FleetRecord,
+    fleet.FleetRecords,
+    fleet.Wanted,
+    fleet.FleetListRequest,
+    keys.KeyInfo,
+    keys.KeyCreated,
+    keys.KeyRevoked,
+    problems.ProblemDetails,
+)
+"""Every wire type; a test holds this list to the modules so none is forgotten."""
+
+
+def export() -> dict[str, Any]:
+    """``{"$defs": {...}, "contracts": {tag: {"$ref": ...}}}``: one schema document for all."""
+    refs, components = msgspec.json.schema_components(CONTRACTS, ref_template="#/$defs/{name}")
+    contracts: dict[str, Any] = {}
+    for kind, ref in zip(CONTRACTS, refs, strict=True):
+        name = kind.__struct_config__.tag or kind.__name__
+        contracts[str(name)] = ref
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$defs": components,
+        "contracts": contracts,
+    }
+
+
+if __name__ == "__main__":
+    print(json.dumps(export(), indent=2, sort_keys=True))

@@ -1,0 +1,124 @@
+"""The one registry of NATS subjects, streams and buckets (``shared/CONVENTIONS.md`` habit 2).
+
+Every subject starts with a namespace (``pinecall`` in a deployment; one per test, so tests never
+see each other), then the publisher's area, then the variable tokens last so ``*`` and ``>`` work
+(NATS ADR-6). A worker's name holds ``/`` and ``.``: it becomes a token only through
+:func:`escape_token`, and the payload carries the real name.
+
+==========================  =========  ===========================================================
+subject / name              delivery   what
+==========================  =========  ===========================================================
+``<ns>.fleet.heartbeat.<w>``  core       a heartbeat a roster replica received, told to the others
+``<ns>.keys.revoked``        core       a key revoked at an endpoint: forget it now
+``<ns>.ops.fleet.*``         service    the roster's ops verbs (``nats.micro``, ``$SRV`` discovery)
+``<ns>_cordons``             KV         cordons by worker key; history kept, newest revision wins
+==========================  =========  ===========================================================
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+Delivery = Literal["core", "stream", "kv", "service"]
+
+NAMESPACE_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,30}$")
+_SAFE = re.compile(r"[A-Za-z0-9_-]")
+
+
+class NamespaceError(ValueError):
+    """A namespace that cannot start a subject and name a bucket."""
+
+
+def escape_token(value: str) -> str:
+    """``value`` as one subject token (and KV key), reversibly.
+
+    Letters, digits, ``_`` and ``-`` stay; every other character becomes ``=XX`` (its UTF-8 bytes
+    in upper-case hex), so ``pinecall/worker-a.1791067258`` is ``pinecall=2Fworker-a=2E1791067258``.
+    An empty value raises ``ValueError``: an empty token is not a subject.
+    """
+    if not value:
+        raise ValueError("an empty value is not a subject token")
+    return "".join(
+        ch if _SAFE.fullmatch(ch) else "".join(f"={b:02X}" for b in ch.encode()) for ch in value
+    )
+
+
+def unescape_token(token: str) -> str:
+    """The value :func:`escape_token` turned into ``token``; ``ValueError`` on a malformed one."""
+    out = bytearray()
+    i = 0
+    while i < len(token):
+        ch = token[i]
+        if ch == "=":
+            hex_pair = token[i + 1 : i + 3]
+            if len(hex_pair) != 2 or not re.fullmatch(r"[0-9A-F]{2}", hex_pair):
+                raise ValueError(f"malformed escape at {i} in {token!r}")
+            out.append(int(hex_pair, 16))
+            i += 3
+        elif _SAFE.fullmatch(ch):
+            out.extend(ch.encode())
+            i += 1
+        else:
+            raise ValueError(f"character {ch!r} cannot stand in a token: {token!r}")
+    return out.decode()
+
+
+class Subjects:
+    """Every subject, stream and bucket name of one namespace.
+
+    ``Subjects("pinecall").heartbeat("pinecall/worker-a.1791067258")`` is
+    ``pinecall.fleet.heartbeat.pinecall=2Fworker-a=2E1791067258``. Raises :class:`NamespaceError`
+    for a namespace that is not ``[a-z][a-z0-9_-]{0,30}``.
+    """
+
+    def __init__(self, namespace: str = "pinecall") -> None:
+        if not NAMESPACE_PATTERN.match(namespace):
+            raise NamespaceError(f"not a NATS namespace: {namespace!r}")
+        self.namespace = namespace
+
+    # core: heartbeats fan out; a lost one is replaced 5 s later.
+    def heartbeat(self, worker: str) -> str:
+        return f"{self.namespace}.fleet.heartbeat.{escape_token(worker)}"
+
+    @property
+    def heartbeats(self) -> str:
+        """Every heartbeat: the roster replicas subscribe here."""
+        return f"{self.namespace}.fleet.heartbeat.*"
+
+    # core: a revocation must be forgotten at once; a replica that misses it forgets in 5 s.
+    @property
+    def key_revoked(self) -> str:
+        return f"{self.namespace}.keys.revoked"
+
+    # service: the roster's ops verbs (nats.micro).
+    @property
+    def ops_service(self) -> str:
+        """The ``nats.micro`` service name (``$SRV.PING.<name>`` finds every replica)."""
+        return f"{self.namespace}-roster"
+
+    @property
+    def ops_fleet_list(self) -> str:
+        return f"{self.namespace}.ops.fleet.list"
+
+    @property
+    def ops_fleet_cordon(self) -> str:
+        return f"{self.namespace}.ops.fleet.cordon"
+
+    # kv: cordons survive restarts of every replica; newest revision wins.
+    @property
+    def cordons_bucket(self) -> str:
+        return f"{self.namespace}_cordons"
+
+    def cordon_key(self, worker_key: str) -> str:
+        return escape_token(worker_key)
+
+
+DELIVERY: dict[str, Delivery] = {
+    "heartbeat": "core",
+    "key_revoked": "core",
+    "ops_fleet_list": "service",
+    "ops_fleet_cordon": "service",
+    "cordons_bucket": "kv",
+}
+"""How each subject of :class:`Subjects` is delivered, by attribute name."""
