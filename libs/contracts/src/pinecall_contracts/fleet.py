@@ -28,7 +28,7 @@ heard for 30 s, no longer capacity (forgotten after an hour).
 """
 
 
-class WorkerMinute(Contract, tag="fleet.worker_minute.v1"):
+class WorkerMinute(Contract, frozen=True, kw_only=True, tag="fleet.worker_minute.v1"):
     """What a worker's calls said over its last minute (seed 000, "A worker that is up but bad")."""
 
     ended: Count = 0
@@ -43,7 +43,7 @@ class WorkerMinute(Contract, tag="fleet.worker_minute.v1"):
     """p95 of first audio (``e2e_latency``) over those turns, in seconds; None under five turns."""
 
 
-class WorkerHeartbeat(Contract, tag="fleet.worker_heartbeat.v1"):
+class WorkerHeartbeat(Contract, frozen=True, kw_only=True, tag="fleet.worker_heartbeat.v1"):
     """``POST /v1/fleet/heartbeat``, every 5 s from a worker's start, with its fleet key.
 
     ``worker`` is the worker's LiveKit agent name ``<fleet>/<worker>.<start>``; ``agent_name`` is
@@ -70,7 +70,7 @@ class WorkerHeartbeat(Contract, tag="fleet.worker_heartbeat.v1"):
     """The worker's release, for the operator."""
 
 
-class HeartbeatReply(Contract, tag="fleet.heartbeat_reply.v1"):
+class HeartbeatReply(Contract, frozen=True, kw_only=True, tag="fleet.heartbeat_reply.v1"):
     """The roster's answer to a heartbeat: a cordoned worker takes no new call and exits 3."""
 
     cordoned: bool
@@ -78,7 +78,7 @@ class HeartbeatReply(Contract, tag="fleet.heartbeat_reply.v1"):
     """Every worker of the fleet that counts is at its last seat (from totals at most 1 s old)."""
 
 
-class CordonSetting(Contract, tag="fleet.cordon.v1"):
+class CordonSetting(Contract, frozen=True, kw_only=True, tag="fleet.cordon.v1"):
     """A worker's cordon, as stored in the cordons KV bucket (newest revision wins)."""
 
     worker: WorkerRef
@@ -91,7 +91,7 @@ class CordonSetting(Contract, tag="fleet.cordon.v1"):
     reason: str | None = None
 
 
-class CordonRequest(Contract, tag="fleet.cordon_request.v1"):
+class CordonRequest(Contract, frozen=True, kw_only=True, tag="fleet.cordon_request.v1"):
     """``POST /v1/ops/fleet/{worker}/cordon`` (and the ops service over NATS)."""
 
     worker: WorkerRef | None = None
@@ -100,7 +100,7 @@ class CordonRequest(Contract, tag="fleet.cordon_request.v1"):
     reason: str | None = None
 
 
-class WorkerRow(Contract, tag="fleet.worker_row.v1"):
+class WorkerRow(Contract, frozen=True, kw_only=True, tag="fleet.worker_row.v1"):
     """One worker in ``GET /v1/ops/fleet`` and ``fleet list``."""
 
     worker: Worker
@@ -120,7 +120,7 @@ class WorkerRow(Contract, tag="fleet.worker_row.v1"):
     version: str | None = None
 
 
-class FleetTotals(Contract, tag="fleet.totals.v1"):
+class FleetTotals(Contract, frozen=True, kw_only=True, tag="fleet.totals.v1"):
     """A fleet's totals over the workers that count (heard in 30 s, not cordoned nor draining)."""
 
     accepting: Count = 0
@@ -133,7 +133,7 @@ class FleetTotals(Contract, tag="fleet.totals.v1"):
     """Calls held by every worker heard in the last 30 s."""
 
 
-class FleetView(Contract, tag="fleet.view.v1"):
+class FleetView(Contract, frozen=True, kw_only=True, tag="fleet.view.v1"):
     """A fleet, its workers and its totals."""
 
     fleet: Fleet
@@ -142,14 +142,14 @@ class FleetView(Contract, tag="fleet.view.v1"):
     totals: FleetTotals = msgspec.field(default_factory=FleetTotals)
 
 
-class RosterSnapshot(Contract, tag="fleet.roster.v1"):
+class RosterSnapshot(Contract, frozen=True, kw_only=True, tag="fleet.roster.v1"):
     """``GET /v1/ops/fleet``: every fleet the roster hears or stores."""
 
     fleets: list[FleetView]
     at: dt.datetime
 
 
-class FleetRecord(Contract, tag="fleet.record.v1"):
+class FleetRecord(Contract, frozen=True, kw_only=True, tag="fleet.record.v1"):
     """A fleets row: which environment a fleet serves, and the LiveKit it dispatches on."""
 
     name: Fleet
@@ -157,13 +157,13 @@ class FleetRecord(Contract, tag="fleet.record.v1"):
     livekit_url: str
 
 
-class FleetRecords(Contract, tag="fleet.records.v1"):
+class FleetRecords(Contract, frozen=True, kw_only=True, tag="fleet.records.v1"):
     """``GET /v1/ops/fleets``."""
 
     fleets: list[FleetRecord]
 
 
-class Wanted(Contract, tag="fleet.wanted.v1"):
+class Wanted(Contract, frozen=True, kw_only=True, tag="fleet.wanted.v1"):
     """``GET /v1/fleet/wanted``: the scaled workers a fleet should run (KEDA reads ``wanted``).
 
     The number is absolute: KEDA sets the Deployment to it (``metricType: AverageValue``,
@@ -179,7 +179,7 @@ class Wanted(Contract, tag="fleet.wanted.v1"):
     """Seats of the scaled workers heard now."""
 
 
-class FleetListRequest(Contract, tag="fleet.list_request.v1"):
+class FleetListRequest(Contract, frozen=True, kw_only=True, tag="fleet.list_request.v1"):
     """The ops service's ``fleet.list`` request over NATS."""
 
     fleet: Fleet | None = None

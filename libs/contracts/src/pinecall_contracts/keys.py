@@ -13,7 +13,7 @@ KeyKind = Literal["operator", "fleet", "app"]
 app's calls and tokens, bound to one environment."""
 
 
-class KeyInfo(Contract, tag="keys.info.v1"):
+class KeyInfo(Contract, frozen=True, kw_only=True, tag="keys.info.v1"):
     """A key as listed (never its secret)."""
 
     id: str
@@ -24,14 +24,14 @@ class KeyInfo(Contract, tag="keys.info.v1"):
     revoked_at: dt.datetime | None = None
 
 
-class KeyCreated(Contract, tag="keys.created.v1"):
+class KeyCreated(Contract, frozen=True, kw_only=True, tag="keys.created.v1"):
     """A new key: the only time its secret is shown."""
 
     key: KeyInfo
     secret: str
 
 
-class KeyRevoked(Contract, tag="keys.revoked.v1"):
+class KeyRevoked(Contract, frozen=True, kw_only=True, tag="keys.revoked.v1"):
     """Said on NATS when a key is revoked, so every replica forgets it at once."""
 
     id: str

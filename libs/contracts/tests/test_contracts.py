@@ -1,0 +1,88 @@
+"""The wire only grows: golden JSON keeps decoding, every type is tagged, frozen and keyword-only."""
+
+from __future__ import annotations
+
+import inspect
+import json
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from pinecall_contracts import fleet, keys, problems
+from pinecall_contracts.base import Contract, decode, encode
+from pinecall_contracts.problems import ProblemDetails
+from pinecall_contracts.schema import CONTRACTS, export
+
+GOLDEN = Path(__file__).parent / "golden"
+BY_TAG = {k.__struct_config__.tag: k for k in CONTRACTS if issubclass(k, Contract)}
+
+
+def _golden_type(path: Path) -> type[msgspec.Struct]:
+    if path.name == "problem.json":
+        return ProblemDetails
+    tag = path.name.removesuffix(".json").removesuffix(".seed")
+    return BY_TAG[tag]
+
+
+@pytest.mark.parametrize("path", sorted(GOLDEN.glob("*.json")), ids=lambda p: p.name)
+def test_golden_fixture_decodes_and_survives_a_round_trip(path: Path) -> None:
+    kind = _golden_type(path)
+    message = msgspec.json.decode(path.read_bytes(), type=kind)
+    again = msgspec.json.decode(msgspec.json.encode(message), type=kind)
+    assert again == message
+    # every field the fixture names is a field of the type: nothing silently dropped
+    fields = {f.encode_name for f in msgspec.structs.fields(kind)} | {"type"}
+    assert set(json.loads(path.read_text())) <= fields
+
+
+def test_every_contract_has_a_golden_fixture() -> None:
+    tags = {p.name.removesuffix(".json").removesuffix(".seed") for p in GOLDEN.glob("*.json")}
+    assert set(BY_TAG) <= tags
+
+
+def test_the_schema_lists_every_contract_in_the_modules() -> None:
+    defined = {
+        obj
+        for module in (fleet, keys, problems)
+        for _, obj in inspect.getmembers(module, inspect.isclass)
+        if issubclass(obj, msgspec.Struct) and obj.__module__ == module.__name__
+    }
+    assert defined == set(CONTRACTS)
+
+
+@pytest.mark.parametrize("kind", [k for k in CONTRACTS if issubclass(k, Contract)],
+                         ids=lambda k: k.__name__)
+def test_every_contract_is_frozen_keyword_only_and_tagged(kind: type[Contract]) -> None:
+    config = kind.__struct_config__
+    assert config.frozen
+    with pytest.raises(TypeError, match="positional"):
+        kind(None)  # keyword-only: a positional argument is refused
+    assert config.tag_field == "type"
+    assert isinstance(config.tag, str) and config.tag.endswith(tuple(f".v{n}" for n in range(1, 10)))
+
+
+def test_a_foreign_tag_is_refused() -> None:
+    with pytest.raises(msgspec.ValidationError, match="type"):
+        decode(b'{"type": "fleet.heartbeat_reply.v2", "cordoned": true, "fleet_full": false}',
+               fleet.HeartbeatReply)
+
+
+def test_encoding_carries_the_tag() -> None:
+    assert json.loads(encode(fleet.HeartbeatReply(cordoned=True, fleet_full=False)))["type"] == (
+        "fleet.heartbeat_reply.v1"
+    )
+
+
+def test_heartbeat_refuses_a_malformed_worker_name_and_negative_counts() -> None:
+    body = json.loads((GOLDEN / "fleet.worker_heartbeat.v1.seed.json").read_text())
+    with pytest.raises(msgspec.ValidationError, match=r"\$.worker"):
+        decode(json.dumps(body | {"worker": "worker-a"}), fleet.WorkerHeartbeat)
+    with pytest.raises(msgspec.ValidationError, match=r"\$.active"):
+        decode(json.dumps(body | {"active": -1}), fleet.WorkerHeartbeat)
+
+
+def test_schema_export_names_every_tag() -> None:
+    document = export()
+    assert set(document["contracts"]) >= set(BY_TAG)
+    assert "WorkerHeartbeat" in document["$defs"]

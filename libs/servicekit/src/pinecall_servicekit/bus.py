@@ -1,0 +1,192 @@
+"""The NATS bus: typed publish, subscribe and request, JetStream KV, and ``nats.micro`` services.
+
+Every message is a :class:`pinecall_contracts.base.Contract` encoded as JSON; the W3C
+``traceparent`` of the current span travels in the headers, and a handler runs inside a span
+continued from it. Subjects come only from :class:`pinecall_contracts.subjects.Subjects`.
+
+Ops verbs are ``nats.micro`` services (NATS ADR-32): a handler returns a Contract, or raises a
+:class:`~pinecall_servicekit.errors.PinecallError`, which travels as ``Nats-Service-Error-Code``
+(the HTTP status) with the problem detail as the body; :meth:`Bus.request` raises the same error
+on the caller's side. NATS that does not answer is :class:`~pinecall_servicekit.errors.BusUnavailable`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
+import msgspec
+import nats
+from nats import micro
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+from nats.js.errors import BucketNotFoundError
+from nats.js.kv import KeyValue
+from nats.micro.request import Request
+from opentelemetry import propagate, trace
+
+from pinecall_contracts.base import Contract, decode, encode
+from pinecall_contracts.problems import ProblemDetails
+from pinecall_contracts.subjects import Subjects
+from pinecall_servicekit.errors import BadRequest, BusUnavailable, PinecallError, from_problem
+
+C = TypeVar("C", bound=Contract)
+R = TypeVar("R", bound=Contract)
+
+ERROR_CODE_HEADER = "Nats-Service-Error-Code"
+_log = logging.getLogger(__name__)
+_tracer = trace.get_tracer(__name__)
+
+
+def _headers(extra: dict[str, str] | None = None) -> dict[str, str]:
+    headers = dict(extra or {})
+    propagate.inject(headers)
+    return headers
+
+
+class Bus:
+    """One NATS connection and the namespace's subjects.
+
+    Open with :meth:`connect` in a lifespan and :meth:`close` (drain) in its ``finally``.
+    """
+
+    def __init__(self, client: Client, subjects: Subjects) -> None:
+        self.client = client
+        self.subjects = subjects
+        self.js = client.jetstream()
+
+    @classmethod
+    async def connect(cls, url: str, namespace: str, *, name: str) -> Bus:
+        """Connect to ``url`` (reconnecting for ever once connected); ``BusUnavailable`` if not."""
+        subjects = Subjects(namespace)
+
+        async def on_error(exc: Exception) -> None:
+            _log.warning("nats: %s", exc)
+
+        try:
+            client = await nats.connect(
+                url,
+                name=name,
+                connect_timeout=2,
+                allow_reconnect=True,
+                max_reconnect_attempts=-1,
+                reconnect_time_wait=0.5,
+                error_cb=on_error,
+            )
+        except Exception as exc:  # nats-py raises a handful of unrelated types here
+            raise BusUnavailable(f"NATS at {url} did not answer: {exc}") from exc
+        return cls(client, subjects)
+
+    @property
+    def connected(self) -> bool:
+        return bool(self.client.is_connected)
+
+    async def publish(self, subject: str, message: Contract) -> None:
+        """Publish ``message`` on a core subject (at most once)."""
+        await self.client.publish(subject, encode(message), headers=_headers())
+
+    async def subscribe(
+        self,
+        subject: str,
+        kind: type[C],
+        handler: Callable[[C], Awaitable[None]],
+        *,
+        queue: str = "",
+    ) -> Subscription:
+        """Call ``handler`` with every ``kind`` on ``subject``; a message that does not decode
+        is logged and dropped (a newer publisher's breaking change must not stop the reader)."""
+
+        async def on_message(msg: Msg) -> None:
+            try:
+                message = decode(msg.data, kind)
+            except msgspec.MsgspecError as exc:
+                _log.warning("dropped a malformed %s on %s: %s", kind.__name__, msg.subject, exc)
+                return
+            ctx = propagate.extract(msg.headers or {})
+            with _tracer.start_as_current_span(f"receive {kind.__name__}", context=ctx):
+                await handler(message)
+
+        return await self.client.subscribe(subject, queue=queue, cb=on_message)
+
+    async def request(
+        self,
+        subject: str,
+        message: Contract,
+        reply: type[R],
+        *,
+        timeout: float = 2.0,
+        headers: dict[str, str] | None = None,
+    ) -> R:
+        """Ask a service; returns its ``reply``, or raises the error it answered with.
+
+        No responder or no answer within ``timeout`` seconds is ``BusUnavailable``.
+        """
+        try:
+            msg = await self.client.request(
+                subject, encode(message), timeout=timeout, headers=_headers(headers)
+            )
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as exc:
+            raise BusUnavailable(f"nobody answered on {subject}: {type(exc).__name__}") from exc
+        if msg.headers and ERROR_CODE_HEADER in msg.headers:
+            try:
+                problem = msgspec.json.decode(msg.data, type=ProblemDetails)
+            except msgspec.MsgspecError:
+                problem = ProblemDetails(
+                    title=msg.headers.get("Nats-Service-Error", "error"),
+                    status=int(msg.headers[ERROR_CODE_HEADER]),
+                )
+            raise from_problem(problem)
+        return decode(msg.data, reply)
+
+    async def key_value(self, bucket: str, *, history: int = 64) -> KeyValue:
+        """The JetStream KV ``bucket``, made on first use with ``history`` values per key."""
+        try:
+            return await self.js.key_value(bucket)
+        except BucketNotFoundError:
+            return await self.js.create_key_value(bucket=bucket, history=history)
+
+    async def add_service(self, name: str, *, version: str, description: str) -> micro.Service:
+        """A ``nats.micro`` service (``$SRV.PING.<name>`` finds every replica)."""
+        return await micro.add_service(
+            self.client, name=name, version=version, description=description
+        )
+
+    async def add_endpoint(
+        self,
+        service: micro.Service,
+        *,
+        name: str,
+        subject: str,
+        kind: type[C],
+        handler: Callable[[C, dict[str, str]], Awaitable[Contract]],
+    ) -> None:
+        """Serve ``handler`` on ``subject``: it gets the request and its headers."""
+
+        async def on_request(request: Request) -> None:
+            ctx = propagate.extract(request.headers or {})
+            with _tracer.start_as_current_span(f"serve {name}", context=ctx):
+                try:
+                    try:
+                        message = decode(request.data, kind)
+                    except msgspec.MsgspecError as exc:
+                        raise BadRequest(f"not a {kind.__name__}: {exc}") from exc
+                    answer = await handler(message, dict(request.headers or {}))
+                except PinecallError as exc:
+                    body = msgspec.json.encode(exc.problem(instance=subject))
+                    await request.respond_error(str(exc.status), exc.title, data=body)
+                    return
+                await request.respond(encode(answer))
+
+        await service.add_endpoint(name=name, subject=subject, handler=on_request)
+
+    async def close(self) -> None:
+        """Drain the connection: deliver what is in flight, then close."""
+        if not self.client.is_closed:
+            try:
+                await self.client.drain()
+            except Exception as exc:  # a connection already lost cannot drain
+                _log.debug("nats drain: %s", exc)
+                await self.client.close()
+

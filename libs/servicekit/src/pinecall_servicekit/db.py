@@ -1,0 +1,113 @@
+"""The database: SQLAlchemy 2 async on psycopg 3, UTC everywhere, one naming convention.
+
+Each service owns its tables in a schema of its own (``roster``), with alembic migrations under
+the service and the version table in that schema (:func:`migrate`), so services migrate
+independently (``shared/CONVENTIONS.md`` habit 14). Driver errors become
+:class:`~pinecall_servicekit.errors.StoreUnavailable` in :func:`translate_errors`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
+
+from pinecall_servicekit.errors import StoreUnavailable
+
+NAMING_CONVENTION: dict[str, str] = {
+    "ix": "ix_%(column_0_label)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+def metadata(schema: str) -> sa.MetaData:
+    """The MetaData of a service's schema, with the shared naming convention."""
+    return sa.MetaData(schema=schema, naming_convention=NAMING_CONVENTION)
+
+
+def utcnow() -> dt.datetime:
+    """Now, in UTC, timezone-aware."""
+    return dt.datetime.now(dt.UTC)
+
+
+UTC_TIMESTAMP = sa.DateTime(timezone=True)
+"""Every timestamp column: ``timestamptz``, written and read in UTC."""
+
+
+def sqlalchemy_url(url: str) -> str:
+    """A libpq URL (``postgresql://...``) as SQLAlchemy's psycopg 3 URL; others unchanged."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+def create_engine(url: str, *, pool_size: int = 5) -> AsyncEngine:
+    """An async engine on ``url``; sessions run at READ COMMITTED in UTC."""
+    return create_async_engine(
+        sqlalchemy_url(url),
+        pool_size=pool_size,
+        max_overflow=pool_size,
+        pool_pre_ping=True,
+        connect_args={"options": "-c timezone=UTC"},
+    )
+
+
+@asynccontextmanager
+async def translate_errors(what: str) -> AsyncIterator[None]:
+    """Turn a lost or refused database connection into ``StoreUnavailable`` (503, retryable)."""
+    try:
+        yield
+    except (sa.exc.OperationalError, sa.exc.InterfaceError, OSError) as exc:
+        raise StoreUnavailable(f"{what}: the database did not answer") from exc
+
+
+def migrate(url: str, script_location: Path, schema: str, revision: str = "head") -> None:
+    """Run a service's alembic migrations up to ``revision`` (blocking; call it from a thread).
+
+    The version table is ``<schema>.alembic_version``; the schema is made if missing.
+    """
+    from alembic import command
+    from alembic.config import Config
+
+    config = Config()
+    config.set_main_option("script_location", str(script_location))
+    config.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
+    config.attributes["schema"] = schema
+    command.upgrade(config, revision)
+
+
+def run_migration_env(target_metadata: sa.MetaData) -> None:
+    """The body of every service's ``migrations/env.py``: online migrations on a sync engine."""
+    from alembic import context
+
+    config = context.config
+    schema: str = config.attributes.get("schema") or str(target_metadata.schema)
+    engine = sa.create_engine(
+        str(config.get_main_option("sqlalchemy.url")), poolclass=sa.pool.NullPool
+    )
+    with engine.connect() as connection:
+        connection.execute(sa.text(f'CREATE SCHEMA IF NOT EXISTS "{schema}"'))
+        connection.commit()
+        context.configure(
+            connection=connection,
+            target_metadata=target_metadata,
+            version_table_schema=schema,
+            include_schemas=True,
+        )
+        with context.begin_transaction():
+            context.run_migrations()
+    engine.dispose()
+
+
+def row_dict(row: sa.Row[Any]) -> dict[str, Any]:
+    """A result row as a plain dict."""
+    return dict(row._mapping)

@@ -1,0 +1,130 @@
+"""The HTTP base of every service: one Litestar app shape (``shared/CONVENTIONS.md`` habit 4).
+
+:func:`service_app` adds to a service's routes: ``GET /healthz`` (the process answers),
+``GET /readyz`` (its dependencies answer: 503 with what is down otherwise), ``GET /metrics``
+(Prometheus text from the service's registry), OpenAPI at ``/schema``, OpenTelemetry spans, and
+problem details (RFC 9457) for every error: a :class:`~pinecall_servicekit.errors.PinecallError`,
+Litestar's own (malformed JSON, wrong types, unknown route), or an unexpected one (500, logged).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from typing import Any
+
+import msgspec
+from litestar import Litestar, MediaType, Request, Response, get
+from litestar.datastructures import State
+from litestar.exceptions import HTTPException, ValidationException
+from litestar.openapi import OpenAPIConfig
+from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlugin
+from litestar.types import ControllerRouterHandler
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+
+from pinecall_contracts.problems import ProblemDetails
+from pinecall_servicekit.errors import PinecallError
+
+PROBLEM_JSON = "application/problem+json"
+Readiness = Callable[[State], Awaitable[dict[str, bool]]]
+"""Names each dependency and whether it answers now (``{"postgres": True, "nats": False}``)."""
+
+_log = logging.getLogger(__name__)
+
+
+def problem_response(problem: ProblemDetails) -> Response[bytes]:
+    """A problem detail as an ``application/problem+json`` response."""
+    return Response(
+        content=msgspec.json.encode(problem), status_code=problem.status, media_type=PROBLEM_JSON
+    )
+
+
+def _pinecall_error(request: Request[Any, Any, Any], exc: PinecallError) -> Response[bytes]:
+    return problem_response(exc.problem(instance=request.url.path))
+
+
+def _validation_error(request: Request[Any, Any, Any], exc: ValidationException) -> Response[bytes]:
+    errors = exc.extra if isinstance(exc.extra, list) else None
+    return problem_response(
+        ProblemDetails(
+            title="Malformed request",
+            status=400,
+            detail=str(exc.detail),
+            instance=request.url.path,
+            code="bad_request",
+            errors=[dict(e) for e in errors] if errors else None,
+        )
+    )
+
+
+def _http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
+    code = {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed"}
+    return problem_response(
+        ProblemDetails(
+            title=str(exc.detail),
+            status=exc.status_code,
+            instance=request.url.path,
+            code=code.get(exc.status_code, "http_error"),
+            retryable=exc.status_code >= 500,
+        )
+    )
+
+
+def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
+    _log.exception("unexpected error on %s %s", request.method, request.url.path)
+    return problem_response(
+        ProblemDetails(
+            title="Internal error",
+            status=500,
+            instance=request.url.path,
+            code="internal",
+            retryable=True,
+        )
+    )
+
+
+def _health_routes(registry: CollectorRegistry, readiness: Readiness | None) -> list[Any]:
+    @get("/healthz", media_type=MediaType.JSON, include_in_schema=False, sync_to_thread=False)
+    def healthz() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @get("/readyz", media_type=MediaType.JSON, include_in_schema=False)
+    async def readyz(state: State) -> Response[Any]:
+        checks = await readiness(state) if readiness else {}
+        ready = all(checks.values())
+        return Response(
+            content={"ready": ready, "checks": checks}, status_code=200 if ready else 503
+        )
+
+    @get("/metrics", include_in_schema=False, sync_to_thread=False)
+    def metrics() -> Response[bytes]:
+        return Response(content=generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return [healthz, readyz, metrics]
+
+
+def service_app(
+    *,
+    service: str,
+    version: str,
+    route_handlers: Sequence[ControllerRouterHandler],
+    lifespan: Sequence[Callable[[Litestar], AbstractAsyncContextManager[None]]],
+    registry: CollectorRegistry,
+    readiness: Readiness | None = None,
+    state: dict[str, Any] | None = None,
+) -> Litestar:
+    """A service's Litestar app with the shared routes, error mapping, OpenAPI and telemetry."""
+    return Litestar(
+        route_handlers=[*route_handlers, *_health_routes(registry, readiness)],
+        lifespan=list(lifespan),
+        exception_handlers={
+            PinecallError: _pinecall_error,
+            ValidationException: _validation_error,
+            HTTPException: _http_error,
+            Exception: _unexpected,
+        },
+        openapi_config=OpenAPIConfig(title=f"pinecall {service}", version=version, path="/schema"),
+        plugins=[OpenTelemetryPlugin(OpenTelemetryConfig())],
+        state=State(state or {}),
+    )

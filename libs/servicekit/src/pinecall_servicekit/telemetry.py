@@ -1,0 +1,85 @@
+"""OpenTelemetry and structured logging, configured in one function per process.
+
+Traces follow the standard ``OTEL_*`` environment (``OTEL_EXPORTER_OTLP_ENDPOINT`` turns the OTLP
+exporter on; without it spans are made, so ``traceparent`` still travels, and kept nowhere). Logs
+are one JSON object a line carrying the current ``trace_id`` and ``span_id``. Call
+:func:`configure_telemetry` in a service's lifespan (after any fork), never at import.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from typing import Any
+
+from opentelemetry import trace
+from opentelemetry.sdk.resources import SERVICE_NAME, Resource
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+
+_configured: set[str] = set()
+
+
+class JsonFormatter(logging.Formatter):
+    """A log record as one JSON line: ts, level, logger, message, trace and span ids, extras."""
+
+    _STANDARD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {"message"}
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, Any] = {
+            "ts": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created))
+            + f".{int(record.msecs):03d}Z",
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        ctx = trace.get_current_span().get_span_context()
+        if ctx.is_valid:
+            out["trace_id"] = f"{ctx.trace_id:032x}"
+            out["span_id"] = f"{ctx.span_id:016x}"
+        for key, value in record.__dict__.items():
+            if key not in self._STANDARD and not key.startswith("_"):
+                out[key] = value
+        if record.exc_info:
+            out["exc"] = self.formatException(record.exc_info)
+        return json.dumps(out, default=str)
+
+
+def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
+    """Route every logger to stderr as JSON lines (or plain text for ``fmt="text"``)."""
+    handler = logging.StreamHandler(sys.stderr)
+    if fmt == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+def configure_telemetry(service: str, *, level: str = "INFO", fmt: str = "json") -> None:
+    """Logs and traces for ``service``; a second call in the same process changes only logging.
+
+    The tracer provider is global to the process (OpenTelemetry allows one), so two apps in one
+    process (tests run two roster replicas side by side) share it.
+    """
+    configure_logging(level, fmt)
+    if _configured:
+        return
+    _configured.add(service)
+    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service}))
+    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
+    ):
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    trace.set_tracer_provider(provider)
+
+
+def tracer(name: str) -> trace.Tracer:
+    """The tracer of a module (``tracer(__name__)``)."""
+    return trace.get_tracer(name)

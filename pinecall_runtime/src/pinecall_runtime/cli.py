@@ -1,0 +1,57 @@
+"""``pinecall-runtime``: a click group whose subcommands come from installed distributions.
+
+Each service registers its click group under the entry point group ``pinecall_runtime.commands``
+(``roster``, ``fleet``, ``keys``, later ``worker``, ``lab``…); this module adds ``migrate`` (every
+service's migrations) and ``up`` (the platform on one machine).
+"""
+
+from __future__ import annotations
+
+from importlib.metadata import EntryPoint, entry_points
+
+import click
+
+from pinecall_runtime.up import up
+from pinecall_servicekit.operator import OperatorSettings, run
+
+COMMANDS = "pinecall_runtime.commands"
+MIGRATIONS = "pinecall_runtime.migrations"
+
+
+def _entry_points(group: str) -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=group)}
+
+
+class RuntimeGroup(click.Group):
+    """Lists installed commands by name; imports one only when it is invoked or shown."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(set(super().list_commands(ctx)) | set(_entry_points(COMMANDS)))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = super().get_command(ctx, cmd_name)
+        if command is not None:
+            return command
+        ep = _entry_points(COMMANDS).get(cmd_name)
+        return ep.load() if ep else None
+
+
+@click.group(cls=RuntimeGroup)
+@click.version_option(package_name="pinecall-runtime")
+def main() -> None:
+    """Pinecall Runtime: voice agents' calls on LiveKit, seen and steered from one place."""
+
+
+@main.command()
+@run
+async def migrate() -> None:
+    """Run every installed service's migrations on PINECALL_DATABASE_URL."""
+    import asyncio
+
+    url = OperatorSettings.load().database_url
+    for name, ep in sorted(_entry_points(MIGRATIONS).items()):
+        await asyncio.to_thread(ep.load(), url)
+        click.echo(f"{name}: migrated")
+
+
+main.add_command(up)

@@ -1,0 +1,128 @@
+"""The roster's HTTP API (seed 000, "The gateway hears every worker", "The burst").
+
+=======================================  ===========  ============================================
+route                                    key          answer
+=======================================  ===========  ============================================
+POST /v1/fleet/heartbeat                 fleet        HeartbeatReply
+GET  /v1/fleet/wanted?scaled&seats&most  fleet        Wanted (422 without scaled and seats)
+GET  /v1/ops/fleet[?fleet=]              operator     RosterSnapshot
+GET  /v1/ops/fleets                      operator     FleetRecords
+POST /v1/ops/fleet/{fleet}/{worker}/cordon    operator     CordonSetting (body CordonRequest, optional)
+POST /v1/ops/fleet/{fleet}/{worker}/uncordon  operator     CordonSetting
+POST /v1/ops/keys/{key_id}/revoke        operator     KeyInfo; every replica forgets it at once
+=======================================  ===========  ============================================
+
+A worker is named in a path as ``<fleet>/<worker>`` (the cordon's name, start left out or not).
+Every error is a problem detail; nothing is recorded on an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Annotated
+
+from litestar import Request, get, post
+from litestar.datastructures import State
+from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
+
+from pinecall_contracts.fleet import (
+    CordonRequest,
+    CordonSetting,
+    FleetRecords,
+    HeartbeatReply,
+    RosterSnapshot,
+    Wanted,
+    WorkerHeartbeat,
+)
+from pinecall_contracts.ids import WorkerNameError
+from pinecall_contracts.keys import KeyInfo, KeyKind
+from pinecall_roster.service import RosterService
+from pinecall_servicekit.errors import BadRequest, Unprocessable
+from pinecall_servicekit.keys import bearer
+
+AnyRequest = Request[object, object, State]
+
+
+def _service(state: State) -> RosterService:
+    service: RosterService = state.roster
+    return service
+
+
+async def _key(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
+    return await _service(request.app.state).keyring.verify(
+        bearer(request.headers.get("authorization")), kinds=kinds
+    )
+
+
+@post("/v1/fleet/heartbeat", status_code=200)
+async def heartbeat(request: AnyRequest, data: JSONBody[WorkerHeartbeat]) -> HeartbeatReply:
+    """A worker's heartbeat, every 5 s, with its environment's fleet key."""
+    key = await _key(request, ("fleet",))
+    return await _service(request.app.state).heartbeat(data, key)
+
+
+@get("/v1/fleet/wanted")
+async def wanted(
+    request: AnyRequest,
+    scaled: FromQuery[str | None] = None,
+    seats: Annotated[int | None, QueryParameter(ge=1, le=10_000)] = None,
+    most: Annotated[int | None, QueryParameter(ge=0, le=100_000)] = None,
+) -> Wanted:
+    """How many scaled workers the key's fleet should run (KEDA, every 15 s)."""
+    key = await _key(request, ("fleet",))
+    if not scaled or seats is None:
+        raise Unprocessable("scaled (a worker name prefix) and seats (per worker) are required")
+    service = _service(request.app.state)
+    return service.wanted(service.fleet_of_key(key), scaled, seats, most)
+
+
+@get("/v1/ops/fleet")
+async def fleet(request: AnyRequest, fleet: FromQuery[str | None] = None) -> RosterSnapshot:
+    """Every fleet with its workers and totals (or only ``fleet``)."""
+    await _key(request, ("operator",))
+    return _service(request.app.state).snapshot(fleet)
+
+
+@get("/v1/ops/fleets")
+async def fleets(request: AnyRequest) -> FleetRecords:
+    """The fleets rows: name, environment, the LiveKit each dispatches on."""
+    await _key(request, ("operator",))
+    service = _service(request.app.state)
+    await service.reload_fleets()
+    return FleetRecords(fleets=list(service.fleets.values()))
+
+
+async def _cordon(request: AnyRequest, worker: str, cordoned: bool, reason: str | None) -> CordonSetting:
+    key = await _key(request, ("operator",))
+    try:
+        return await _service(request.app.state).cordon(worker, cordoned, key.name, reason)
+    except WorkerNameError as exc:
+        raise BadRequest(str(exc)) from exc
+
+
+@post("/v1/ops/fleet/{fleet_name:str}/{worker:str}/cordon", status_code=200)
+async def cordon(
+    request: AnyRequest, fleet_name: FromPath[str], worker: FromPath[str],
+    data: JSONBody[CordonRequest | None] = None,
+) -> CordonSetting:
+    """Cordon a worker: it takes no new call, finishes what it holds and exits 3."""
+    body = data or CordonRequest()
+    return await _cordon(request, f"{fleet_name}/{worker}", body.cordoned, body.reason)
+
+
+@post("/v1/ops/fleet/{fleet_name:str}/{worker:str}/uncordon", status_code=200)
+async def uncordon(
+    request: AnyRequest, fleet_name: FromPath[str], worker: FromPath[str]
+) -> CordonSetting:
+    """Lift a worker's cordon."""
+    return await _cordon(request, f"{fleet_name}/{worker}", False, None)
+
+
+@post("/v1/ops/keys/{key_id:str}/revoke", status_code=200)
+async def revoke_key(request: AnyRequest, key_id: FromPath[str]) -> KeyInfo:
+    """Revoke a key; every replica forgets it at once (said on NATS)."""
+    await _key(request, ("operator",))
+    return await _service(request.app.state).revoke_key(key_id)
+
+
+ROUTES = [heartbeat, wanted, fleet, fleets, cordon, uncordon, revoke_key]

@@ -1,0 +1,172 @@
+"""The operator's verbs that the roster serves: ``fleet list|cordon|uncordon`` and ``keys``.
+
+``fleet`` travels over NATS (the roster's ops service), so it works from any machine that
+reaches NATS with an operator key. ``keys`` writes the keys table directly (it is how the first
+operator key is made) and says a revocation on NATS so every replica forgets the key at once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+import click
+import msgspec
+
+from pinecall_contracts.base import to_builtins
+from pinecall_contracts.fleet import CordonRequest, CordonSetting, FleetListRequest, RosterSnapshot
+from pinecall_contracts.ids import WorkerNameError, worker_key
+from pinecall_contracts.keys import KeyRevoked
+from pinecall_roster.store import Store
+from pinecall_servicekit import db
+from pinecall_servicekit.bus import Bus
+from pinecall_servicekit.errors import BusUnavailable
+from pinecall_servicekit.operator import CommandError, OperatorSettings, run, table
+
+
+def _auth(settings: OperatorSettings) -> dict[str, str]:
+    if not settings.operator_key:
+        raise CommandError("unauthorized", "no operator key: set PINECALL_OPERATOR_KEY")
+    return {"Authorization": f"Bearer {settings.operator_key}"}
+
+
+@click.group()
+def fleet() -> None:
+    """The roster of every fleet: list workers, cordon and uncordon them."""
+
+
+@fleet.command(name="list")
+@click.option("--json", "as_json", is_flag=True, help="JSON for scripts.")
+@click.option("--fleet", "only", default=None, help="Only this fleet.")
+@run
+async def fleet_list(as_json: bool, only: str | None) -> None:
+    """Every fleet's workers: state, seats, calls, load, first audio p95, last heard."""
+    settings = OperatorSettings.load()
+    bus = await Bus.connect(settings.nats_url, settings.nats_namespace, name="cli")
+    try:
+        snapshot = await bus.request(
+            bus.subjects.ops_fleet_list, FleetListRequest(fleet=only), RosterSnapshot,
+            headers=_auth(settings),
+        )
+    finally:
+        await bus.close()
+    if as_json:
+        click.echo(msgspec.json.format(msgspec.json.encode(snapshot), indent=2))
+        return
+    for view in snapshot.fleets:
+        t = view.totals
+        click.echo(
+            f"{view.fleet} ({view.environment or '?'}): {t.accepting} accepting, {t.full} full, "
+            f"{t.seats_free}/{t.seats} seats free, {t.calls} calls"
+        )
+        rows = [
+            (w.worker, w.state, w.seats, w.active, f"{w.load:.2f}",
+             None if w.first_audio_p95_s is None else f"{w.first_audio_p95_s:.2f}",
+             None if w.load_per_core is None else f"{w.load_per_core:.2f}",
+             f"{w.last_heard_s:.0f}s", "yes" if w.agent_name else "no")
+            for w in view.workers
+        ]
+        if rows:
+            click.echo(table(("worker", "state", "seats", "calls", "load", "p95 s", "cpu",
+                              "heard", "livekit"), rows))
+        click.echo()
+
+
+async def _cordon(worker: str, cordoned: bool, reason: str | None) -> CordonSetting:
+    settings = OperatorSettings.load()
+    try:
+        key = worker_key(worker)
+    except WorkerNameError as exc:
+        raise CommandError("bad_request", str(exc)) from exc
+    bus = await Bus.connect(settings.nats_url, settings.nats_namespace, name="cli")
+    try:
+        return await bus.request(
+            bus.subjects.ops_fleet_cordon,
+            CordonRequest(worker=key, cordoned=cordoned, reason=reason),
+            CordonSetting, headers=_auth(settings),
+        )
+    finally:
+        await bus.close()
+
+
+@fleet.command(name="cordon")
+@click.argument("worker")
+@click.option("--reason", default=None)
+@run
+async def fleet_cordon(worker: str, reason: str | None) -> None:
+    """Cordon WORKER (<fleet>/<worker>[.<start>]): no new call; it finishes and exits 3."""
+    setting = await _cordon(worker, True, reason)
+    click.echo(f"{setting.worker}: cordoned")
+
+
+@fleet.command(name="uncordon")
+@click.argument("worker")
+@run
+async def fleet_uncordon(worker: str) -> None:
+    """Lift WORKER's cordon."""
+    setting = await _cordon(worker, False, None)
+    click.echo(f"{setting.worker}: uncordoned")
+
+
+@click.group()
+def keys() -> None:
+    """Operator, fleet (per environment) and app keys."""
+
+
+@keys.command(name="create")
+@click.option("--kind", type=click.Choice(["operator", "fleet", "app"]), required=True)
+@click.option("--name", required=True, help="Who or what holds it.")
+@click.option("--environment", type=click.Choice(["production", "sandbox"]), default=None,
+              help="For fleet and app keys.")
+@run
+async def keys_create(kind: Literal["operator", "fleet", "app"], name: str,
+                      environment: str | None) -> None:
+    """Make a key and print its secret (shown this once)."""
+    engine = db.create_engine(OperatorSettings.load().database_url, pool_size=1)
+    try:
+        created = await Store(engine).create_key(kind, name, environment)
+    finally:
+        await engine.dispose()
+    click.echo(created.secret)
+
+
+@keys.command(name="list")
+@click.option("--json", "as_json", is_flag=True)
+@run
+async def keys_list(as_json: bool) -> None:
+    """Every key (never a secret)."""
+    engine = db.create_engine(OperatorSettings.load().database_url, pool_size=1)
+    try:
+        infos = await Store(engine).keys()
+    finally:
+        await engine.dispose()
+    if as_json:
+        click.echo(msgspec.json.encode([to_builtins(k) for k in infos]).decode())
+        return
+    click.echo(table(("id", "kind", "name", "environment", "created", "revoked"),
+                     [(k.id, k.kind, k.name, k.environment, f"{k.created_at:%Y-%m-%d %H:%M}",
+                       k.revoked_at and f"{k.revoked_at:%Y-%m-%d %H:%M}") for k in infos]))
+
+
+@keys.command(name="revoke")
+@click.argument("key_id")
+@run
+async def keys_revoke(key_id: str) -> None:
+    """Revoke KEY_ID; every roster replica reachable on NATS forgets it at once."""
+    settings = OperatorSettings.load()
+    engine = db.create_engine(settings.database_url, pool_size=1)
+    try:
+        info = await Store(engine).revoke_key(key_id)
+    finally:
+        await engine.dispose()
+    try:
+        bus = await Bus.connect(settings.nats_url, settings.nats_namespace, name="cli")
+    except BusUnavailable:
+        click.echo(f"{key_id}: revoked; NATS did not answer, replicas forget it within 5 s")
+        return
+    try:
+        await bus.publish(bus.subjects.key_revoked,
+                          KeyRevoked(id=key_id, at=info.revoked_at or dt.datetime.now(dt.UTC)))
+    finally:
+        await bus.close()
+    click.echo(f"{key_id}: revoked")

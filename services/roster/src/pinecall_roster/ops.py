@@ -1,0 +1,54 @@
+"""The roster's ops verbs over NATS: a ``nats.micro`` service on every replica (NATS ADR-32).
+
+``<ns>.ops.fleet.list`` (FleetListRequest → RosterSnapshot) and ``<ns>.ops.fleet.cordon``
+(CordonRequest → CordonSetting), each with an operator key in the ``Authorization`` header, so
+``pinecall-runtime fleet …`` works from any machine that reaches NATS. Replicas share a queue
+group: one answers each request. ``$SRV.PING.<ns>-roster`` finds them all.
+"""
+
+from __future__ import annotations
+
+from nats.micro import Service
+
+from pinecall_contracts.fleet import CordonRequest, CordonSetting, FleetListRequest, RosterSnapshot
+from pinecall_contracts.ids import WorkerNameError
+from pinecall_roster.service import RosterService
+from pinecall_servicekit.errors import BadRequest
+from pinecall_servicekit.keys import bearer
+
+VERSION = "0.1.0"
+
+
+async def start_ops(service: RosterService) -> Service:
+    """Serve the ops verbs of ``service``; stop the returned service on shutdown."""
+    bus = service.bus
+
+    async def operator(headers: dict[str, str]) -> str:
+        info = await service.keyring.verify(bearer(headers.get("Authorization")), kinds=("operator",))
+        return info.name
+
+    async def fleet_list(request: FleetListRequest, headers: dict[str, str]) -> RosterSnapshot:
+        await operator(headers)
+        return service.snapshot(request.fleet)
+
+    async def fleet_cordon(request: CordonRequest, headers: dict[str, str]) -> CordonSetting:
+        by = await operator(headers)
+        if request.worker is None:
+            raise BadRequest("name the worker: <fleet>/<worker>")
+        try:
+            return await service.cordon(request.worker, request.cordoned, by, request.reason)
+        except WorkerNameError as exc:
+            raise BadRequest(str(exc)) from exc
+
+    micro = await bus.add_service(
+        bus.subjects.ops_service, version=VERSION, description="the roster's fleet verbs"
+    )
+    await bus.add_endpoint(
+        micro, name="fleet-list", subject=bus.subjects.ops_fleet_list,
+        kind=FleetListRequest, handler=fleet_list,
+    )
+    await bus.add_endpoint(
+        micro, name="fleet-cordon", subject=bus.subjects.ops_fleet_cordon,
+        kind=CordonRequest, handler=fleet_cordon,
+    )
+    return micro

@@ -1,0 +1,58 @@
+"""Roster replicas on real Postgres and NATS, each test on its own database and namespace."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+import pytest
+from litestar.testing import AsyncTestClient
+
+from pinecall_roster.app import create_app
+from pinecall_roster.settings import RosterSettings
+from pinecall_roster.store import Store
+from pinecall_roster.testing import Keys
+from pinecall_servicekit import db
+
+Replica = AsyncTestClient  # an app with its lifespan running, reached in-process over ASGI
+
+
+@pytest.fixture
+def roster_settings(database_url: str, nats_url: str, nats_namespace: str) -> RosterSettings:
+    return RosterSettings.from_env(
+        {}, database_url=database_url, nats_url=nats_url, nats_namespace=nats_namespace,
+        log_format="text",
+    )
+
+
+@pytest.fixture
+def replica(roster_settings: RosterSettings) -> Callable[[], AbstractAsyncContextManager[Replica]]:
+    """Start a roster replica (as many as a test wants) on the test's database and NATS."""
+
+    @asynccontextmanager
+    async def start() -> AsyncIterator[Replica]:
+        async with AsyncTestClient(app=create_app(roster_settings)) as client:
+            yield client
+
+    return start
+
+
+@pytest.fixture
+async def roster(replica: Callable[[], AbstractAsyncContextManager[Replica]]) -> AsyncIterator[Replica]:
+    async with replica() as client:
+        yield client
+
+
+@pytest.fixture
+async def keys(database_url: str) -> Keys:
+    engine = db.create_engine(database_url, pool_size=1)
+    store = Store(engine)
+    try:
+        operator = await store.create_key("operator", "test", None)
+        production = await store.create_key("fleet", "workers", "production")
+        sandbox = await store.create_key("fleet", "workers", "sandbox")
+        app = await store.create_key("app", "an app", "production")
+    finally:
+        await engine.dispose()
+    return Keys(operator.secret, production.secret, sandbox.secret, app.secret,
+                production.key.id)
