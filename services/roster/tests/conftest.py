@@ -6,15 +6,13 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import pytest
-from litestar.testing import AsyncTestClient
 
 from pinecall_roster.app import create_app
 from pinecall_roster.settings import RosterSettings
 from pinecall_roster.store import Store
-from pinecall_roster.testing import Keys
+from pinecall_roster.testing import Keys, Replica, running
 from pinecall_servicekit import db
 
-Replica = AsyncTestClient  # an app with its lifespan running, reached in-process over ASGI
 
 
 @pytest.fixture
@@ -31,7 +29,7 @@ def replica(roster_settings: RosterSettings) -> Callable[[], AbstractAsyncContex
 
     @asynccontextmanager
     async def start() -> AsyncIterator[Replica]:
-        async with AsyncTestClient(app=create_app(roster_settings)) as client:
+        async with running(create_app(roster_settings)) as client:
             yield client
 
     return start

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from litestar.testing import AsyncTestClient as Replica
-
-from pinecall_roster.testing import Keys, bearer, heartbeat
+from pinecall_roster.testing import Keys, Replica, bearer, heartbeat
 
 
 async def test_a_heartbeat_is_counted_and_answered(roster: Replica, keys: Keys) -> None:

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_contracts.keys import KeyInfo, KeyKind, KeyRevoked
 from pinecall_servicekit.bus import Bus
+from pinecall_servicekit.changes import Changes
 from pinecall_servicekit.db import UTC_TIMESTAMP, metadata, translate_errors
 from pinecall_servicekit.errors import Forbidden, Unauthorized
 
@@ -66,12 +67,20 @@ class KeyRing:
         self._bus = bus
         self._cache_s = cache_s
         self._cache: dict[str, tuple[float, KeyInfo, str]] = {}
+        self.changes = Changes()
+        """Notified after each revocation heard on NATS."""
 
     async def start(self) -> None:
         async def on_revoked(message: KeyRevoked) -> None:
             self.forget(message.id)
+            await self.changes.notify()
 
         await self._bus.subscribe(self._bus.subjects.key_revoked, KeyRevoked, on_revoked)
+
+    def remembers(self, key_id: str) -> bool:
+        """Whether ``key_id`` is in the cache now (verified less than ``cache_s`` ago)."""
+        cached = self._cache.get(key_id)
+        return bool(cached and cached[0] > time.monotonic())
 
     def forget(self, key_id: str) -> None:
         """Drop ``key_id`` from the cache: its next use reads the table."""

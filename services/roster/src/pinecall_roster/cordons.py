@@ -21,6 +21,7 @@ from pinecall_contracts.fleet import CordonSetting
 from pinecall_contracts.ids import WorkerKey, worker_key
 from pinecall_contracts.subjects import Subjects
 from pinecall_roster import domain
+from pinecall_servicekit.changes import Changes
 
 _log = logging.getLogger(__name__)
 
@@ -35,6 +36,8 @@ class CordonBook:
         self.loaded = asyncio.Event()
         """Set once the watch replayed every stored cordon."""
         self._task: asyncio.Task[None] | None = None
+        self.changes = Changes()
+        """Notified after each setting the watch applies."""
 
     def apply(self, revision: int, setting: CordonSetting) -> None:
         """Keep ``setting`` if it is the newest of its worker (by revision)."""
@@ -72,6 +75,8 @@ class CordonBook:
                     self.apply(entry.revision, decode(entry.value, CordonSetting))
                 except msgspec.MsgspecError as exc:
                     _log.warning("a malformed cordon under %s: %s", entry.key, exc)
+                    continue
+                await self.changes.notify()
 
         self._task = asyncio.create_task(follow(), name="cordons-watch")
         self._watcher = watcher

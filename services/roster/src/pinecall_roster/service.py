@@ -32,6 +32,7 @@ from pinecall_roster.roster import Roster
 from pinecall_roster.settings import RosterSettings
 from pinecall_roster.store import Store
 from pinecall_servicekit.bus import Bus
+from pinecall_servicekit.changes import Changes
 from pinecall_servicekit.errors import Forbidden, Unprocessable
 from pinecall_servicekit.keys import KeyRing
 
@@ -55,6 +56,8 @@ class RosterService:
         self.fleets: dict[str, FleetRecord] = {}
         self._totals: dict[str, tuple[float, FleetTotals]] = {}
         self._pruner: asyncio.Task[None] | None = None
+        self.changes = Changes()
+        """Notified after each heartbeat this replica records."""
 
     async def start(self) -> None:
         await self.store.ensure_fleets(self.settings.fleet_records())
@@ -78,6 +81,7 @@ class RosterService:
         # Our own heartbeats come back here too: recording one twice changes nothing.
         if self.roster.hear(heartbeat, time.time()):
             self._totals.pop(heartbeat.fleet, None)
+            await self.changes.notify()
 
     async def _prune(self) -> None:
         while True:
