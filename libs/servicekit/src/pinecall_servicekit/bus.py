@@ -12,6 +12,7 @@ on the caller's side. NATS that does not answer is :class:`~pinecall_servicekit.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -58,25 +59,31 @@ class Bus:
         self.js = client.jetstream()
 
     @classmethod
-    async def connect(cls, url: str, namespace: str, *, name: str) -> Bus:
-        """Connect to ``url`` (reconnecting for ever once connected); ``BusUnavailable`` if not."""
+    async def connect(
+        cls, url: str, namespace: str, *, name: str, connect_timeout_s: float = 5.0
+    ) -> Bus:
+        """Connect to ``url`` (reconnecting for ever once connected); ``BusUnavailable`` if no
+        connection is made within ``connect_timeout_s`` seconds."""
         subjects = Subjects(namespace)
 
         async def on_error(exc: Exception) -> None:
             _log.warning("nats: %s", exc)
 
         try:
-            client = await nats.connect(
-                url,
-                name=name,
-                connect_timeout=2,
-                allow_reconnect=True,
-                max_reconnect_attempts=-1,
-                reconnect_time_wait=0.5,
-                error_cb=on_error,
-            )
+            # nats-py keeps retrying a first connection that fails when reconnects are allowed:
+            # bound the first one, then reconnect for ever.
+            async with asyncio.timeout(connect_timeout_s):
+                client = await nats.connect(
+                    url,
+                    name=name,
+                    connect_timeout=2,
+                    allow_reconnect=True,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=0.5,
+                    error_cb=on_error,
+                )
         except Exception as exc:  # nats-py raises a handful of unrelated types here
-            raise BusUnavailable(f"NATS at {url} did not answer: {exc}") from exc
+            raise BusUnavailable(f"NATS at {url} did not answer: {exc!r}") from exc
         return cls(client, subjects)
 
     @property
@@ -189,4 +196,3 @@ class Bus:
             except Exception as exc:  # a connection already lost cannot drain
                 _log.debug("nats drain: %s", exc)
                 await self.client.close()
-

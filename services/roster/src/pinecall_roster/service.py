@@ -79,8 +79,9 @@ class RosterService:
 
     async def _heard(self, heartbeat: WorkerHeartbeat) -> None:
         # Our own heartbeats come back here too: recording one twice changes nothing.
+        # The fleet's totals are not recomputed here: at hundreds of heartbeats a second that
+        # would cost a pass over the fleet each; they are at most TOTALS_TTL_S old by design.
         if self.roster.hear(heartbeat, time.time()):
-            self._totals.pop(heartbeat.fleet, None)
             await self.changes.notify()
 
     async def _prune(self) -> None:
