@@ -51,17 +51,20 @@ class Received:
 
 @dataclass
 class WebhookSink:
-    """Collects webhook POSTs; answers each with `status` (200 unless a test changes it)."""
+    """Collects webhook POSTs; answers 200, or 503 to the next `fail_next` of them."""
 
     url: str = ""
     received: list[Received] = field(default_factory=list)
-    status: int = 200
+    fail_next: int = 0
     _arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def handle(self, request: web.Request) -> web.Response:
         self.received.append(Received(await request.read(), dict(request.headers)))
         self._arrived.set()
-        return web.Response(status=self.status)
+        if self.fail_next > 0:
+            self.fail_next -= 1
+            return web.Response(status=503)
+        return web.Response(status=200)
 
     async def wait_for(self, count: int) -> list[Received]:
         """Wait until `count` POSTs have arrived (bound it with `asyncio.timeout`)."""
