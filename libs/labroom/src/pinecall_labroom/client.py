@@ -147,6 +147,8 @@ class LabRoom:
         finally:
             self.closed.set()
             self._changed.set()
+            if self._own_session:
+                await self._session.close()
 
     def _on_text(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
