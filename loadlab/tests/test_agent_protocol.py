@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+import aiohttp
 import pytest
 from livekit import api
 from livekit.agents import AgentServer, JobExecutorType
@@ -11,7 +12,7 @@ from livekit.protocol import agent, models
 
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
-from pinecall_loadlab.livekit.testing import LabWorkers
+from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET, LabWorkers
 
 
 @pytest.mark.parametrize("executor", [JobExecutorType.THREAD, JobExecutorType.PROCESS])
@@ -179,3 +180,28 @@ async def test_delete_dispatch_terminates_the_running_job(
     assert left.reason == models.DisconnectReason.CLIENT_INITIATED
     job = standin.dispatcher.jobs[ended.job_id]
     assert job.state.status == agent.JobStatus.JS_SUCCESS  # requested, not "agent left"
+
+
+async def test_agent_socket_refusals(standin: StandIn) -> None:
+    """Not an upgrade: 404. No token, or a token without ``video.agent``: 401 plain text."""
+    no_agent = api.AccessToken(API_KEY, API_SECRET).with_grants(api.VideoGrants()).to_jwt()
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{standin.url}/agent") as r:
+            assert r.status == 404
+        for headers in ({}, {"Authorization": f"Bearer {no_agent}"}):
+            with pytest.raises(aiohttp.WSServerHandshakeError) as err:
+                await http.ws_connect(f"{standin.url}/agent", headers=headers)
+            assert err.value.status == 401
+
+
+async def test_a_socket_that_does_not_register_in_time_is_closed(standin: StandIn) -> None:
+    standin.config.register_timeout_s = 0.1
+    token = api.AccessToken(API_KEY, API_SECRET).with_grants(api.VideoGrants(agent=True)).to_jwt()
+    async with (
+        aiohttp.ClientSession() as http,
+        http.ws_connect(f"{standin.url}/agent", headers={"Authorization": f"Bearer {token}"}) as ws,
+    ):
+        async with asyncio.timeout(10):
+            msg = await ws.receive()
+    assert msg.type in (aiohttp.WSMsgType.CLOSE, aiohttp.WSMsgType.CLOSED)
+    assert standin.dispatcher.registry.all() == []
