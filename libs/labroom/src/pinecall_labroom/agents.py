@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from typing import Any
 
 from livekit import rtc
 from livekit.agents import AgentSession, utils
@@ -121,7 +122,7 @@ class LabAudioOutput(io.AudioOutput):
             await asyncio.sleep(max(0.0, clock - loop.time()))  # real-time pacing
 
 
-def wire_session(session: AgentSession, room: LabRoom, *, sender: str | None = None) -> None:
+def wire_session(session: AgentSession[Any], room: LabRoom, *, sender: str | None = None) -> None:
     """Make `room` the session's audio input and output (call before `session.start`)."""
     session.input.audio = LabAudioInput(room, sender=sender)
     session.output.audio = LabAudioOutput(room)

@@ -63,9 +63,7 @@ class StandIn:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.host, self.config.port)
         await site.start()
-        server = site._server
-        if server is not None and server.sockets:  # type: ignore[union-attr]
-            self.port = server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.port = self._runner.addresses[0][1]
         log.info("LiveKit stand-in listening on %s", self.url)
 
     async def aclose(self) -> None:

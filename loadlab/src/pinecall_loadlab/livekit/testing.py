@@ -83,7 +83,7 @@ async def webhook_sink() -> AsyncIterator[WebhookSink]:
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    port = runner.addresses[0][1]
     sink.url = f"http://127.0.0.1:{port}/webhook"
     yield sink
     await runner.cleanup()
@@ -140,7 +140,8 @@ class LabWorkers:
         server.on("worker_registered", on_registered)
         task = asyncio.create_task(server.run(devmode=False))
         self._running.append((server, task))
-        done, _ = await asyncio.wait({registered, task}, return_when=asyncio.FIRST_COMPLETED)
+        waits: set[asyncio.Future[Any]] = {registered, task}
+        done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
         if registered not in done:
             await task  # raises why the worker could not run
         return registered.result()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from livekit import api
 from livekit.protocol import models
@@ -61,17 +62,24 @@ async def place_calls(
         await _settled(lk, room, ghosts)
         if interval_s > 0:
             await asyncio.sleep(interval_s)  # the experiment's pacing, not a wait for an event
-    await asyncio.gather(
-        *(lk.events.wait_for(ev.JobRequestEnded, lambda e, r=r: e.room == r) for r in rooms)
-    )
+    await asyncio.gather(*(lk.events.wait_for(ev.JobRequestEnded, _in(r)) for r in rooms))
     result = []
     for room in rooms:
-        [ended] = lk.events.of(ev.JobRequestEnded, lambda e, r=room: e.room == r)
-        offered = [e.worker_id for e in lk.events.of(ev.JobOffered, lambda e, r=room: e.room == r)]
+        [ended] = lk.events.of(ev.JobRequestEnded, _in(room))
+        offered = [e.worker_id for e in lk.events.of(ev.JobOffered, _in(room))]
         people = await lkapi.room.list_participants(api.ListParticipantsRequest(room=room))
         answered = any(p.kind == AGENT for p in people.participants)
         result.append(Call(room=room, offered_to=offered, outcome=ended.outcome, answered=answered))
     return result
+
+
+class _InRoom(Protocol):
+    @property
+    def room(self) -> str: ...
+
+
+def _in(room: str) -> Callable[[_InRoom], bool]:
+    return lambda e: e.room == room
 
 
 async def _settled(lk: StandIn, room: str, ghosts: set[str]) -> None:
