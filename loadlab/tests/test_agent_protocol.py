@@ -171,6 +171,13 @@ async def test_delete_dispatch_terminates_the_running_job(
         [joined] = await standin.events.wait_for(
             ev.ParticipantJoined, lambda e: e.kind == models.ParticipantInfo.Kind.AGENT
         )
+        # The agent joined with the token the stand-in minted, as `BuildAgentToken` mints it.
+        [who] = (
+            await livekit_api.room.list_participants(api.ListParticipantsRequest(room="call-1"))
+        ).participants
+        assert (who.identity, who.kind) == (f"agent-{ended.job_id}", models.ParticipantInfo.AGENT)
+        assert dict(who.attributes) == {"lk.agent.name": "exp", "lk.agent_name": "exp"}
+        assert who.permission.agent
         await livekit_api.agent_dispatch.delete_dispatch(d.id, "call-1")
         # JobTermination reached the worker: it closed the job, whose agent left the lab room.
         [left] = await standin.events.wait_for(
