@@ -1,0 +1,51 @@
+"""The stand-in's settings: LiveKit's defaults, each with the server file it comes from."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .policy import AffinityFormula
+
+
+@dataclass(kw_only=True)
+class StandInConfig:
+    """Everything the stand-in can be told; defaults are a real server's."""
+
+    keys: dict[str, str] = field(default_factory=lambda: {"devkey": "secret"})
+    """API key → secret (`keys:` in livekit.yaml). The first key signs webhooks."""
+    webhook_urls: list[str] = field(default_factory=list)
+    """`webhook.urls`: every event is POSTed to each."""
+    host: str = "127.0.0.1"
+    port: int = 7880
+    """0 picks a free port (tests)."""
+    target_load: float = 0.7
+    """`agents.target_load` (`LK:pkg/agent/config.go:L3-8`)."""
+    affinity: AffinityFormula = AffinityFormula.TARGET_LOAD
+    """The node gate's formula: ≥ v1.11 by default; older servers selectable."""
+    offer_deadline_s: float = 10.0
+    """One JobRequest's whole budget (all offers of one job share it). 10 s as measured in seed
+    000; the source suggests ~3 s (psrpc's default client timeout, reference §2.4)."""
+    assign_timeout_s: float = 10.0
+    """`AssignJobTimeout` per offer (`LK:pkg/agent/worker.go:L54-57`)."""
+    register_timeout_s: float = 10.0
+    """`RegisterTimeout`: the first worker frame must be `register` within it."""
+    ping_interval_s: float = 10.0
+    """WebSocket pings to workers; pongs unchecked (`LK:pkg/service/wsprotocol.go:L36-39`)."""
+    empty_timeout_s: int = 300
+    """A room nobody joined closes after this (`LK:pkg/config/config.go:L550`)."""
+    departure_timeout_s: int = 20
+    """A room closes this long after its last participant left (`LK:pkg/config/config.go:L551`)."""
+    connection_timeout_s: float = 5.0
+    """A lab participant whose connection is lost leaves with CONNECTION_TIMEOUT after this
+    (`disconnectCleanupDuration`, `LK:pkg/rtc/participant.go:L77`)."""
+    webhook_max_age_s: float = 30.0
+    """An event queued longer is dropped (`PR:webhook/notifier.go`, MaxAge)."""
+    webhook_retries: int = 4
+    """go-retryablehttp's default RetryMax."""
+    webhook_backoff_min_s: float = 1.0
+    webhook_backoff_max_s: float = 30.0
+    webhook_attempt_timeout_s: float = 10.0
+    seed: int | None = None
+    """Seed of the weighted draw; None draws from the OS."""
+    region: str = "lab"
+    version: str = "1.13.5-standin"

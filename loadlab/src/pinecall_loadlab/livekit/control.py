@@ -1,0 +1,104 @@
+"""The stand-in's fault controls over HTTP (LiveKit has no equivalent).
+
+Every request needs a token signed with one of the stand-in's keys (any grants), as
+``Authorization: Bearer``. JSON in and out:
+
+- ``GET  /lab/control/workers`` → ``[{id, agent_name, status, load, job_count, frozen,
+  answer_delay_s}]``
+- ``POST /lab/control/workers/{id}/freeze`` · ``…/thaw`` · ``…/slow`` ``{"delay_s": 2.5}``
+- ``POST /lab/control/webhooks/faults`` ``{"drop_next", "duplicate_next", "reorder_next",
+  "delay_s"}`` (fields given replace the current ones)
+- ``POST /lab/control/rooms/{room}/participants/{identity}/cut``
+
+Unknown worker or participant: 404; bad token: 401.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+from livekit.protocol import agent
+
+from .agent_ws import plain_401
+from .tokens import AuthError, request_token
+
+if TYPE_CHECKING:
+    from .server import StandIn
+
+PREFIX = "/lab/control"
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def add_routes(app: web.Application, lk: StandIn) -> None:
+    """Mount the control API on `app` for stand-in `lk`."""
+
+    def guarded(fn: Callable[[web.Request], Awaitable[Any]]) -> Handler:
+        async def handler(request: web.Request) -> web.StreamResponse:
+            try:
+                token = request_token(request.headers.get("Authorization"), None)
+                if token is None:
+                    return plain_401("permissions denied")
+                lk.keys.verify(token)
+            except AuthError as exc:
+                return plain_401(str(exc))
+            try:
+                return web.json_response(await fn(request))
+            except KeyError as exc:
+                return web.json_response({"error": f"not found: {exc}"}, status=404)
+
+        return handler
+
+    async def workers(_: web.Request) -> list[dict[str, Any]]:
+        return [
+            {
+                "id": w.id,
+                "agent_name": w.agent_name,
+                "status": agent.WorkerStatus.Name(w.status),
+                "load": w.load,
+                "job_count": w.job_count,
+                "frozen": w.frozen,
+                "answer_delay_s": w.answer_delay_s,
+            }
+            for w in lk.dispatcher.registry.all()
+        ]
+
+    async def freeze(request: web.Request) -> dict[str, Any]:
+        lk.freeze(request.match_info["id"])
+        return {"ok": True}
+
+    async def thaw(request: web.Request) -> dict[str, Any]:
+        lk.thaw(request.match_info["id"])
+        return {"ok": True}
+
+    async def slow(request: web.Request) -> dict[str, Any]:
+        body = await request.json()
+        lk.slow(request.match_info["id"], float(body.get("delay_s", 0.0)))
+        return {"ok": True}
+
+    async def webhook_faults(request: web.Request) -> dict[str, Any]:
+        body = await request.json()
+        f = lk.webhooks.faults
+        for name in ("drop_next", "duplicate_next", "reorder_next"):
+            if name in body:
+                setattr(f, name, int(body[name]))
+        if "delay_s" in body:
+            f.delay_s = float(body["delay_s"])
+        return {
+            "drop_next": f.drop_next,
+            "duplicate_next": f.duplicate_next,
+            "reorder_next": f.reorder_next,
+            "delay_s": f.delay_s,
+        }
+
+    async def cut(request: web.Request) -> dict[str, Any]:
+        lk.cut(request.match_info["room"], request.match_info["identity"])
+        return {"ok": True}
+
+    app.router.add_get(f"{PREFIX}/workers", guarded(workers))
+    app.router.add_post(f"{PREFIX}/workers/{{id}}/freeze", guarded(freeze))
+    app.router.add_post(f"{PREFIX}/workers/{{id}}/thaw", guarded(thaw))
+    app.router.add_post(f"{PREFIX}/workers/{{id}}/slow", guarded(slow))
+    app.router.add_post(f"{PREFIX}/webhooks/faults", guarded(webhook_faults))
+    app.router.add_post(f"{PREFIX}/rooms/{{room}}/participants/{{identity}}/cut", guarded(cut))

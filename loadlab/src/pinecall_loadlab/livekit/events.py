@@ -1,0 +1,143 @@
+"""What the stand-in did, as an ordered log tests and the lab can await.
+
+Every fact the dispatcher, the rooms and the webhook queues produce is appended here as a small
+frozen dataclass; `EventLog.wait_for` resolves when a matching event exists (already or later), so
+tests await events instead of sleeping. The log is the stand-in's own (LiveKit has no equivalent).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+E = TypeVar("E")
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerRegistered:
+    worker_id: str
+    agent_name: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerDeregistered:
+    worker_id: str
+    agent_name: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class WorkerStatusReported:
+    worker_id: str
+    status: int
+    """`livekit.WorkerStatus` value."""
+    load: float
+    job_count: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobOffered:
+    job_id: str
+    room: str
+    worker_id: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class OfferAnswered:
+    job_id: str
+    worker_id: str
+    answer: str
+    """One of ``accepted``, ``declined``, ``terminated``, ``timeout``, ``worker_closed``."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobRequestEnded:
+    """The end of one psrpc `JobRequest`: ``outcome`` is ``assigned``, ``terminated`` (the worker
+    answered terminate=true), ``no_worker`` (agent name not registered: the dispatch stays pending),
+    ``no_servers`` (node gate 0), ``exhausted`` (every worker declined) or ``timeout``."""
+
+    job_id: str
+    room: str
+    dispatch_id: str
+    agent_name: str
+    outcome: str
+    worker_id: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class JobStatusChanged:
+    job_id: str
+    worker_id: str
+    status: int
+    """`livekit.JobStatus` value."""
+    error: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParticipantJoined:
+    room: str
+    identity: str
+    kind: int
+    """`ParticipantInfo.Kind` value."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ParticipantLeft:
+    room: str
+    identity: str
+    kind: int
+    reason: int
+    """`DisconnectReason` value."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class RoomFinished:
+    room: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class WebhookDelivered:
+    event_id: str
+    event: str
+    url: str
+    status: int
+
+
+@dataclass(frozen=True, kw_only=True)
+class WebhookDropped:
+    event_id: str
+    event: str
+    url: str
+    why: str
+
+
+class EventLog:
+    """Append-only list of events with awaitable matching (one event loop)."""
+
+    def __init__(self) -> None:
+        self.events: list[Any] = []
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def append(self, event: Any) -> None:
+        """Record `event` and wake every waiter."""
+        self.events.append(event)
+        waiters, self._waiters = self._waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    def of(self, kind: type[E], where: Callable[[E], bool] = lambda _: True) -> list[E]:
+        """Every recorded event of `kind` matching `where`, in order."""
+        return [e for e in self.events if isinstance(e, kind) and where(e)]
+
+    async def wait_for(
+        self, kind: type[E], where: Callable[[E], bool] = lambda _: True, *, count: int = 1
+    ) -> list[E]:
+        """Wait until `count` events of `kind` match `where`; returns the first `count`.
+        Callers bound the wait with `asyncio.timeout` (no deadline is imposed here)."""
+        while len(found := self.of(kind, where)) < count:
+            fut = asyncio.get_running_loop().create_future()
+            self._waiters.append(fut)
+            await fut
+        return found[:count]

@@ -1,0 +1,1 @@
+"""The load lab's experiments, run against the LiveKit stand-in."""

@@ -1,0 +1,48 @@
+"""`lab livekit` serves the stand-in until SIGTERM."""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+
+from click.testing import CliRunner
+from livekit import api
+
+from pinecall_loadlab.commands import lab
+
+
+def test_keys_must_be_key_colon_secret() -> None:
+    result = CliRunner().invoke(lab, ["livekit", "--keys", "nocolon"])
+    assert result.exit_code == 2
+    assert "is not KEY:SECRET" in result.output
+
+
+async def test_lab_livekit_serves_until_sigterm() -> None:
+    key, secret = "cli-key", "cli-secret-of-at-least-32-characters"
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        "from pinecall_loadlab.commands import lab; lab()",
+        "livekit",
+        "--port",
+        "0",
+        "--keys",
+        f"{key}:{secret}",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        async with asyncio.timeout(60):
+            assert proc.stdout is not None
+            line = (await proc.stdout.readline()).decode()
+            url = line.rsplit(" ", 1)[-1].strip()
+            async with api.LiveKitAPI(url, key, secret) as lk:
+                room = await lk.room.create_room(api.CreateRoomRequest(name="r"))
+            assert room.name == "r"
+            proc.send_signal(signal.SIGTERM)
+            assert await proc.wait() == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()

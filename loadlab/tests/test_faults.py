@@ -1,0 +1,79 @@
+"""Faults on command: the control API, a cut connection, a slow worker."""
+
+from __future__ import annotations
+
+import asyncio
+
+import aiohttp
+from livekit import api
+from livekit.protocol import agent, models
+
+from pinecall_loadlab.livekit import StandIn
+from pinecall_loadlab.livekit import events as ev
+from pinecall_loadlab.livekit.dispatcher import AGENT_LEFT_ROOM
+from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET, LabWorkers
+
+AGENT = models.ParticipantInfo.Kind.AGENT
+
+
+async def test_control_api_lists_freezes_and_thaws_workers(
+    standin: StandIn, lab_workers: LabWorkers
+) -> None:
+    worker = await lab_workers.start(agent_name="exp")
+    token = api.AccessToken(API_KEY, API_SECRET).to_jwt()
+    auth = {"Authorization": f"Bearer {token}"}
+    base = f"{standin.url}/lab/control"
+    async with aiohttp.ClientSession() as http:
+        async with http.get(f"{base}/workers") as r:
+            assert r.status == 401
+        async with http.post(f"{base}/workers/{worker}/freeze", headers=auth) as r:
+            assert r.status == 200
+        async with http.get(f"{base}/workers", headers=auth) as r:
+            [listed] = await r.json()
+        assert (listed["id"], listed["agent_name"], listed["frozen"]) == (worker, "exp", True)
+        async with http.post(f"{base}/workers/{worker}/thaw", headers=auth) as r:
+            assert r.status == 200
+        assert not standin.worker(worker).frozen
+        async with http.post(f"{base}/workers/AW_nobody/freeze", headers=auth) as r:
+            assert r.status == 404
+        async with http.post(
+            f"{base}/webhooks/faults", headers=auth, json={"drop_next": 2, "delay_s": 0.5}
+        ) as r:
+            assert (await r.json())["drop_next"] == 2
+        assert (standin.webhooks.faults.drop_next, standin.webhooks.faults.delay_s) == (2, 0.5)
+
+
+async def test_an_agent_whose_connection_is_cut_ends_its_job_failed(
+    standin: StandIn, lab_workers: LabWorkers, livekit_api: api.LiveKitAPI
+) -> None:
+    """The worker's agent loses its room connection without a goodbye: CONNECTION_TIMEOUT after
+    the cleanup timer, then LiveKit ends the job JS_FAILED and sends JobTermination."""
+    standin.config.connection_timeout_s = 0.2  # LiveKit's is 5 s; the order is what matters here
+    worker = await lab_workers.start(agent_name="exp", hold=True)
+    await livekit_api.agent_dispatch.create_dispatch(
+        api.CreateAgentDispatchRequest(agent_name="exp", room="call-1")
+    )
+    async with asyncio.timeout(30):
+        [joined] = await standin.events.wait_for(ev.ParticipantJoined, lambda e: e.kind == AGENT)
+        standin.cut("call-1", joined.identity)
+        [left] = await standin.events.wait_for(
+            ev.ParticipantLeft, lambda e: e.identity == joined.identity
+        )
+        [failed] = await standin.events.wait_for(
+            ev.JobStatusChanged, lambda e: e.status == agent.JobStatus.JS_FAILED
+        )
+    assert left.reason == models.DisconnectReason.CONNECTION_TIMEOUT
+    assert (failed.worker_id, failed.error) == (worker, AGENT_LEFT_ROOM)
+
+
+async def test_a_slow_worker_answers_late_but_within_the_deadline(
+    standin: StandIn, lab_workers: LabWorkers, livekit_api: api.LiveKitAPI
+) -> None:
+    worker = await lab_workers.start(agent_name="exp", hold=False)
+    standin.slow(worker, 0.3)
+    d = await livekit_api.agent_dispatch.create_dispatch(
+        api.CreateAgentDispatchRequest(agent_name="exp", room="call-1")
+    )
+    async with asyncio.timeout(30):
+        [ended] = await standin.events.wait_for(ev.JobRequestEnded, lambda e: e.dispatch_id == d.id)
+    assert ended.outcome == "assigned"
