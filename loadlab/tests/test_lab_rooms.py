@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 import pytest
 from livekit import api, rtc
 from livekit.agents import Agent, AgentSession, stt
+
 from pinecall_labroom import FRAME_SAMPLES, SAMPLE_RATE, JoinError, LabRoom
 from pinecall_labroom.agents import wire_session
-
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.callers import caller_token, sip_call

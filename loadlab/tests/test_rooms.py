@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from livekit import api
-from pinecall_labroom import LabRoom
 
+from pinecall_labroom import LabRoom
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.callers import caller_token

@@ -1,4 +1,4 @@
-"""The wire only grows: golden JSON keeps decoding, every type is tagged, frozen and keyword-only."""
+"""The wire only grows: golden JSON keeps decoding; every type is tagged, frozen, keyword-only."""
 
 from __future__ import annotations
 
@@ -51,21 +51,25 @@ def test_the_schema_lists_every_contract_in_the_modules() -> None:
     assert defined == set(CONTRACTS)
 
 
-@pytest.mark.parametrize("kind", [k for k in CONTRACTS if issubclass(k, Contract)],
-                         ids=lambda k: k.__name__)
+@pytest.mark.parametrize(
+    "kind", [k for k in CONTRACTS if issubclass(k, Contract)], ids=lambda k: k.__name__
+)
 def test_every_contract_is_frozen_keyword_only_and_tagged(kind: type[Contract]) -> None:
     config = kind.__struct_config__
     assert config.frozen
     with pytest.raises(TypeError, match="positional"):
         kind(None)  # keyword-only: a positional argument is refused
     assert config.tag_field == "type"
-    assert isinstance(config.tag, str) and config.tag.endswith(tuple(f".v{n}" for n in range(1, 10)))
+    assert isinstance(config.tag, str)
+    assert config.tag.endswith(tuple(f".v{n}" for n in range(1, 10)))
 
 
 def test_a_foreign_tag_is_refused() -> None:
     with pytest.raises(msgspec.ValidationError, match="type"):
-        decode(b'{"type": "fleet.heartbeat_reply.v2", "cordoned": true, "fleet_full": false}',
-               fleet.HeartbeatReply)
+        decode(
+            b'{"type": "fleet.heartbeat_reply.v2", "cordoned": true, "fleet_full": false}',
+            fleet.HeartbeatReply,
+        )
 
 
 def test_encoding_carries_the_tag() -> None:

@@ -64,7 +64,7 @@ def test_escaping_never_maps_two_values_to_one_token(a: str, b: str) -> None:
 
 @pytest.mark.parametrize("token", ["a.b", "=2", "=zz", "a b"])
 def test_a_malformed_token_is_refused(token: str) -> None:
-    with pytest.raises(ValueError, match="token|escape|character"):
+    with pytest.raises(ValueError, match=r"token|escape|character"):
         unescape_token(token)
 
 

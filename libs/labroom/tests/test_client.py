@@ -8,6 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 from aiohttp import web
+
 from pinecall_labroom import LabRoom, lab_url
 
 

@@ -14,11 +14,13 @@ from pinecall_roster.testing import Keys, Replica, running
 from pinecall_servicekit import db
 
 
-
 @pytest.fixture
 def roster_settings(database_url: str, nats_url: str, nats_namespace: str) -> RosterSettings:
     return RosterSettings.from_env(
-        {}, database_url=database_url, nats_url=nats_url, nats_namespace=nats_namespace,
+        {},
+        database_url=database_url,
+        nats_url=nats_url,
+        nats_namespace=nats_namespace,
         log_format="text",
     )
 
@@ -36,7 +38,9 @@ def replica(roster_settings: RosterSettings) -> Callable[[], AbstractAsyncContex
 
 
 @pytest.fixture
-async def roster(replica: Callable[[], AbstractAsyncContextManager[Replica]]) -> AsyncIterator[Replica]:
+async def roster(
+    replica: Callable[[], AbstractAsyncContextManager[Replica]],
+) -> AsyncIterator[Replica]:
     async with replica() as client:
         yield client
 
@@ -52,5 +56,4 @@ async def keys(database_url: str) -> Keys:
         app = await store.create_key("app", "an app", "production")
     finally:
         await engine.dispose()
-    return Keys(operator.secret, production.secret, sandbox.secret, app.secret,
-                production.key.id)
+    return Keys(operator.secret, production.secret, sandbox.secret, app.secret, production.key.id)

@@ -8,23 +8,38 @@ from pinecall_roster.testing import Keys, Replica, bearer, heartbeat
 
 
 async def test_a_heartbeat_is_counted_and_answered(roster: Replica, keys: Keys) -> None:
-    r = await roster.post("/v1/fleet/heartbeat", json=heartbeat(active=2),
-                          headers=bearer(keys.production))
+    r = await roster.post(
+        "/v1/fleet/heartbeat", json=heartbeat(active=2), headers=bearer(keys.production)
+    )
     assert r.status_code == 200
     assert r.json() == {"type": "fleet.heartbeat_reply.v1", "cordoned": False, "fleet_full": False}
-    fleet = (await roster.get("/v1/ops/fleet", params={"fleet": "pinecall"},
-                              headers=bearer(keys.operator))).json()["fleets"][0]
+    fleet = (
+        await roster.get(
+            "/v1/ops/fleet", params={"fleet": "pinecall"}, headers=bearer(keys.operator)
+        )
+    ).json()["fleets"][0]
     assert fleet["environment"] == "production"
     [row] = fleet["workers"]
     assert (row["worker"], row["state"], row["seats"], row["active"]) == (
-        "pinecall/worker-a.1791067258", "accepting", 8, 2)
-    assert fleet["totals"] == {"type": "fleet.totals.v1", "accepting": 1, "full": 0, "seats": 8,
-                               "seats_free": 6, "calls": 2}
+        "pinecall/worker-a.1791067258",
+        "accepting",
+        8,
+        2,
+    )
+    assert fleet["totals"] == {
+        "type": "fleet.totals.v1",
+        "accepting": 1,
+        "full": 0,
+        "seats": 8,
+        "seats_free": 6,
+        "calls": 2,
+    }
 
 
 async def test_a_full_fleet_is_said_in_the_answer(roster: Replica, keys: Keys) -> None:
-    r = await roster.post("/v1/fleet/heartbeat", json=heartbeat(active=8),
-                          headers=bearer(keys.production))
+    r = await roster.post(
+        "/v1/fleet/heartbeat", json=heartbeat(active=8), headers=bearer(keys.production)
+    )
     assert r.json()["fleet_full"] is True
 
 
@@ -32,19 +47,32 @@ async def test_the_fleets_rows_are_stored_by_default(roster: Replica, keys: Keys
     r = await roster.get("/v1/ops/fleets", headers=bearer(keys.operator))
     assert r.status_code == 200
     assert {(f["name"], f["environment"]) for f in r.json()["fleets"]} == {
-        ("pinecall", "production"), ("pinecall-sandbox", "sandbox")}
+        ("pinecall", "production"),
+        ("pinecall-sandbox", "sandbox"),
+    }
 
 
 async def test_wanted_counts_the_key_fleets_scaled_workers(roster: Replica, keys: Keys) -> None:
     for host, active in (("core-0", 2), ("scaled-a", 20), ("scaled-b", 4)):
         seats = 2 if host.startswith("core") else 32
-        await roster.post("/v1/fleet/heartbeat", headers=bearer(keys.production),
-                          json=heartbeat(host, active=active, seats=seats))
-    r = await roster.get("/v1/fleet/wanted", params={"scaled": "scaled", "seats": 32, "most": 35},
-                         headers=bearer(keys.production))
+        await roster.post(
+            "/v1/fleet/heartbeat",
+            headers=bearer(keys.production),
+            json=heartbeat(host, active=active, seats=seats),
+        )
+    r = await roster.get(
+        "/v1/fleet/wanted",
+        params={"scaled": "scaled", "seats": 32, "most": 35},
+        headers=bearer(keys.production),
+    )
     assert r.status_code == 200
-    assert r.json() == {"type": "fleet.wanted.v1", "fleet": "pinecall", "wanted": 2,
-                        "active": 24, "seats": 64}
+    assert r.json() == {
+        "type": "fleet.wanted.v1",
+        "fleet": "pinecall",
+        "wanted": 2,
+        "active": 24,
+        "seats": 64,
+    }
 
 
 @pytest.mark.parametrize("params", [{}, {"scaled": "scaled"}, {"seats": 32}])
@@ -56,10 +84,17 @@ async def test_wanted_without_scaled_and_seats_is_422(
     assert r.headers["content-type"].startswith("application/problem+json")
 
 
-async def test_metrics_name_each_worker_state_and_the_fleet_totals(roster: Replica, keys: Keys) -> None:
-    await roster.post("/v1/fleet/heartbeat", headers=bearer(keys.production),
-                      json=heartbeat(active=3, minute={"ended": 1, "failed": 0, "errors": 0,
-                                                       "turns": 9, "first_audio_p95_s": 1.25}))
+async def test_metrics_name_each_worker_state_and_the_fleet_totals(
+    roster: Replica, keys: Keys
+) -> None:
+    await roster.post(
+        "/v1/fleet/heartbeat",
+        headers=bearer(keys.production),
+        json=heartbeat(
+            active=3,
+            minute={"ended": 1, "failed": 0, "errors": 0, "turns": 9, "first_audio_p95_s": 1.25},
+        ),
+    )
     text = (await roster.get("/metrics")).text
     worker = 'worker="pinecall/worker-a.1791067258"'
     assert f'pinecall_worker_state{{fleet="pinecall",state="accepting",{worker}}} 1.0' in text
@@ -80,10 +115,13 @@ async def test_health_readiness_and_openapi(roster: Replica) -> None:
 async def test_a_revoked_key_is_refused_at_once(roster: Replica, keys: Keys) -> None:
     ok = await roster.post("/v1/fleet/heartbeat", json=heartbeat(), headers=bearer(keys.production))
     assert ok.status_code == 200
-    r = await roster.post(f"/v1/ops/keys/{keys.production_id}/revoke", headers=bearer(keys.operator))
+    r = await roster.post(
+        f"/v1/ops/keys/{keys.production_id}/revoke", headers=bearer(keys.operator)
+    )
     assert r.status_code == 200
     assert r.json()["revoked_at"] is not None
-    refused = await roster.post("/v1/fleet/heartbeat", json=heartbeat(),
-                                headers=bearer(keys.production))
+    refused = await roster.post(
+        "/v1/fleet/heartbeat", json=heartbeat(), headers=bearer(keys.production)
+    )
     assert refused.status_code == 401
     assert refused.json()["detail"] == "revoked key"

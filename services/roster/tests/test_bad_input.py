@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+
 from pinecall_roster.testing import Keys, Replica, bearer, heartbeat
 
 PROBLEM = "application/problem+json"
@@ -31,19 +32,32 @@ async def cordoned(roster: Replica, keys: Keys) -> list[str]:
 
 # POST /v1/fleet/heartbeat
 async def test_heartbeat_malformed_json(roster: Replica, keys: Keys) -> None:
-    r = await roster.post("/v1/fleet/heartbeat", content=b'{"fleet": "pinecall",',
-                          headers=bearer(keys.production) | {"content-type": "application/json"})
+    r = await roster.post(
+        "/v1/fleet/heartbeat",
+        content=b'{"fleet": "pinecall",',
+        headers=bearer(keys.production) | {"content-type": "application/json"},
+    )
     assert_problem(r, 400, "bad_request")
     assert await workers_heard(roster, keys) == []
 
 
-@pytest.mark.parametrize(("field", "value"), [
-    ("active", "three"), ("max_jobs", -1), ("load", None), ("worker", "worker-a"),
-    ("draining", "maybe"), ("minute", {"ended": "x"}),
-])
-async def test_heartbeat_wrong_types(roster: Replica, keys: Keys, field: str, value: object) -> None:
-    r = await roster.post("/v1/fleet/heartbeat", json=heartbeat() | {field: value},
-                          headers=bearer(keys.production))
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("active", "three"),
+        ("max_jobs", -1),
+        ("load", None),
+        ("worker", "worker-a"),
+        ("draining", "maybe"),
+        ("minute", {"ended": "x"}),
+    ],
+)
+async def test_heartbeat_wrong_types(
+    roster: Replica, keys: Keys, field: str, value: object
+) -> None:
+    r = await roster.post(
+        "/v1/fleet/heartbeat", json=heartbeat() | {field: value}, headers=bearer(keys.production)
+    )
     body = assert_problem(r, 400, "bad_request")
     assert field in (body.get("detail") or "") + str(body.get("errors"))
     assert await workers_heard(roster, keys) == []
@@ -58,15 +72,19 @@ async def test_heartbeat_missing_field(roster: Replica, keys: Keys) -> None:
 
 
 async def test_heartbeat_unknown_fleet(roster: Replica, keys: Keys) -> None:
-    r = await roster.post("/v1/fleet/heartbeat", json=heartbeat(fleet="nobody"),
-                          headers=bearer(keys.production))
+    r = await roster.post(
+        "/v1/fleet/heartbeat", json=heartbeat(fleet="nobody"), headers=bearer(keys.production)
+    )
     assert "unknown fleet" in assert_problem(r, 422, "unprocessable")["detail"]
     assert await workers_heard(roster, keys) == []
 
 
 async def test_heartbeat_name_of_another_fleet(roster: Replica, keys: Keys) -> None:
-    r = await roster.post("/v1/fleet/heartbeat", headers=bearer(keys.production),
-                          json=heartbeat() | {"fleet": "pinecall-sandbox"})
+    r = await roster.post(
+        "/v1/fleet/heartbeat",
+        headers=bearer(keys.production),
+        json=heartbeat() | {"fleet": "pinecall-sandbox"},
+    )
     assert_problem(r, 422, "unprocessable")
     assert await workers_heard(roster, keys) == []
 
@@ -92,20 +110,24 @@ async def test_heartbeat_sandbox_key_for_production_fleet(roster: Replica, keys:
 
 
 # GET /v1/fleet/wanted
-@pytest.mark.parametrize(("params", "status"), [
-    ({"scaled": "scaled", "seats": "many"}, 400),
-    ({"scaled": "scaled", "seats": 0}, 400),
-    ({"scaled": "scaled", "seats": 32, "most": -1}, 400),
-    ({"seats": 32}, 422),
-])
+@pytest.mark.parametrize(
+    ("params", "status"),
+    [
+        ({"scaled": "scaled", "seats": "many"}, 400),
+        ({"scaled": "scaled", "seats": 0}, 400),
+        ({"scaled": "scaled", "seats": 32, "most": -1}, 400),
+        ({"seats": 32}, 422),
+    ],
+)
 async def test_wanted_bad_query(roster: Replica, keys: Keys, params: dict, status: int) -> None:
     r = await roster.get("/v1/fleet/wanted", params=params, headers=bearer(keys.production))
     assert_problem(r, status)
 
 
 @pytest.mark.parametrize(("key", "status"), [(None, 401), ("operator", 403)])
-async def test_wanted_needs_a_fleet_key(roster: Replica, keys: Keys, key: str | None,
-                                        status: int) -> None:
+async def test_wanted_needs_a_fleet_key(
+    roster: Replica, keys: Keys, key: str | None, status: int
+) -> None:
     headers = bearer(getattr(keys, key)) if key else {}
     r = await roster.get("/v1/fleet/wanted", params={"scaled": "s", "seats": 32}, headers=headers)
     assert_problem(r, status)
@@ -114,8 +136,9 @@ async def test_wanted_needs_a_fleet_key(roster: Replica, keys: Keys, key: str | 
 # GET /v1/ops/fleet, /v1/ops/fleets
 @pytest.mark.parametrize("path", ["/v1/ops/fleet", "/v1/ops/fleets"])
 @pytest.mark.parametrize(("key", "status"), [(None, 401), ("production", 403), ("app", 403)])
-async def test_ops_reads_need_an_operator_key(roster: Replica, keys: Keys, path: str,
-                                              key: str | None, status: int) -> None:
+async def test_ops_reads_need_an_operator_key(
+    roster: Replica, keys: Keys, path: str, key: str | None, status: int
+) -> None:
     headers = bearer(getattr(keys, key)) if key else {}
     assert_problem(await roster.get(path, headers=headers), status)
 
@@ -128,11 +151,17 @@ async def test_ops_fleet_of_an_unknown_fleet_is_empty(roster: Replica, keys: Key
 
 # POST /v1/ops/fleet/{worker}/cordon and uncordon
 async def test_cordon_malformed_body(roster: Replica, keys: Keys) -> None:
-    r = await roster.post("/v1/ops/fleet/pinecall/worker-a/cordon", content=b"{nope",
-                          headers=bearer(keys.operator) | {"content-type": "application/json"})
+    r = await roster.post(
+        "/v1/ops/fleet/pinecall/worker-a/cordon",
+        content=b"{nope",
+        headers=bearer(keys.operator) | {"content-type": "application/json"},
+    )
     assert_problem(r, 400, "bad_request")
-    r = await roster.post("/v1/ops/fleet/pinecall/worker-a/cordon", json={"cordoned": "yes"},
-                          headers=bearer(keys.operator))
+    r = await roster.post(
+        "/v1/ops/fleet/pinecall/worker-a/cordon",
+        json={"cordoned": "yes"},
+        headers=bearer(keys.operator),
+    )
     assert_problem(r, 400, "bad_request")
 
 
@@ -145,24 +174,30 @@ async def test_cordon_unknown_fleet_and_malformed_worker(roster: Replica, keys: 
 
 @pytest.mark.parametrize("verb", ["cordon", "uncordon"])
 @pytest.mark.parametrize(("key", "status"), [(None, 401), ("production", 403)])
-async def test_cordon_needs_an_operator_key(roster: Replica, keys: Keys, verb: str,
-                                            key: str | None, status: int) -> None:
+async def test_cordon_needs_an_operator_key(
+    roster: Replica, keys: Keys, verb: str, key: str | None, status: int
+) -> None:
     await roster.post("/v1/fleet/heartbeat", json=heartbeat(), headers=bearer(keys.production))
     headers = bearer(getattr(keys, key)) if key else {}
-    assert_problem(await roster.post(f"/v1/ops/fleet/pinecall/worker-a/{verb}", headers=headers),
-                   status)
+    assert_problem(
+        await roster.post(f"/v1/ops/fleet/pinecall/worker-a/{verb}", headers=headers), status
+    )
     assert await cordoned(roster, keys) == []
 
 
 # POST /v1/ops/keys/{key}/revoke
 async def test_revoke_unknown_key(roster: Replica, keys: Keys) -> None:
-    assert_problem(await roster.post("/v1/ops/keys/000000000000/revoke",
-                                     headers=bearer(keys.operator)), 404, "not_found")
+    assert_problem(
+        await roster.post("/v1/ops/keys/000000000000/revoke", headers=bearer(keys.operator)),
+        404,
+        "not_found",
+    )
 
 
 @pytest.mark.parametrize(("key", "status"), [(None, 401), ("production", 403)])
-async def test_revoke_needs_an_operator_key(roster: Replica, keys: Keys, key: str | None,
-                                            status: int) -> None:
+async def test_revoke_needs_an_operator_key(
+    roster: Replica, keys: Keys, key: str | None, status: int
+) -> None:
     headers = bearer(getattr(keys, key)) if key else {}
     r = await roster.post(f"/v1/ops/keys/{keys.production_id}/revoke", headers=headers)
     assert_problem(r, status)

@@ -19,8 +19,13 @@ from pinecall_servicekit.lifecycle import ExitCode
 
 async def cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "pinecall_runtime", *args, env=env,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "pinecall_runtime",
+        *args,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     out, err = await proc.communicate()
     assert proc.returncode is not None
@@ -28,8 +33,9 @@ async def cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
 
 
 @pytest.fixture
-def env(database_url: str, nats_url: str, nats_namespace: str, keys: Keys,
-        tmp_path: Path) -> dict[str, str]:
+def env(
+    database_url: str, nats_url: str, nats_namespace: str, keys: Keys, tmp_path: Path
+) -> dict[str, str]:
     base = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")}
     return base | {
         "PINECALL_DATABASE_URL": database_url,
@@ -43,20 +49,41 @@ def env(database_url: str, nats_url: str, nats_namespace: str, keys: Keys,
 async def test_fleet_list_shows_the_workers_as_a_table_and_as_json(
     roster: Replica, keys: Keys, env: dict[str, str]
 ) -> None:
-    await roster.post("/v1/fleet/heartbeat", headers=bearer(keys.production),
-                      json=heartbeat("worker-a", active=3,
-                                     minute={"ended": 2, "turns": 9, "first_audio_p95_s": 1.31}))
-    await roster.post("/v1/fleet/heartbeat", headers=bearer(keys.production),
-                      json=heartbeat("worker-b", active=8))
+    await roster.post(
+        "/v1/fleet/heartbeat",
+        headers=bearer(keys.production),
+        json=heartbeat(
+            "worker-a", active=3, minute={"ended": 2, "turns": 9, "first_audio_p95_s": 1.31}
+        ),
+    )
+    await roster.post(
+        "/v1/fleet/heartbeat", headers=bearer(keys.production), json=heartbeat("worker-b", active=8)
+    )
     code, out, err = await cli("fleet", "list", env=env)
     assert code == 0, err
     lines = out.splitlines()
     assert lines[0] == "pinecall (production): 1 accepting, 1 full, 5/16 seats free, 11 calls"
-    assert lines[1].split() == ["WORKER", "STATE", "SEATS", "CALLS", "LOAD", "P95", "S", "CPU",
-                                "HEARD", "LIVEKIT"]
+    assert lines[1].split() == [
+        "WORKER",
+        "STATE",
+        "SEATS",
+        "CALLS",
+        "LOAD",
+        "P95",
+        "S",
+        "CPU",
+        "HEARD",
+        "LIVEKIT",
+    ]
     row_a = next(line for line in lines if line.startswith("pinecall/worker-a."))
-    assert row_a.split()[:6] == ["pinecall/worker-a.1791067258", "accepting", "8", "3", "0.38",
-                                 "1.31"]
+    assert row_a.split()[:6] == [
+        "pinecall/worker-a.1791067258",
+        "accepting",
+        "8",
+        "3",
+        "0.38",
+        "1.31",
+    ]
     assert any(line.startswith("pinecall/worker-b.") and " full " in line for line in lines)
     assert "pinecall-sandbox (sandbox): 0 accepting" in out
 
@@ -64,7 +91,9 @@ async def test_fleet_list_shows_the_workers_as_a_table_and_as_json(
     assert code == 0, err
     fleets = {f["fleet"]: f for f in json.loads(out)["fleets"]}
     assert {w["worker"]: w["state"] for w in fleets["pinecall"]["workers"]} == {
-        "pinecall/worker-a.1791067258": "accepting", "pinecall/worker-b.1791067258": "full"}
+        "pinecall/worker-a.1791067258": "accepting",
+        "pinecall/worker-b.1791067258": "full",
+    }
 
 
 async def test_fleet_cordon_and_uncordon_travel_over_nats(
@@ -72,32 +101,53 @@ async def test_fleet_cordon_and_uncordon_travel_over_nats(
 ) -> None:
     code, out, err = await cli("fleet", "cordon", "pinecall/worker-a.1791067258", env=env)
     assert (code, out.strip()) == (0, "pinecall/worker-a: cordoned"), err
-    reply = await roster.post("/v1/fleet/heartbeat", json=heartbeat(),
-                              headers=bearer(keys.production))
+    reply = await roster.post(
+        "/v1/fleet/heartbeat", json=heartbeat(), headers=bearer(keys.production)
+    )
     assert reply.json()["cordoned"] is True
     code, out, err = await cli("fleet", "uncordon", "pinecall/worker-a", env=env)
     assert (code, out.strip()) == (0, "pinecall/worker-a: uncordoned"), err
-    reply = await roster.post("/v1/fleet/heartbeat", json=heartbeat(),
-                              headers=bearer(keys.production))
+    reply = await roster.post(
+        "/v1/fleet/heartbeat", json=heartbeat(), headers=bearer(keys.production)
+    )
     assert reply.json()["cordoned"] is False
 
 
-@pytest.mark.parametrize(("args", "change", "code", "words"), [
-    (("fleet", "cordon", "worker-a"), {}, ExitCode.FAILED, "[bad_request]"),
-    (("fleet", "cordon", "nobody/worker-a"), {}, ExitCode.FAILED, "[unprocessable]"),
-    (("fleet", "list"), {"PINECALL_OPERATOR_KEY": ""}, ExitCode.FAILED, "[unauthorized]"),
-    (("fleet", "list"), {"PINECALL_OPERATOR_KEY": "pck_000000000000_" + "x" * 43},
-     ExitCode.FAILED, "[unauthorized] unknown key"),
-    (("fleet", "list"), {"PINECALL_NATS_URL": "nats://127.0.0.1:1"}, ExitCode.UNAVAILABLE,
-     "[bus_unavailable]"),
-    (("fleet", "list"), {"PINECALL_FLET": "typo"}, ExitCode.CONFIG, "unknown setting"),
-    (("keys", "revoke", "000000000000"), {}, ExitCode.FAILED, "[not_found]"),
-    (("keys", "create", "--kind", "fleet", "--name", "x"), {}, ExitCode.FAILED,
-     "[unprocessable]"),
-])
+@pytest.mark.parametrize(
+    ("args", "change", "code", "words"),
+    [
+        (("fleet", "cordon", "worker-a"), {}, ExitCode.FAILED, "[bad_request]"),
+        (("fleet", "cordon", "nobody/worker-a"), {}, ExitCode.FAILED, "[unprocessable]"),
+        (("fleet", "list"), {"PINECALL_OPERATOR_KEY": ""}, ExitCode.FAILED, "[unauthorized]"),
+        (
+            ("fleet", "list"),
+            {"PINECALL_OPERATOR_KEY": "pck_000000000000_" + "x" * 43},
+            ExitCode.FAILED,
+            "[unauthorized] unknown key",
+        ),
+        (
+            ("fleet", "list"),
+            {"PINECALL_NATS_URL": "nats://127.0.0.1:1"},
+            ExitCode.UNAVAILABLE,
+            "[bus_unavailable]",
+        ),
+        (("fleet", "list"), {"PINECALL_FLET": "typo"}, ExitCode.CONFIG, "unknown setting"),
+        (("keys", "revoke", "000000000000"), {}, ExitCode.FAILED, "[not_found]"),
+        (
+            ("keys", "create", "--kind", "fleet", "--name", "x"),
+            {},
+            ExitCode.FAILED,
+            "[unprocessable]",
+        ),
+    ],
+)
 async def test_a_bad_command_is_a_named_error(
-    roster: Replica, env: dict[str, str], args: tuple[str, ...], change: dict[str, str],
-    code: int, words: str,
+    roster: Replica,
+    env: dict[str, str],
+    args: tuple[str, ...],
+    change: dict[str, str],
+    code: int,
+    words: str,
 ) -> None:
     result, out, err = await cli(*args, env=env | change)
     assert result == code, (out, err)
@@ -105,12 +155,14 @@ async def test_a_bad_command_is_a_named_error(
 
 
 async def test_keys_create_list_revoke(roster: Replica, keys: Keys, env: dict[str, str]) -> None:
-    code, secret, err = await cli("keys", "create", "--kind", "fleet", "--name", "pool",
-                                  "--environment", "sandbox", env=env)
+    code, secret, err = await cli(
+        "keys", "create", "--kind", "fleet", "--name", "pool", "--environment", "sandbox", env=env
+    )
     assert code == 0, err
     secret = secret.strip()
-    ok = await roster.post("/v1/fleet/heartbeat", json=heartbeat(fleet="pinecall-sandbox"),
-                           headers=bearer(secret))
+    ok = await roster.post(
+        "/v1/fleet/heartbeat", json=heartbeat(fleet="pinecall-sandbox"), headers=bearer(secret)
+    )
     assert ok.status_code == 200
     code, out, err = await cli("keys", "list", "--json", env=env)
     listed = {k["id"]: k for k in json.loads(out)}
@@ -121,6 +173,7 @@ async def test_keys_create_list_revoke(roster: Replica, keys: Keys, env: dict[st
     assert (code, out.strip()) == (0, f"{key_id}: revoked"), err
     ring = roster.app.state.roster.keyring
     await ring.changes.wait_for(lambda: not ring.remembers(key_id), timeout=4)
-    refused = await roster.post("/v1/fleet/heartbeat", json=heartbeat(fleet="pinecall-sandbox"),
-                                headers=bearer(secret))
+    refused = await roster.post(
+        "/v1/fleet/heartbeat", json=heartbeat(fleet="pinecall-sandbox"), headers=bearer(secret)
+    )
     assert refused.status_code == 401

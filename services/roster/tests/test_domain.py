@@ -14,12 +14,25 @@ from pinecall_roster.roster import Roster
 NOW = 1_800_000_000.0
 
 
-def hb(host: str = "w1", *, start: int = 100, active: int = 0, seats: int = 8,
-       minute: WorkerMinute | None = None, draining: bool = False, fleet: str = "pinecall",
-       load: float | None = None) -> WorkerHeartbeat:
+def hb(
+    host: str = "w1",
+    *,
+    start: int = 100,
+    active: int = 0,
+    seats: int = 8,
+    minute: WorkerMinute | None = None,
+    draining: bool = False,
+    fleet: str = "pinecall",
+    load: float | None = None,
+) -> WorkerHeartbeat:
     return WorkerHeartbeat(
-        fleet=fleet, worker=f"{fleet}/{host}.{start}", active=active, max_jobs=seats,
-        load=active / seats if load is None else load, draining=draining, minute=minute,
+        fleet=fleet,
+        worker=f"{fleet}/{host}.{start}",
+        active=active,
+        max_jobs=seats,
+        load=active / seats if load is None else load,
+        draining=draining,
+        minute=minute,
     )
 
 
@@ -63,12 +76,15 @@ def test_full_at_the_last_seat_or_a_load_of_one() -> None:
 
 
 def test_totals_count_seats_of_accepting_and_full_workers_and_calls_of_every_worker_heard() -> None:
-    placed = domain.place([
-        (heard(hb("a", active=2)), False),
-        (heard(hb("b", active=8)), False),
-        (heard(hb("c", active=1)), True),           # cordoned: calls count, seats do not
-        (heard(hb("d", active=5), ago=40), False),  # silent: nothing counts
-    ], NOW)
+    placed = domain.place(
+        [
+            (heard(hb("a", active=2)), False),
+            (heard(hb("b", active=8)), False),
+            (heard(hb("c", active=1)), True),  # cordoned: calls count, seats do not
+            (heard(hb("d", active=5), ago=40), False),  # silent: nothing counts
+        ],
+        NOW,
+    )
     t = domain.totals(placed)
     assert (t.accepting, t.full, t.seats, t.seats_free, t.calls) == (1, 1, 16, 6, 11)
     assert not domain.fleet_is_full(t)
@@ -88,7 +104,8 @@ def test_the_failing_line_needs_four_ended_calls_or_twenty_turns() -> None:
 
 def test_a_failing_worker_stops_counting_while_another_accepts() -> None:
     assert states((heard(hb("a", minute=BAD_ERRORS)), False), (heard(hb("b")), False)) == [
-        "failing", "accepting"
+        "failing",
+        "accepting",
     ]
 
 
@@ -96,40 +113,55 @@ def test_the_failing_line_never_empties_a_fleet() -> None:
     # alone: still counted
     assert states((heard(hb("a", minute=SLOW)), False)) == ["accepting"]
     # every worker past the line: every one counted
-    assert states((heard(hb("a", minute=SLOW)), False), (heard(hb("b", minute=BAD_ERRORS)), False)) \
-        == ["accepting", "accepting"]
+    assert states(
+        (heard(hb("a", minute=SLOW)), False), (heard(hb("b", minute=BAD_ERRORS)), False)
+    ) == ["accepting", "accepting"]
     # the other one is full, cordoned or silent: it does not accept, so the failing one counts
     assert states((heard(hb("a", minute=SLOW)), False), (heard(hb("b", active=8)), False)) == [
-        "accepting", "full"
+        "accepting",
+        "full",
     ]
     assert states((heard(hb("a", minute=SLOW)), False), (heard(hb("b")), True)) == [
-        "accepting", "cordoned"
+        "accepting",
+        "cordoned",
     ]
 
 
 workers_strategy = st.lists(
     st.tuples(
-        st.integers(0, 10),                    # active
-        st.integers(1, 10),                    # seats
-        st.booleans(),                         # past the line
-        st.booleans(),                         # cordoned
-        st.floats(0, 60),                      # heard ago
-        st.booleans(),                         # draining
+        st.integers(0, 10),  # active
+        st.integers(1, 10),  # seats
+        st.booleans(),  # past the line
+        st.booleans(),  # cordoned
+        st.floats(0, 60),  # heard ago
+        st.booleans(),  # draining
     ),
-    min_size=1, max_size=8,
+    min_size=1,
+    max_size=8,
 )
 
 
 @given(workers_strategy)
 def test_property_the_line_never_leaves_a_fleet_without_a_seat_it_had(workers: list) -> None:
     pairs = [
-        (heard(hb(f"w{i}", active=min(a, s), seats=s, minute=SLOW if bad else None,
-                  draining=drain), ago=ago), cordoned)
+        (
+            heard(
+                hb(
+                    f"w{i}", active=min(a, s), seats=s, minute=SLOW if bad else None, draining=drain
+                ),
+                ago=ago,
+            ),
+            cordoned,
+        )
         for i, (a, s, bad, cordoned, ago, drain) in enumerate(workers)
     ]
     placed = domain.place(pairs, NOW)
-    without_line = [p for p in placed if p.state == "accepting" or
-                    (p.state == "failing" and not domain.is_full(p.heard.heartbeat))]
+    without_line = [
+        p
+        for p in placed
+        if p.state == "accepting"
+        or (p.state == "failing" and not domain.is_full(p.heard.heartbeat))
+    ]
     # if any worker would accept without the line, some worker still accepts with it
     if without_line:
         assert any(p.state == "accepting" for p in placed)
@@ -143,7 +175,7 @@ def test_a_worker_back_under_its_name_with_a_newer_start_replaces_the_old() -> N
     roster = Roster()
     assert roster.hear(hb("w1", start=100, active=3), NOW - 2)
     assert roster.hear(hb("w1", start=200, active=0), NOW - 1)
-    assert not roster.hear(hb("w1", start=100, active=3), NOW)   # a late beat of the dead one
+    assert not roster.hear(hb("w1", start=100, active=3), NOW)  # a late beat of the dead one
     placed = roster.placed("pinecall", NOW, lambda _: False)
     assert [p.heard.heartbeat.worker for p in placed] == ["pinecall/w1.200"]
 
@@ -154,8 +186,11 @@ def placed_fleet(*workers: WorkerHeartbeat, ago: float = 1.0) -> list[domain.Pla
 
 
 def test_wanted_fits_the_scaled_calls_at_sixty_percent() -> None:
-    fleet = placed_fleet(hb("core-1", active=1, seats=2),
-                         hb("scaled-a", active=20, seats=32), hb("scaled-b", active=5, seats=32))
+    fleet = placed_fleet(
+        hb("core-1", active=1, seats=2),
+        hb("scaled-a", active=20, seats=32),
+        hb("scaled-b", active=5, seats=32),
+    )
     assert domain.wanted_workers(fleet, prefix="scaled", seats=32, most=None) == (2, 25, 64)
     assert domain.wanted_workers(fleet, prefix="scaled", seats=32, most=1)[0] == 1
     quiet = placed_fleet(hb("core-1", seats=2), hb("scaled-a", seats=32))
@@ -170,8 +205,11 @@ def test_wanted_never_asks_twice_for_a_booting_pod() -> None:
     for _ in range(3):
         assert domain.wanted_workers(full_core, prefix="scaled", seats=32, most=35)[0] == first
     # heard with its seats free: the fleet is not full, one is still enough
-    booted = placed_fleet(hb("core-1", active=2, seats=2), hb("core-2", active=2, seats=2),
-                          hb("scaled-x", active=0, seats=32))
+    booted = placed_fleet(
+        hb("core-1", active=2, seats=2),
+        hb("core-2", active=2, seats=2),
+        hb("scaled-x", active=0, seats=32),
+    )
     assert domain.wanted_workers(booted, prefix="scaled", seats=32, most=35)[0] == 1
 
 
@@ -181,13 +219,17 @@ def test_wanted_matches_the_prefix_on_the_host_or_the_whole_name() -> None:
     assert not domain.is_scaled("pinecall/worker-core-0.1", "worker-scaled")
 
 
-@given(st.lists(st.tuples(st.integers(0, 40), st.booleans()), max_size=10),
-       st.integers(1, 64), st.integers(0, 50))
+@given(
+    st.lists(st.tuples(st.integers(0, 40), st.booleans()), max_size=10),
+    st.integers(1, 64),
+    st.integers(0, 50),
+)
 def test_property_wanted_never_exceeds_most_and_holds_the_calls(
     scaled: list[tuple[int, bool]], seats: int, most: int
 ) -> None:
-    fleet = placed_fleet(*(hb(f"scaled-{i}", active=min(a, seats), seats=seats)
-                           for i, (a, _) in enumerate(scaled)))
+    fleet = placed_fleet(
+        *(hb(f"scaled-{i}", active=min(a, seats), seats=seats) for i, (a, _) in enumerate(scaled))
+    )
     wanted, calls, _ = domain.wanted_workers(fleet, prefix="scaled", seats=seats, most=most)
     assert wanted <= most
     if wanted < most:
@@ -207,12 +249,16 @@ def test_the_newest_cordon_wins_by_revision_never_by_clock() -> None:
     assert domain.newest_cordon([]) is None
 
 
-@given(st.lists(st.tuples(st.integers(1, 10_000), st.booleans()), min_size=1, unique_by=lambda t: t[0]))
+@given(
+    st.lists(st.tuples(st.integers(1, 10_000), st.booleans()), min_size=1, unique_by=lambda t: t[0])
+)
 def test_property_newest_cordon_is_order_free(settings: list[tuple[int, bool]]) -> None:
     import datetime as dt
 
-    items = [(rev, CordonSetting(worker="pinecall/w", cordoned=c, at=dt.datetime.now(dt.UTC)))
-             for rev, c in settings]
+    items = [
+        (rev, CordonSetting(worker="pinecall/w", cordoned=c, at=dt.datetime.now(dt.UTC)))
+        for rev, c in settings
+    ]
     best = domain.newest_cordon(items)
     assert best is not None
     assert best == max(items, key=lambda i: i[0])[1]

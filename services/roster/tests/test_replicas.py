@@ -23,18 +23,23 @@ def service(replica: Replica) -> RosterService:
 
 
 async def fleet_rows(replica: Replica, keys: Keys) -> dict[str, dict]:
-    r = await replica.get("/v1/ops/fleet", params={"fleet": "pinecall"},
-                          headers=bearer(keys.operator))
+    r = await replica.get(
+        "/v1/ops/fleet", params={"fleet": "pinecall"}, headers=bearer(keys.operator)
+    )
     return {w["worker"]: w for w in r.json()["fleets"][0]["workers"]}
 
 
-async def test_a_heartbeat_posted_to_one_is_counted_by_the_other(replica: Start, keys: Keys) -> None:
+async def test_a_heartbeat_posted_to_one_is_counted_by_the_other(
+    replica: Start, keys: Keys
+) -> None:
     async with replica() as a, replica() as b:
-        r = await a.post("/v1/fleet/heartbeat", json=heartbeat(active=5),
-                         headers=bearer(keys.production))
+        r = await a.post(
+            "/v1/fleet/heartbeat", json=heartbeat(active=5), headers=bearer(keys.production)
+        )
         assert r.status_code == 200
         await service(b).changes.wait_for(
-            lambda: bool(service(b).view("pinecall").workers), timeout=5)
+            lambda: bool(service(b).view("pinecall").workers), timeout=5
+        )
         row = (await fleet_rows(b, keys))[WORKER]
         assert (row["state"], row["active"], row["seats"]) == ("accepting", 5, 8)
 
@@ -45,26 +50,34 @@ async def test_a_cordon_set_on_one_stands_on_the_other_and_survives_its_restart(
     key = WorkerKey("pinecall/worker-a")
     async with replica() as a:
         async with replica() as b:
-            r = await a.post("/v1/ops/fleet/pinecall/worker-a/cordon", json={"reason": "slow"},
-                             headers=bearer(keys.operator))
+            r = await a.post(
+                "/v1/ops/fleet/pinecall/worker-a/cordon",
+                json={"reason": "slow"},
+                headers=bearer(keys.operator),
+            )
             assert r.status_code == 200
             assert r.json()["cordoned"] is True
             book = service(b).cordons
             await book.changes.wait_for(lambda: book.is_cordoned(key), timeout=5)
-            reply = await b.post("/v1/fleet/heartbeat", json=heartbeat(),
-                                 headers=bearer(keys.production))
+            reply = await b.post(
+                "/v1/fleet/heartbeat", json=heartbeat(), headers=bearer(keys.production)
+            )
             assert reply.json()["cordoned"] is True
         # b stopped; a new replica starts with nothing in memory but the bucket
         async with replica() as b_again:
             assert service(b_again).cordons.is_cordoned(key)
-            reply = await b_again.post("/v1/fleet/heartbeat", headers=bearer(keys.production),
-                                       json=heartbeat(start=1791069999))  # restarted worker too
+            reply = await b_again.post(
+                "/v1/fleet/heartbeat",
+                headers=bearer(keys.production),
+                json=heartbeat(start=1791069999),
+            )  # restarted worker too
             assert reply.json()["cordoned"] is True
             row = (await fleet_rows(b_again, keys))["pinecall/worker-a.1791069999"]
             assert row["state"] == "cordoned"
             # lifted on the new replica: the old one sees the newest setting
-            await b_again.post("/v1/ops/fleet/pinecall/worker-a/uncordon",
-                               headers=bearer(keys.operator))
+            await b_again.post(
+                "/v1/ops/fleet/pinecall/worker-a/uncordon", headers=bearer(keys.operator)
+            )
             book = service(a).cordons
             await book.changes.wait_for(lambda: not book.is_cordoned(key), timeout=5)
 
@@ -77,13 +90,13 @@ async def test_a_key_revoked_on_one_is_refused_by_the_other_before_its_cache_exp
         assert ok.status_code == 200
         ring = service(b).keyring
         assert ring.remembers(keys.production_id)  # b would accept it from memory for 5 s
-        r = await a.post(f"/v1/ops/keys/{keys.production_id}/revoke",
-                         headers=bearer(keys.operator))
+        r = await a.post(f"/v1/ops/keys/{keys.production_id}/revoke", headers=bearer(keys.operator))
         assert r.status_code == 200
         # well inside the 5 s cache: only the revocation said on NATS can make b forget it
         await ring.changes.wait_for(lambda: not ring.remembers(keys.production_id), timeout=1)
-        refused = await b.post("/v1/fleet/heartbeat", json=heartbeat(),
-                               headers=bearer(keys.production))
+        refused = await b.post(
+            "/v1/fleet/heartbeat", json=heartbeat(), headers=bearer(keys.production)
+        )
         assert refused.status_code == 401
         assert refused.json()["detail"] == "revoked key"
 
@@ -93,11 +106,15 @@ async def test_a_sandbox_fleet_key_is_refused_for_the_production_fleet(
 ) -> None:
     async with replica() as a, replica() as b:
         for r in (a, b):
-            refused = await r.post("/v1/fleet/heartbeat", json=heartbeat(),
-                                   headers=bearer(keys.sandbox))
+            refused = await r.post(
+                "/v1/fleet/heartbeat", json=heartbeat(), headers=bearer(keys.sandbox)
+            )
             assert refused.status_code == 403
-        ok = await a.post("/v1/fleet/heartbeat", json=heartbeat(fleet="pinecall-sandbox"),
-                          headers=bearer(keys.sandbox))
+        ok = await a.post(
+            "/v1/fleet/heartbeat",
+            json=heartbeat(fleet="pinecall-sandbox"),
+            headers=bearer(keys.sandbox),
+        )
         assert ok.status_code == 200
         assert all(not v.workers for v in service(b).snapshot("pinecall").fleets)
 
@@ -106,15 +123,27 @@ async def test_the_newest_registration_replaces_a_dead_one_on_every_replica(
     replica: Start, keys: Keys
 ) -> None:
     async with replica() as a, replica() as b:
-        await a.post("/v1/fleet/heartbeat", json=heartbeat(start=100, active=4),
-                     headers=bearer(keys.production))
-        await b.post("/v1/fleet/heartbeat", json=heartbeat(start=200, active=0),
-                     headers=bearer(keys.production))
+        await a.post(
+            "/v1/fleet/heartbeat",
+            json=heartbeat(start=100, active=4),
+            headers=bearer(keys.production),
+        )
+        await b.post(
+            "/v1/fleet/heartbeat",
+            json=heartbeat(start=200, active=0),
+            headers=bearer(keys.production),
+        )
         await service(a).changes.wait_for(
-            lambda: [w.worker for w in service(a).view("pinecall").workers]
-            == ["pinecall/worker-a.200"], timeout=5)
+            lambda: (
+                [w.worker for w in service(a).view("pinecall").workers] == ["pinecall/worker-a.200"]
+            ),
+            timeout=5,
+        )
         # a late beat of the dead process changes nothing on either
-        await a.post("/v1/fleet/heartbeat", json=heartbeat(start=100, active=4),
-                     headers=bearer(keys.production))
+        await a.post(
+            "/v1/fleet/heartbeat",
+            json=heartbeat(start=100, active=4),
+            headers=bearer(keys.production),
+        )
         for r in (a, b):
             assert list(await fleet_rows(r, keys)) == ["pinecall/worker-a.200"]

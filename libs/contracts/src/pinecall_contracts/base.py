@@ -27,7 +27,7 @@ def encode(message: Contract) -> bytes:
 
 
 def decode(data: bytes | str, kind: type[C]) -> C:
-    """``data`` (JSON) as ``kind``; raises ``msgspec.ValidationError`` or ``msgspec.DecodeError``."""
+    """``data`` (JSON) as ``kind``; raises ``msgspec.ValidationError`` or ``DecodeError``."""
     return msgspec.json.decode(data, type=kind)
 
 

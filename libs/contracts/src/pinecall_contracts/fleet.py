@@ -87,7 +87,7 @@ class CordonSetting(Contract, frozen=True, kw_only=True, tag="fleet.cordon.v1"):
     by: str = "operator"
     """Who set it: a key's name."""
     at: dt.datetime
-    """When it was set (UTC); for the operator only: the server's revision decides what is newest."""
+    """When it was set (UTC), for the operator: the server's revision decides what is newest."""
     reason: str | None = None
 
 

@@ -48,7 +48,7 @@ _WORKER_KEY = re.compile(WORKER_KEY_PATTERN)
 
 
 class WorkerNameError(ValueError):
-    """A string that is not ``<fleet>/<worker>.<start>`` (nor ``<fleet>/<worker>`` where allowed)."""
+    """Not ``<fleet>/<worker>.<start>`` (nor ``<fleet>/<worker>`` where that is allowed)."""
 
 
 class ParsedWorker(msgspec.Struct, frozen=True):

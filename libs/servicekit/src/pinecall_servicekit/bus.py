@@ -7,7 +7,8 @@ continued from it. Subjects come only from :class:`pinecall_contracts.subjects.S
 Ops verbs are ``nats.micro`` services (NATS ADR-32): a handler returns a Contract, or raises a
 :class:`~pinecall_servicekit.errors.PinecallError`, which travels as ``Nats-Service-Error-Code``
 (the HTTP status) with the problem detail as the body; :meth:`Bus.request` raises the same error
-on the caller's side. NATS that does not answer is :class:`~pinecall_servicekit.errors.BusUnavailable`.
+on the caller's side. NATS that does not answer is
+:class:`~pinecall_servicekit.errors.BusUnavailable`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from nats.aio.subscription import Subscription
 from nats.js.errors import BucketNotFoundError
 from nats.js.kv import KeyValue
 from nats.micro.request import Request
+from nats.micro.service import Service
 from opentelemetry import propagate, trace
 
 from pinecall_contracts.base import Contract, decode, encode
@@ -154,15 +156,16 @@ class Bus:
         except BucketNotFoundError:
             return await self.js.create_key_value(bucket=bucket, history=history)
 
-    async def add_service(self, name: str, *, version: str, description: str) -> micro.Service:
+    async def add_service(self, name: str, *, version: str, description: str) -> Service:
         """A ``nats.micro`` service (``$SRV.PING.<name>`` finds every replica)."""
-        return await micro.add_service(
+        service: Service = await micro.add_service(
             self.client, name=name, version=version, description=description
         )
+        return service
 
     async def add_endpoint(
         self,
-        service: micro.Service,
+        service: Service,
         *,
         name: str,
         subject: str,

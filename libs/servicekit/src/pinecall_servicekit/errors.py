@@ -90,7 +90,15 @@ class BusUnavailable(Unavailable):
 
 _BY_STATUS: dict[int, type[PinecallError]] = {
     kind.status: kind
-    for kind in (BadRequest, Unauthorized, Forbidden, NotFound, Conflict, Unprocessable, Unavailable)
+    for kind in (
+        BadRequest,
+        Unauthorized,
+        Forbidden,
+        NotFound,
+        Conflict,
+        Unprocessable,
+        Unavailable,
+    )
 }
 
 

@@ -59,8 +59,14 @@ def _validation_error(request: Request[Any, Any, Any], exc: ValidationException)
 
 
 def _http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
-    code = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found",
-            405: "method_not_allowed", 422: "unprocessable"}
+    code = {
+        400: "bad_request",
+        401: "unauthorized",
+        403: "forbidden",
+        404: "not_found",
+        405: "method_not_allowed",
+        422: "unprocessable",
+    }
     return problem_response(
         ProblemDetails(
             title=str(exc.detail),

@@ -15,6 +15,7 @@ import re
 import secrets
 import time
 from collections.abc import Collection
+from typing import Final
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -24,6 +25,11 @@ from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.changes import Changes
 from pinecall_servicekit.db import UTC_TIMESTAMP, metadata, translate_errors
 from pinecall_servicekit.errors import Forbidden, Unauthorized
+
+OPERATOR: Final[tuple[KeyKind, ...]] = ("operator",)
+"""The ops verbs."""
+FLEET: Final[tuple[KeyKind, ...]] = ("fleet",)
+"""A worker's heartbeat and KEDA's read of wanted workers."""
 
 KEY_PATTERN = re.compile(r"^pck_([0-9a-f]{12})_([A-Za-z0-9_-]{20,128})$")
 

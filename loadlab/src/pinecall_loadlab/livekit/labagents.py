@@ -11,6 +11,7 @@ import enum
 from collections.abc import Callable
 
 from livekit.agents import AgentServer, JobContext, JobExecutorType
+
 from pinecall_labroom.jobs import join_job_room
 
 

@@ -1,16 +1,16 @@
 """The roster's HTTP API (seed 000, "The gateway hears every worker", "The burst").
 
-=======================================  ===========  ============================================
-route                                    key          answer
-=======================================  ===========  ============================================
-POST /v1/fleet/heartbeat                 fleet        HeartbeatReply
-GET  /v1/fleet/wanted?scaled&seats&most  fleet        Wanted (422 without scaled and seats)
-GET  /v1/ops/fleet[?fleet=]              operator     RosterSnapshot
-GET  /v1/ops/fleets                      operator     FleetRecords
-POST /v1/ops/fleet/{fleet}/{worker}/cordon    operator     CordonSetting (body CordonRequest, optional)
-POST /v1/ops/fleet/{fleet}/{worker}/uncordon  operator     CordonSetting
-POST /v1/ops/keys/{key_id}/revoke        operator     KeyInfo; every replica forgets it at once
-=======================================  ===========  ============================================
+==========================================  =========  ========================================
+route                                       key        answer
+==========================================  =========  ========================================
+POST /v1/fleet/heartbeat                    fleet      HeartbeatReply
+GET  /v1/fleet/wanted?scaled&seats&most     fleet      Wanted (422 without scaled and seats)
+GET  /v1/ops/fleet[?fleet=]                 operator   RosterSnapshot
+GET  /v1/ops/fleets                         operator   FleetRecords
+POST /v1/ops/fleet/{fleet}/{worker}/cordon  operator   CordonSetting (body: CordonRequest or none)
+POST /v1/ops/fleet/{fleet}/{worker}/uncordon operator  CordonSetting
+POST /v1/ops/keys/{key_id}/revoke           operator   KeyInfo; every replica forgets it at once
+==========================================  =========  ========================================
 
 A worker is named in a path as ``<fleet>/<worker>`` (the cordon's name, start left out or not).
 Every error is a problem detail; nothing is recorded on an error.
@@ -38,7 +38,7 @@ from pinecall_contracts.ids import WorkerNameError
 from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_roster.service import RosterService
 from pinecall_servicekit.errors import BadRequest, Unprocessable
-from pinecall_servicekit.keys import bearer
+from pinecall_servicekit.keys import FLEET, OPERATOR, bearer
 
 AnyRequest = Request[object, object, State]
 
@@ -57,7 +57,7 @@ async def _key(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
 @post("/v1/fleet/heartbeat", status_code=200)
 async def heartbeat(request: AnyRequest, data: JSONBody[WorkerHeartbeat]) -> HeartbeatReply:
     """A worker's heartbeat, every 5 s, with its environment's fleet key."""
-    key = await _key(request, ("fleet",))
+    key = await _key(request, FLEET)
     return await _service(request.app.state).heartbeat(data, key)
 
 
@@ -69,7 +69,7 @@ async def wanted(
     most: Annotated[int | None, QueryParameter(ge=0, le=100_000)] = None,
 ) -> Wanted:
     """How many scaled workers the key's fleet should run (KEDA, every 15 s)."""
-    key = await _key(request, ("fleet",))
+    key = await _key(request, FLEET)
     if not scaled or seats is None:
         raise Unprocessable("scaled (a worker name prefix) and seats (per worker) are required")
     service = _service(request.app.state)
@@ -79,21 +79,23 @@ async def wanted(
 @get("/v1/ops/fleet")
 async def fleet(request: AnyRequest, fleet: FromQuery[str | None] = None) -> RosterSnapshot:
     """Every fleet with its workers and totals (or only ``fleet``)."""
-    await _key(request, ("operator",))
+    await _key(request, OPERATOR)
     return _service(request.app.state).snapshot(fleet)
 
 
 @get("/v1/ops/fleets")
 async def fleets(request: AnyRequest) -> FleetRecords:
     """The fleets rows: name, environment, the LiveKit each dispatches on."""
-    await _key(request, ("operator",))
+    await _key(request, OPERATOR)
     service = _service(request.app.state)
     await service.reload_fleets()
     return FleetRecords(fleets=list(service.fleets.values()))
 
 
-async def _cordon(request: AnyRequest, worker: str, cordoned: bool, reason: str | None) -> CordonSetting:
-    key = await _key(request, ("operator",))
+async def _cordon(
+    request: AnyRequest, worker: str, cordoned: bool, reason: str | None
+) -> CordonSetting:
+    key = await _key(request, OPERATOR)
     try:
         return await _service(request.app.state).cordon(worker, cordoned, key.name, reason)
     except WorkerNameError as exc:
@@ -102,7 +104,9 @@ async def _cordon(request: AnyRequest, worker: str, cordoned: bool, reason: str 
 
 @post("/v1/ops/fleet/{fleet_name:str}/{worker:str}/cordon", status_code=200)
 async def cordon(
-    request: AnyRequest, fleet_name: FromPath[str], worker: FromPath[str],
+    request: AnyRequest,
+    fleet_name: FromPath[str],
+    worker: FromPath[str],
     data: JSONBody[CordonRequest | None] = None,
 ) -> CordonSetting:
     """Cordon a worker: it takes no new call, finishes what it holds and exits 3."""
@@ -121,7 +125,7 @@ async def uncordon(
 @post("/v1/ops/keys/{key_id:str}/revoke", status_code=200)
 async def revoke_key(request: AnyRequest, key_id: FromPath[str]) -> KeyInfo:
     """Revoke a key; every replica forgets it at once (said on NATS)."""
-    await _key(request, ("operator",))
+    await _key(request, OPERATOR)
     return await _service(request.app.state).revoke_key(key_id)
 
 

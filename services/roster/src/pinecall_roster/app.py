@@ -37,7 +37,9 @@ def create_app(settings: RosterSettings | None = None) -> Litestar:
         try:
             kv = await bus.key_value(bus.subjects.cordons_bucket)
             service = RosterService(
-                settings, bus, Store(engine),
+                settings,
+                bus,
+                Store(engine),
                 KeyRing(engine, bus, cache_s=settings.key_cache_s),
                 CordonBook(kv, bus.subjects),
             )

@@ -45,7 +45,9 @@ async def fleet_list(as_json: bool, only: str | None) -> None:
     bus = await Bus.connect(settings.nats_url, settings.nats_namespace, name="cli")
     try:
         snapshot = await bus.request(
-            bus.subjects.ops_fleet_list, FleetListRequest(fleet=only), RosterSnapshot,
+            bus.subjects.ops_fleet_list,
+            FleetListRequest(fleet=only),
+            RosterSnapshot,
             headers=_auth(settings),
         )
     finally:
@@ -60,15 +62,36 @@ async def fleet_list(as_json: bool, only: str | None) -> None:
             f"{t.seats_free}/{t.seats} seats free, {t.calls} calls"
         )
         rows = [
-            (w.worker, w.state, w.seats, w.active, f"{w.load:.2f}",
-             None if w.first_audio_p95_s is None else f"{w.first_audio_p95_s:.2f}",
-             None if w.load_per_core is None else f"{w.load_per_core:.2f}",
-             f"{w.last_heard_s:.0f}s", "yes" if w.agent_name else "no")
+            (
+                w.worker,
+                w.state,
+                w.seats,
+                w.active,
+                f"{w.load:.2f}",
+                None if w.first_audio_p95_s is None else f"{w.first_audio_p95_s:.2f}",
+                None if w.load_per_core is None else f"{w.load_per_core:.2f}",
+                f"{w.last_heard_s:.0f}s",
+                "yes" if w.agent_name else "no",
+            )
             for w in view.workers
         ]
         if rows:
-            click.echo(table(("worker", "state", "seats", "calls", "load", "p95 s", "cpu",
-                              "heard", "livekit"), rows))
+            click.echo(
+                table(
+                    (
+                        "worker",
+                        "state",
+                        "seats",
+                        "calls",
+                        "load",
+                        "p95 s",
+                        "cpu",
+                        "heard",
+                        "livekit",
+                    ),
+                    rows,
+                )
+            )
         click.echo()
 
 
@@ -83,7 +106,8 @@ async def _cordon(worker: str, cordoned: bool, reason: str | None) -> CordonSett
         return await bus.request(
             bus.subjects.ops_fleet_cordon,
             CordonRequest(worker=key, cordoned=cordoned, reason=reason),
-            CordonSetting, headers=_auth(settings),
+            CordonSetting,
+            headers=_auth(settings),
         )
     finally:
         await bus.close()
@@ -116,11 +140,16 @@ def keys() -> None:
 @keys.command(name="create")
 @click.option("--kind", type=click.Choice(["operator", "fleet", "app"]), required=True)
 @click.option("--name", required=True, help="Who or what holds it.")
-@click.option("--environment", type=click.Choice(["production", "sandbox"]), default=None,
-              help="For fleet and app keys.")
+@click.option(
+    "--environment",
+    type=click.Choice(["production", "sandbox"]),
+    default=None,
+    help="For fleet and app keys.",
+)
 @run
-async def keys_create(kind: Literal["operator", "fleet", "app"], name: str,
-                      environment: str | None) -> None:
+async def keys_create(
+    kind: Literal["operator", "fleet", "app"], name: str, environment: str | None
+) -> None:
     """Make a key and print its secret (shown this once)."""
     engine = db.create_engine(OperatorSettings.load().database_url, pool_size=1)
     try:
@@ -143,9 +172,22 @@ async def keys_list(as_json: bool) -> None:
     if as_json:
         click.echo(msgspec.json.encode([to_builtins(k) for k in infos]).decode())
         return
-    click.echo(table(("id", "kind", "name", "environment", "created", "revoked"),
-                     [(k.id, k.kind, k.name, k.environment, f"{k.created_at:%Y-%m-%d %H:%M}",
-                       k.revoked_at and f"{k.revoked_at:%Y-%m-%d %H:%M}") for k in infos]))
+    click.echo(
+        table(
+            ("id", "kind", "name", "environment", "created", "revoked"),
+            [
+                (
+                    k.id,
+                    k.kind,
+                    k.name,
+                    k.environment,
+                    f"{k.created_at:%Y-%m-%d %H:%M}",
+                    k.revoked_at and f"{k.revoked_at:%Y-%m-%d %H:%M}",
+                )
+                for k in infos
+            ],
+        )
+    )
 
 
 @keys.command(name="revoke")
@@ -165,8 +207,10 @@ async def keys_revoke(key_id: str) -> None:
         click.echo(f"{key_id}: revoked; NATS did not answer, replicas forget it within 5 s")
         return
     try:
-        await bus.publish(bus.subjects.key_revoked,
-                          KeyRevoked(id=key_id, at=info.revoked_at or dt.datetime.now(dt.UTC)))
+        await bus.publish(
+            bus.subjects.key_revoked,
+            KeyRevoked(id=key_id, at=info.revoked_at or dt.datetime.now(dt.UTC)),
+        )
     finally:
         await bus.close()
     click.echo(f"{key_id}: revoked")

@@ -43,7 +43,9 @@ class CordonBook:
         """Keep ``setting`` if it is the newest of its worker (by revision)."""
         key = WorkerKey(setting.worker)
         current = self._settings.get(key)
-        newest = domain.newest_cordon([current, (revision, setting)] if current else [(revision, setting)])
+        newest = domain.newest_cordon(
+            [current, (revision, setting)] if current else [(revision, setting)]
+        )
         if newest is setting:
             self._settings[key] = (revision, setting)
 

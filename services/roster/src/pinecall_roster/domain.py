@@ -112,8 +112,10 @@ def place(
     A worker past the failing line reads ``failing`` (and stops counting) only while another
     worker of the fleet is accepting and not past the line, so the line never empties a fleet.
     """
-    base = [(h, c, _base_state(h, now, c, silent_s), past_failing_line(h.heartbeat.minute))
-            for h, c in workers]
+    base = [
+        (h, c, _base_state(h, now, c, silent_s), past_failing_line(h.heartbeat.minute))
+        for h, c in workers
+    ]
     healthy_accepting = sum(1 for _, _, s, f in base if s == "accepting" and not f)
     placed = []
     for heard, cordoned, state, failing in base:

@@ -1,4 +1,4 @@
-"""``pinecall-runtime roster serve|migrate``: the roster's process entry (and its image's command)."""
+"""``pinecall-runtime roster serve|migrate``: the roster's process entry and image command."""
 
 from __future__ import annotations
 
@@ -19,8 +19,9 @@ def cli() -> None:
 def serve(workers: int) -> None:
     """Serve the roster's HTTP API and ops verbs (settings from the environment)."""
     settings = RosterSettings.from_env()
-    serve_http("pinecall_roster.app:create_app", host=settings.host, port=settings.port,
-               workers=workers)
+    serve_http(
+        "pinecall_roster.app:create_app", host=settings.host, port=settings.port, workers=workers
+    )
 
 
 @cli.command()

@@ -27,24 +27,29 @@ class RosterCollector(Collector):
         if service is None:  # scraped before the lifespan started
             return
         state = GaugeMetricFamily(
-            "pinecall_worker_state", "1 for the state the roster counts the worker in",
+            "pinecall_worker_state",
+            "1 for the state the roster counts the worker in",
             labels=["fleet", "worker", "state"],
         )
         p95 = GaugeMetricFamily(
-            "pinecall_worker_first_audio_p95_seconds", "first audio p95 over the worker's last minute",
+            "pinecall_worker_first_audio_p95_seconds",
+            "first audio p95 over the worker's last minute",
             labels=["fleet", "worker"],
         )
-        fleet = GaugeMetricFamily(
-            "pinecall_fleet", "a fleet's totals", labels=["fleet", "what"]
-        )
+        fleet = GaugeMetricFamily("pinecall_fleet", "a fleet's totals", labels=["fleet", "what"])
         for view in service.snapshot().fleets:
             for row in view.workers:
                 state.add_metric([view.fleet, row.worker, row.state], 1.0)
                 if row.first_audio_p95_s is not None:
                     p95.add_metric([view.fleet, row.worker], row.first_audio_p95_s)
             t = view.totals
-            for what, value in (("accepting", t.accepting), ("full", t.full), ("seats", t.seats),
-                                ("seats_free", t.seats_free), ("calls", t.calls)):
+            for what, value in (
+                ("accepting", t.accepting),
+                ("full", t.full),
+                ("seats", t.seats),
+                ("seats_free", t.seats_free),
+                ("calls", t.calls),
+            ):
                 fleet.add_metric([view.fleet, what], float(value))
         yield from (state, p95, fleet)
 

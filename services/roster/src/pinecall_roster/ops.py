@@ -8,13 +8,13 @@ group: one answers each request. ``$SRV.PING.<ns>-roster`` finds them all.
 
 from __future__ import annotations
 
-from nats.micro import Service
+from nats.micro.service import Service
 
 from pinecall_contracts.fleet import CordonRequest, CordonSetting, FleetListRequest, RosterSnapshot
 from pinecall_contracts.ids import WorkerNameError
 from pinecall_roster.service import RosterService
 from pinecall_servicekit.errors import BadRequest
-from pinecall_servicekit.keys import bearer
+from pinecall_servicekit.keys import OPERATOR, bearer
 
 VERSION = "0.1.0"
 
@@ -24,7 +24,7 @@ async def start_ops(service: RosterService) -> Service:
     bus = service.bus
 
     async def operator(headers: dict[str, str]) -> str:
-        info = await service.keyring.verify(bearer(headers.get("Authorization")), kinds=("operator",))
+        info = await service.keyring.verify(bearer(headers.get("Authorization")), kinds=OPERATOR)
         return info.name
 
     async def fleet_list(request: FleetListRequest, headers: dict[str, str]) -> RosterSnapshot:
@@ -44,11 +44,17 @@ async def start_ops(service: RosterService) -> Service:
         bus.subjects.ops_service, version=VERSION, description="the roster's fleet verbs"
     )
     await bus.add_endpoint(
-        micro, name="fleet-list", subject=bus.subjects.ops_fleet_list,
-        kind=FleetListRequest, handler=fleet_list,
+        micro,
+        name="fleet-list",
+        subject=bus.subjects.ops_fleet_list,
+        kind=FleetListRequest,
+        handler=fleet_list,
     )
     await bus.add_endpoint(
-        micro, name="fleet-cordon", subject=bus.subjects.ops_fleet_cordon,
-        kind=CordonRequest, handler=fleet_cordon,
+        micro,
+        name="fleet-cordon",
+        subject=bus.subjects.ops_fleet_cordon,
+        kind=CordonRequest,
+        handler=fleet_cordon,
     )
     return micro

@@ -38,7 +38,11 @@ class Roster:
 
     def forget_silent(self, now: float) -> int:
         """Drop workers silent for an hour; returns how many."""
-        gone = [k for k, h in self._workers.items() if domain.is_forgotten(h.heard_at, now, self.forgotten_s)]
+        gone = [
+            k
+            for k, h in self._workers.items()
+            if domain.is_forgotten(h.heard_at, now, self.forgotten_s)
+        ]
         for key in gone:
             del self._workers[key]
         return len(gone)

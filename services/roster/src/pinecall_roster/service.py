@@ -45,7 +45,12 @@ class RosterService:
     """The roster of one replica. Start with :meth:`start`, stop with :meth:`stop`."""
 
     def __init__(
-        self, settings: RosterSettings, bus: Bus, store: Store, keyring: KeyRing, cordons: CordonBook
+        self,
+        settings: RosterSettings,
+        bus: Bus,
+        store: Store,
+        keyring: KeyRing,
+        cordons: CordonBook,
     ) -> None:
         self.settings = settings
         self.bus = bus
@@ -135,7 +140,9 @@ class RosterService:
 
     def view(self, fleet: str) -> FleetView:
         return self.roster.view(
-            fleet, time.time(), self.cordons.is_cordoned,
+            fleet,
+            time.time(),
+            self.cordons.is_cordoned,
             {name: r.environment for name, r in self.fleets.items()},
         )
 
@@ -146,7 +153,9 @@ class RosterService:
             names = [fleet] if fleet in names else []
         return RosterSnapshot(fleets=[self.view(n) for n in names], at=dt.datetime.now(dt.UTC))
 
-    async def cordon(self, worker: str, cordoned: bool, by: str, reason: str | None) -> CordonSetting:
+    async def cordon(
+        self, worker: str, cordoned: bool, by: str, reason: str | None
+    ) -> CordonSetting:
         """Set or lift a worker's cordon (by name, with or without its start)."""
         key: WorkerKey = worker_key(worker)
         self.environment_of(key.split("/", 1)[0])

@@ -53,16 +53,22 @@ class Store:
         async with db.translate_errors("storing fleets"), self.engine.begin() as conn:
             await conn.execute(
                 insert(FLEETS)
-                .values([{"name": f.name, "environment": f.environment,
-                          "livekit_url": f.livekit_url} for f in fleets])
+                .values(
+                    [
+                        {"name": f.name, "environment": f.environment, "livekit_url": f.livekit_url}
+                        for f in fleets
+                    ]
+                )
                 .on_conflict_do_nothing(index_elements=["name"])
             )
 
     async def fleets(self) -> list[FleetRecord]:
         async with db.translate_errors("reading fleets"), self.engine.connect() as conn:
             rows = (await conn.execute(sa.select(FLEETS).order_by(FLEETS.c.name))).all()
-        return [FleetRecord(name=r.name, environment=r.environment, livekit_url=r.livekit_url)
-                for r in rows]
+        return [
+            FleetRecord(name=r.name, environment=r.environment, livekit_url=r.livekit_url)
+            for r in rows
+        ]
 
     async def create_key(self, kind: KeyKind, name: str, environment: str | None) -> KeyCreated:
         """A new key; its secret is in the answer and nowhere else.
@@ -78,8 +84,14 @@ class Store:
         now = db.utcnow()
         async with db.translate_errors("creating a key"), self.engine.begin() as conn:
             await conn.execute(
-                sa.insert(KEYS).values(id=key_id, kind=kind, name=name, environment=environment,
-                                       secret_sha256=digest, created_at=now)
+                sa.insert(KEYS).values(
+                    id=key_id,
+                    kind=kind,
+                    name=name,
+                    environment=environment,
+                    secret_sha256=digest,
+                    created_at=now,
+                )
             )
         info = KeyInfo(id=key_id, kind=kind, name=name, environment=environment, created_at=now)
         return KeyCreated(key=info, secret=token)
@@ -106,6 +118,12 @@ class Store:
         return _info(row)
 
 
-def _info(row: sa.Row) -> KeyInfo:  # type: ignore[type-arg]
-    return KeyInfo(id=row.id, kind=row.kind, name=row.name, environment=row.environment,
-                   created_at=row.created_at, revoked_at=row.revoked_at)
+def _info(row: sa.Row) -> KeyInfo:
+    return KeyInfo(
+        id=row.id,
+        kind=row.kind,
+        name=row.name,
+        environment=row.environment,
+        created_at=row.created_at,
+        revoked_at=row.revoked_at,
+    )

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any, cast
 
 import httpx
 import msgspec
@@ -24,12 +25,25 @@ def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-def heartbeat(host: str = "worker-a", *, fleet: str = "pinecall", start: int = 1791067258,
-              active: int = 0, seats: int = 8, **extra: object) -> dict[str, object]:
+def heartbeat(
+    host: str = "worker-a",
+    *,
+    fleet: str = "pinecall",
+    start: int = 1791067258,
+    active: int = 0,
+    seats: int = 8,
+    **extra: object,
+) -> dict[str, object]:
     name = f"{fleet}/{host}.{start}"
-    body: dict[str, object] = {"fleet": fleet, "worker": name, "agent_name": name,
-                               "active": active, "max_jobs": seats, "load": active / seats,
-                               "draining": False}
+    body: dict[str, object] = {
+        "fleet": fleet,
+        "worker": name,
+        "agent_name": name,
+        "active": active,
+        "max_jobs": seats,
+        "load": active / seats,
+        "draining": False,
+    }
     return body | extra
 
 
@@ -64,7 +78,7 @@ async def running(app: Litestar) -> AsyncIterator[Replica]:
     task = asyncio.create_task(hold(), name="replica-lifespan")
     try:
         await started
-        transport = httpx.ASGITransport(app=app)
+        transport = httpx.ASGITransport(app=cast(Any, app))  # Litestar's scope types are narrower
         async with Replica(transport=transport, base_url="http://roster.test") as client:
             client.app = app
             yield client
