@@ -113,6 +113,14 @@ class Subjects:
     def cordon_key(self, worker_key: str) -> str:
         return escape_token(worker_key)
 
+    def buckets(self) -> list[str]:
+        """Every KV bucket of the namespace (a test deletes them after itself)."""
+        return [self.cordons_bucket]
+
+    def streams(self) -> list[str]:
+        """Every JetStream stream of the namespace, KV buckets' own streams included."""
+        return [f"KV_{bucket}" for bucket in self.buckets()]
+
 
 DELIVERY: dict[str, Delivery] = {
     "heartbeat": "core",

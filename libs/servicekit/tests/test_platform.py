@@ -1,0 +1,22 @@
+"""A fresh machine: with no Postgres and no NATS answering, embedded ones are started and stopped.
+
+This is the path ``./dev up`` and ``./dev test`` take where nothing runs; CI's machine runs both,
+so this test is what keeps the embedded path working there too.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+from pinecall_servicekit.platform import ensure_platform, free_port, port_answers
+
+
+def test_embedded_postgres_and_nats_start_answer_and_stop() -> None:
+    nowhere_db = f"postgresql://postgres@127.0.0.1:{free_port()}/test"
+    nowhere_nats = f"nats://127.0.0.1:{free_port()}"
+    with ensure_platform(nowhere_db, nowhere_nats) as platform:
+        assert platform.embedded_postgres and platform.embedded_nats
+        with psycopg.connect(platform.database_url) as conn:
+            assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert port_answers(platform.nats_url, 4222)
+    assert not port_answers(platform.nats_url, 4222)
