@@ -15,7 +15,8 @@ def test_embedded_postgres_and_nats_start_answer_and_stop() -> None:
     nowhere_db = f"postgresql://postgres@127.0.0.1:{free_port()}/test"
     nowhere_nats = f"nats://127.0.0.1:{free_port()}"
     with ensure_platform(nowhere_db, nowhere_nats) as platform:
-        assert platform.embedded_postgres and platform.embedded_nats
+        assert platform.embedded_postgres
+        assert platform.embedded_nats
         with psycopg.connect(platform.database_url) as conn:
             assert conn.execute("SELECT 1").fetchone() == (1,)
         assert port_answers(platform.nats_url, 4222)
