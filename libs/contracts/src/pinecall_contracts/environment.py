@@ -25,6 +25,10 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_FORGOTTEN_S",
         "PINECALL_WANTED_TARGET",
         "PINECALL_FLEETS",
+        # webhook-ingest
+        "PINECALL_LIVEKIT_KEYS",
+        "PINECALL_STREAM_DUPLICATE_WINDOW_S",
+        "PINECALL_STREAM_MAX_AGE_S",
         # the CLI
         "PINECALL_OPERATOR_KEY",
         "PINECALL_STATE_DIR",

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from pinecall_contracts import fleet, keys, problems
+from pinecall_contracts import fleet, keys, livekit, problems
 
 CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     fleet.WorkerMinute,
@@ -29,6 +29,7 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     keys.KeyInfo,
     keys.KeyCreated,
     keys.KeyRevoked,
+    livekit.LiveKitEvent,
     problems.ProblemDetails,
 )
 """Every wire type; a test holds this list to the modules so none is forgotten."""

@@ -12,6 +12,7 @@ subject / name              delivery   what
 ``<ns>.keys.revoked``        core       a key revoked at an endpoint: forget it now
 ``<ns>.ops.fleet.*``         service    the roster's ops verbs (``nats.micro``, ``$SRV`` discovery)
 ``<ns>_cordons``             KV         cordons by worker key; history kept, newest revision wins
+``<ns>.livekit.event.<env>.<event>.<room>``  stream  LiveKit's webhooks, once each (``<ns>_livekit``)
 ==========================  =========  ===========================================================
 """
 
@@ -113,13 +114,31 @@ class Subjects:
     def cordon_key(self, worker_key: str) -> str:
         return escape_token(worker_key)
 
+    # stream: LiveKit's webhooks, deduplicated by the webhook's id; a consumer that restarts
+    # misses nothing.
+    @property
+    def livekit_stream(self) -> str:
+        return f"{self.namespace}_livekit"
+
+    @property
+    def livekit_events(self) -> str:
+        """Every LiveKit event of every environment (the stream's subjects)."""
+        return f"{self.namespace}.livekit.event.>"
+
+    def livekit_event(self, environment: str, event: str, room: str | None) -> str:
+        """``<ns>.livekit.event.<environment>.<event>.<room>`` (``_`` for an event of no room)."""
+        return (
+            f"{self.namespace}.livekit.event.{escape_token(environment)}."
+            f"{escape_token(event or 'unknown')}.{escape_token(room) if room else '_'}"
+        )
+
     def buckets(self) -> list[str]:
         """Every KV bucket of the namespace (a test deletes them after itself)."""
         return [self.cordons_bucket]
 
     def streams(self) -> list[str]:
         """Every JetStream stream of the namespace, KV buckets' own streams included."""
-        return [f"KV_{bucket}" for bucket in self.buckets()]
+        return [self.livekit_stream, *(f"KV_{bucket}" for bucket in self.buckets())]
 
 
 DELIVERY: dict[str, Delivery] = {
@@ -128,5 +147,6 @@ DELIVERY: dict[str, Delivery] = {
     "ops_fleet_list": "service",
     "ops_fleet_cordon": "service",
     "cordons_bucket": "kv",
+    "livekit_event": "stream",
 }
 """How each subject of :class:`Subjects` is delivered, by attribute name."""

@@ -20,10 +20,12 @@ from typing import TypeVar
 
 import msgspec
 import nats
+import nats.js.errors
 from nats import micro
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
+from nats.js.api import StorageType, StreamConfig
 from nats.js.errors import BucketNotFoundError
 from nats.js.kv import KeyValue
 from nats.micro.request import Request
@@ -148,6 +150,33 @@ class Bus:
                 )
             raise from_problem(problem)
         return decode(msg.data, reply)
+
+    async def ensure_stream(
+        self, name: str, subjects: list[str], *, duplicate_window_s: float, max_age_s: float
+    ) -> None:
+        """Make the JetStream stream ``name`` if missing (file storage, limits retention)."""
+        config = StreamConfig(
+            name=name,
+            subjects=subjects,
+            storage=StorageType.FILE,
+            duplicate_window=duplicate_window_s,
+            max_age=max_age_s,
+        )
+        try:
+            await self.js.stream_info(name)
+        except nats.js.errors.NotFoundError:
+            await self.js.add_stream(config)
+
+    async def publish_once(self, subject: str, message: Contract, *, msg_id: str) -> bool:
+        """Publish on a stream with ``Nats-Msg-Id: msg_id``; True when stored, False when the
+        stream already had ``msg_id`` in its duplicate window. ``BusUnavailable`` when no ack."""
+        try:
+            ack = await self.js.publish(
+                subject, encode(message), headers=_headers({"Nats-Msg-Id": msg_id}), timeout=2
+            )
+        except (nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError) as exc:
+            raise BusUnavailable(f"JetStream did not store {subject}: {exc!r}") from exc
+        return not ack.duplicate
 
     async def key_value(self, bucket: str, *, history: int = 64) -> KeyValue:
         """The JetStream KV ``bucket``, made on first use with ``history`` values per key."""

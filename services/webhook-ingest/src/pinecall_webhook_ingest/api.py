@@ -1,0 +1,31 @@
+"""``POST /v1/livekit/webhook?world=<environment>``: LiveKit's webhook endpoint.
+
+The environment is ``production`` when ``world`` is absent (LiveKit's ``webhook.urls`` name it:
+``…/v1/livekit/webhook?world=sandbox``). 200 once stored (or already stored); 401 refused; 400
+signed but not a webhook; 404 an environment with no LiveKit; 503 JetStream did not store it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from litestar import Request, post
+from litestar.datastructures import State
+from litestar.params import QueryParameter
+
+from pinecall_webhook_ingest.ingest import Ingest
+
+
+@post("/v1/livekit/webhook", status_code=200)
+async def webhook(
+    request: Request[object, object, State],
+    world: Annotated[str, QueryParameter(pattern=r"^[a-z][a-z0-9-]{0,31}$")] = "production",
+) -> dict[str, object]:
+    """Verify LiveKit's webhook on its raw body and pass it on once."""
+    body = await request.body()
+    ingest: Ingest = request.app.state.ingest
+    stored = await ingest.receive(world, body, request.headers.get("authorization"))
+    return {"stored": stored}
+
+
+ROUTES = [webhook]

@@ -1,0 +1,55 @@
+"""``create_app``: webhook-ingest's Litestar app; Granian serves it as a factory."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from litestar import Litestar
+from litestar.datastructures import State
+from prometheus_client import CollectorRegistry
+
+from pinecall_servicekit.bus import Bus
+from pinecall_servicekit.http import service_app
+from pinecall_servicekit.telemetry import configure_telemetry
+from pinecall_webhook_ingest import api
+from pinecall_webhook_ingest.ingest import Ingest
+from pinecall_webhook_ingest.settings import IngestSettings
+
+VERSION = "0.1.0"
+
+
+def create_app(settings: IngestSettings | None = None) -> Litestar:
+    """The app; the NATS connection and the stream are made in its lifespan."""
+    settings = settings or IngestSettings.from_env()
+    keys = settings.keys()
+    registry = CollectorRegistry()
+
+    @asynccontextmanager
+    async def lifespan(app: Litestar) -> AsyncIterator[None]:
+        configure_telemetry("webhook-ingest", level=settings.log_level, fmt=settings.log_format)
+        bus = await Bus.connect(settings.nats_url, settings.nats_namespace, name="webhook-ingest")
+        try:
+            await bus.ensure_stream(
+                bus.subjects.livekit_stream,
+                [bus.subjects.livekit_events],
+                duplicate_window_s=settings.stream_duplicate_window_s,
+                max_age_s=settings.stream_max_age_s,
+            )
+            app.state.ingest = Ingest(bus, keys, registry)
+            yield
+        finally:
+            await bus.close()
+
+    async def readiness(state: State) -> dict[str, bool]:
+        ingest: Ingest | None = state.get("ingest")
+        return {"nats": bool(ingest and ingest.bus.connected)}
+
+    return service_app(
+        service="webhook-ingest",
+        version=VERSION,
+        route_handlers=api.ROUTES,
+        lifespan=[lifespan],
+        registry=registry,
+        readiness=readiness,
+    )
