@@ -34,6 +34,11 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_STATE_DIR",
         # the worker and the overflow (issue 6, 8): named now so an operator's env is accepted
         "PINECALL_FLEET",
+        "PINECALL_WORKER_HOST",
+        "PINECALL_HEARTBEAT_S",
+        "PINECALL_SEAL_TIMEOUT_S",
+        "PINECALL_MEASURES_SOCKET",
+        "PINECALL_LAB_ROOMS",
         "PINECALL_FLEET_KEY",
         "PINECALL_MAX_JOBS",
         "PINECALL_OVERFLOW_SAYS",

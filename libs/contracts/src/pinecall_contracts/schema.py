@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from pinecall_contracts import fleet, keys, livekit, problems
+from pinecall_contracts import fleet, keys, livekit, problems, worker
 
 CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     fleet.WorkerMinute,
@@ -30,6 +30,9 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     keys.KeyCreated,
     keys.KeyRevoked,
     livekit.LiveKitEvent,
+    worker.TurnMeasured,
+    worker.CallError,
+    worker.CallEnded,
     problems.ProblemDetails,
 )
 """Every wire type; a test holds this list to the modules so none is forgotten."""

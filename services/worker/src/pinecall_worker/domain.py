@@ -1,0 +1,104 @@
+"""The worker's rules, as pure functions of plain values.
+
+LiveKit reads a worker's load twice with one line, 0.7: livekit-server offers a job only to a
+worker under its ``agents.target_load``, and livekit-agents declines at its ``load_threshold``
+(``livekit/agents/worker.py``, ``_default_load_threshold``). A counting worker reports
+``line × calls ÷ seats`` so the line falls on its last seat, and ``calls ÷ seats`` to the roster
+(full at 1.0). Neither line is overridden: :func:`livekit_line` reads the installed framework's.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections import deque
+from collections.abc import Iterable
+
+from pinecall_contracts.fleet import WorkerMinute
+
+MINUTE_S = 60.0
+P95_MIN_TURNS = 5
+"""Turns a minute needs before it states a first-audio p95 (seed 000)."""
+
+
+def livekit_line() -> float:
+    """The installed livekit-agents' production ``load_threshold`` (0.7 in 1.8.x)."""
+    from livekit.agents import AgentServer
+
+    default = inspect.signature(AgentServer.__init__).parameters["load_threshold"].default
+    return float(default.prod_default)
+
+
+def livekit_load(active: int, seats: int, line: float) -> float:
+    """The load a counting worker reports to LiveKit: ``line × active ÷ seats``.
+
+    At ``active == seats`` it is exactly ``line``: LiveKit's full is the worker's last seat.
+    """
+    if seats < 1:
+        raise ValueError("seats must be 1 or more")
+    return line * active / seats
+
+
+def roster_load(active: int, seats: int) -> float:
+    """The load a worker reports to the roster: ``active ÷ seats``, full at 1.0."""
+    if seats < 1:
+        raise ValueError("seats must be 1 or more")
+    return active / seats
+
+
+def default_seats(cpus: int) -> int:
+    """``PINECALL_MAX_JOBS``' default: vCPU × 4 (seed 000: ~0.15–0.19 vCPU a call)."""
+    return max(1, cpus * 4)
+
+
+def worker_name(fleet: str, host: str, start: int) -> str:
+    """``<fleet>/<host>.<start>``: the worker's LiveKit agent name and its name on the roster."""
+    return f"{fleet}/{host}.{start}"
+
+
+def p95(values: Iterable[float]) -> float:
+    """The 95th percentile by nearest rank (``ceil(0.95 × n)``-th smallest)."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no values")
+    return ordered[max(0, math.ceil(0.95 * len(ordered)) - 1)]
+
+
+class Minute:
+    """The last minute of a worker's calls, fed with explicit times (Unix or monotonic seconds)."""
+
+    def __init__(self, window_s: float = MINUTE_S) -> None:
+        self.window_s = window_s
+        self._ended: deque[tuple[float, bool]] = deque()
+        self._errors: deque[float] = deque()
+        self._turns: deque[tuple[float, float]] = deque()
+
+    def turn(self, at: float, first_audio_s: float) -> None:
+        self._turns.append((at, first_audio_s))
+
+    def error(self, at: float) -> None:
+        self._errors.append(at)
+
+    def ended(self, at: float, failed: bool) -> None:
+        self._ended.append((at, failed))
+
+    def _forget(self, now: float) -> None:
+        edge = now - self.window_s
+        while self._ended and self._ended[0][0] < edge:
+            self._ended.popleft()
+        while self._errors and self._errors[0] < edge:
+            self._errors.popleft()
+        while self._turns and self._turns[0][0] < edge:
+            self._turns.popleft()
+
+    def read(self, now: float) -> WorkerMinute:
+        """What the heartbeat says of the last ``window_s`` seconds before ``now``."""
+        self._forget(now)
+        turns = [s for _, s in self._turns]
+        return WorkerMinute(
+            ended=len(self._ended),
+            failed=sum(1 for _, failed in self._ended if failed),
+            errors=len(self._errors),
+            turns=len(turns),
+            first_audio_p95_s=round(p95(turns), 3) if len(turns) >= P95_MIN_TURNS else None,
+        )

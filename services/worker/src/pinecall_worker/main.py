@@ -1,0 +1,27 @@
+"""``pinecall-runtime worker start``: a worker of ``PINECALL_FLEET`` on ``LIVEKIT_URL``."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+
+import click
+
+from pinecall_servicekit.telemetry import configure_telemetry
+from pinecall_worker.settings import WorkerSettings
+
+
+@click.group(name="worker")
+def cli() -> None:
+    """The worker: runs the calls of its fleet."""
+
+
+@cli.command()
+def start() -> None:
+    """Register with LiveKit and take calls until SIGTERM (drain, exit 0) or a cordon (exit 3)."""
+    from pinecall_worker.call import entrypoint
+    from pinecall_worker.server import Worker
+
+    settings = WorkerSettings.from_env()
+    configure_telemetry("worker", level=settings.log_level, fmt=settings.log_format)
+    sys.exit(int(asyncio.run(Worker(settings, entrypoint).run())))

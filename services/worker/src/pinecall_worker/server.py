@@ -1,0 +1,171 @@
+"""One worker process: the AgentServer, its name and load, heartbeat, measures, drain and cordon.
+
+It registers with LiveKit as ``<fleet>/<host>.<start>`` so a dispatch to that name reaches it and
+no other (seed 000, "The gateway hears every worker"). A counting worker (``PINECALL_MAX_JOBS``)
+reports ``line × calls ÷ seats`` to LiveKit and ``calls ÷ seats`` to the roster. SIGTERM drains:
+no new call (it tells LiveKit and declines offers), its calls finish within the drain timeout, and
+it exits 0; a cordon said in a heartbeat answer drains it with no timeout and exits 3 (seed 000,
+"Deploys drain, cordons shrink").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+from livekit.agents import AgentServer, JobContext, JobExecutorType
+
+from pinecall_contracts.fleet import HeartbeatReply, WorkerHeartbeat
+from pinecall_servicekit.lifecycle import ExitCode
+from pinecall_worker import domain
+from pinecall_worker.heartbeat import Heartbeat
+from pinecall_worker.measures import MeasuresSocket
+from pinecall_worker.settings import WorkerSettings
+
+_log = logging.getLogger(__name__)
+Entrypoint = Callable[[JobContext], Awaitable[None]]
+
+
+class Worker:
+    """A worker of ``settings.fleet``; :meth:`run` returns its exit code."""
+
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        entrypoint: Entrypoint,
+        *,
+        roster: httpx.AsyncClient | None = None,
+        executor: JobExecutorType = JobExecutorType.PROCESS,
+        num_idle_processes: int = 2,
+        start: int | None = None,
+    ) -> None:
+        self.settings = settings
+        self.counting = settings.max_jobs is not None
+        self.seats = settings.max_jobs or domain.default_seats(settings.cpus())
+        self.line = domain.livekit_line()
+        self.name = domain.worker_name(settings.fleet, settings.host(), start or int(time.time()))
+        self.registered = asyncio.Event()
+        self.draining = False
+        self.cordoned = False
+        self._stop = asyncio.Event()
+        self._roster = roster or httpx.AsyncClient(base_url=settings.roster_url)
+        self._own_roster = roster is None
+        self.measures = MeasuresSocket(
+            Path(settings.measures_socket)
+            if settings.measures_socket
+            else Path(tempfile.gettempdir()) / f"pinecall-measures-{os.getpid()}.sock"
+        )
+        self.server = AgentServer(
+            ws_url=settings.livekit_url,
+            api_key=settings.livekit_api_key,
+            api_secret=settings.livekit_api_secret,
+            job_executor_type=executor,
+            load_fnc=self._livekit_load if self.counting else None,
+            num_idle_processes=num_idle_processes,
+            drain_timeout=int(settings.drain_timeout_s),
+            port=0,
+        )
+        self.server.rtc_session(entrypoint, agent_name=self.name)
+        self.server.on("worker_registered", self._on_registered)
+        self.heartbeat = Heartbeat(
+            self._roster,
+            settings.fleet_key,
+            self.state,
+            self._on_reply,
+            every_s=settings.heartbeat_s,
+        )
+
+    @property
+    def active(self) -> int:
+        return len(self.server.active_jobs)
+
+    def _livekit_load(self, _server: AgentServer) -> float:
+        return domain.livekit_load(self.active, self.seats, self.line)
+
+    def _on_registered(self, worker_id: str, _info: Any) -> None:
+        _log.info("registered with LiveKit as %s (%s)", self.name, worker_id)
+        self.registered.set()
+
+    def state(self) -> WorkerHeartbeat:
+        """This heartbeat's body: the calls now, the seats, the minute."""
+        active = self.active
+        return WorkerHeartbeat(
+            fleet=self.settings.fleet,
+            worker=self.name,
+            agent_name=self.name if self.registered.is_set() else None,
+            active=active,
+            max_jobs=self.seats,
+            load=round(min(1000.0, domain.roster_load(active, self.seats)), 4),
+            draining=self.draining,
+            minute=self.measures.minute.read(time.monotonic()),
+            load_per_core=round(os.getloadavg()[0] / self.settings.cpus(), 3),
+        )
+
+    async def _on_reply(self, reply: HeartbeatReply) -> None:
+        if reply.cordoned and not self.cordoned:
+            _log.warning("cordoned: taking no new call, finishing %d, then exit 3", self.active)
+            self.cordoned = True
+            self._stop.set()
+
+    def stop(self) -> None:
+        """Drain and exit (what SIGTERM does)."""
+        self._stop.set()
+
+    async def run(self) -> ExitCode:
+        """Serve calls until told to stop; drain; return the exit code."""
+        if not self.counting:
+            _log.warning(
+                "PINECALL_MAX_JOBS is not set: LiveKit will gate this worker on CPU, "
+                "which loses calls when a call's process starts (seed 000); set it"
+            )
+        await self.measures.start()
+        os.environ["PINECALL_MEASURES_SOCKET"] = str(self.measures.path)  # for the job processes
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGTERM, self.stop)
+        served = asyncio.create_task(self.server.run(devmode=False), name="agent-server")
+        beating = asyncio.create_task(self.heartbeat.run(), name="heartbeat")
+        stopping = asyncio.create_task(self._stop.wait())
+        try:
+            done, _ = await asyncio.wait({served, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if served in done:
+                served.result()
+                return ExitCode.FAILED
+            return await self._drain()
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGTERM)
+            stopping.cancel()
+            beating.cancel()
+            await self.server.aclose()
+            served.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await served
+            with contextlib.suppress(asyncio.CancelledError):
+                await beating
+            self.draining = True
+            await self.heartbeat.beat()  # the last word: draining, the calls left
+            if self._own_roster:
+                await self._roster.aclose()
+            await self.measures.close()
+
+    async def _drain(self) -> ExitCode:
+        self.draining = True
+        await self.heartbeat.beat()  # the roster counts it out now, not in 5 s
+        if self.cordoned:
+            await self.server.drain(timeout=None)
+            return ExitCode.CORDONED
+        try:
+            await self.server.drain(timeout=int(self.settings.drain_timeout_s))
+        except TimeoutError:
+            _log.error("drain timeout: %d calls still held; they end with the worker", self.active)
+        return ExitCode.OK

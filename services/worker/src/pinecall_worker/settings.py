@@ -1,0 +1,55 @@
+"""The worker's settings: LiveKit's own names stay LiveKit's; the seeds' names stay the seeds'."""
+
+from __future__ import annotations
+
+import os
+import socket
+from typing import ClassVar
+
+from pinecall_servicekit.settings import Settings
+
+
+class WorkerSettings(Settings, frozen=True, kw_only=True):
+    """What ``worker start`` needs (seed 000, "Scaling": a worker is a fleet key and LiveKit)."""
+
+    ENV_NAMES: ClassVar = {
+        "livekit_url": "LIVEKIT_URL",
+        "livekit_api_key": "LIVEKIT_API_KEY",
+        "livekit_api_secret": "LIVEKIT_API_SECRET",
+    }
+
+    fleet: str = "pinecall"
+    """``PINECALL_FLEET``: ``pinecall`` for production, ``pinecall-sandbox`` for the sandbox."""
+    fleet_key: str | None = None
+    """``PINECALL_FLEET_KEY``: the environment's fleet key, for the roster and call-log."""
+    max_jobs: int | None = None
+    """``PINECALL_MAX_JOBS``: seats. Unset leaves the worker on CPU (warned): it then reports its
+    share of the machine to LiveKit and vCPU × 4 seats to the roster."""
+    worker_host: str = ""
+    """The worker part of its name (the pod or host name); the host name when empty."""
+    livekit_url: str = "ws://127.0.0.1:7880"
+    livekit_api_key: str | None = None
+    livekit_api_secret: str | None = None
+    roster_url: str = "http://127.0.0.1:8101"
+    call_log_url: str = "http://127.0.0.1:8102"
+    heartbeat_s: float = 5.0
+    """Seconds between heartbeats (seed 000)."""
+    drain_timeout_s: float = 600.0
+    """Seconds a draining worker waits for its calls (seed 000, "Deploys drain": ten minutes)."""
+    seal_timeout_s: float = 60.0
+    """Seconds to seal what is left after the drain timeout (seed 000)."""
+    lab_rooms: bool = False
+    """``PINECALL_LAB_ROOMS``: join rooms over the load lab's transport (under the LiveKit
+    stand-in, which has no SFU) instead of ``ctx.connect()``."""
+    measures_socket: str | None = None
+    """The measures socket's path; set by the worker for its job processes."""
+
+    def host(self) -> str:
+        return self.worker_host or socket.gethostname().split(".")[0]
+
+    def cpus(self) -> int:
+        return (
+            len(os.sched_getaffinity(0))
+            if hasattr(os, "sched_getaffinity")
+            else (os.cpu_count() or 1)
+        )

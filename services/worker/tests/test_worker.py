@@ -1,0 +1,129 @@
+"""An unmodified livekit-agents AgentServer as our worker, on the LiveKit stand-in, heard by a
+real roster (issue 6, acceptance 2 and 5's cordon)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+from livekit import api
+from livekit.agents import JobExecutorType
+
+from pinecall_loadlab.livekit import StandIn
+from pinecall_loadlab.livekit import events as ev
+from pinecall_loadlab.livekit.labagents import answer_and_hold
+from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
+from pinecall_loadlab.scenarios.livekit_choosing import place_calls
+from pinecall_roster.testing import Keys, Replica, bearer
+from pinecall_servicekit.lifecycle import ExitCode
+from pinecall_worker.server import Worker
+from pinecall_worker.settings import WorkerSettings
+
+
+@pytest.fixture
+def worker_settings(standin: StandIn, keys: Keys, tmp_path) -> WorkerSettings:  # type: ignore[no-untyped-def]
+    return WorkerSettings.from_env(
+        {},
+        fleet="pinecall",
+        fleet_key=keys.production,
+        max_jobs=4,
+        worker_host="worker-t",
+        livekit_url=standin.url,
+        livekit_api_key=API_KEY,
+        livekit_api_secret=API_SECRET,
+        heartbeat_s=3600,
+        drain_timeout_s=3,
+        measures_socket=str(tmp_path / "measures.sock"),
+    )
+
+
+@pytest.fixture
+async def worker(worker_settings: WorkerSettings, roster: Replica) -> AsyncIterator[Worker]:
+    w = Worker(
+        worker_settings,
+        answer_and_hold,
+        roster=roster,
+        executor=JobExecutorType.THREAD,
+        num_idle_processes=1,
+        start=1791067258,
+    )
+    running = asyncio.create_task(w.run())
+    w.exit = running  # type: ignore[attr-defined]
+    async with asyncio.timeout(60):
+        await w.registered.wait()
+    yield w
+    if not running.done():
+        w.stop()
+        async with asyncio.timeout(30):
+            await running
+
+
+async def roster_row(roster: Replica, keys: Keys) -> dict:  # type: ignore[type-arg]
+    snapshot = (
+        await roster.get(
+            "/v1/ops/fleet", params={"fleet": "pinecall"}, headers=bearer(keys.operator)
+        )
+    ).json()
+    [row] = snapshot["fleets"][0]["workers"]
+    return row  # type: ignore[no-any-return]
+
+
+async def test_four_seats_take_four_calls_on_both_scales_and_the_fifth_is_declined(
+    worker: Worker, standin: StandIn, livekit_api: api.LiveKitAPI, roster: Replica, keys: Keys
+) -> None:
+    async with asyncio.timeout(60):
+        calls = await place_calls(
+            standin, livekit_api, agent_name=worker.name, calls=5, interval_s=0
+        )
+    assert [c.answered for c in calls] == [True, True, True, True, False]
+    # to LiveKit: only ever 0.7 × calls ÷ 4, and the line exactly at the 4th call
+    [registered] = standin.events.of(ev.WorkerRegistered, lambda e: e.agent_name == worker.name)
+    reports = standin.events.of(
+        ev.WorkerStatusReported, lambda e: e.worker_id == registered.worker_id
+    )
+    allowed = {round(worker.line * k / 4, 6) for k in range(5)}
+    assert {round(r.load, 6) for r in reports} <= allowed
+    async with asyncio.timeout(10):
+        await standin.events.wait_for(
+            ev.WorkerStatusReported,
+            lambda e: e.worker_id == registered.worker_id and round(e.load, 6) == worker.line,
+        )
+    # to the roster: calls ÷ seats, full at 1.0, under its LiveKit name
+    await worker.heartbeat.beat()
+    row = await roster_row(roster, keys)
+    assert (
+        row["worker"],
+        row["agent_name"],
+        row["active"],
+        row["seats"],
+        row["load"],
+        row["state"],
+    ) == (worker.name, worker.name, 4, 4, 1.0, "full")
+
+
+async def test_a_cordon_in_a_heartbeat_answer_drains_and_exits_3(
+    worker: Worker, standin: StandIn, livekit_api: api.LiveKitAPI, roster: Replica, keys: Keys
+) -> None:
+    async with asyncio.timeout(60):
+        [call] = await place_calls(
+            standin, livekit_api, agent_name=worker.name, calls=1, interval_s=0
+        )
+    assert call.answered
+    r = await roster.post("/v1/ops/fleet/pinecall/worker-t/cordon", headers=bearer(keys.operator))
+    assert r.status_code == 200
+    await worker.heartbeat.beat()
+    assert worker.cordoned
+    # it holds its call; a new one is declined while it drains
+    await livekit_api.room.create_room(
+        api.CreateRoomRequest(name="late", agents=[api.RoomAgentDispatch(agent_name=worker.name)])
+    )
+    async with asyncio.timeout(60):
+        [late] = await standin.events.wait_for(ev.JobRequestEnded, lambda e: e.room == "late")
+    assert late.outcome != "assigned"
+    assert not worker.exit.done()  # type: ignore[attr-defined]
+    await livekit_api.room.delete_room(api.DeleteRoomRequest(room=call.room))  # the call ends
+    async with asyncio.timeout(30):
+        code = await worker.exit  # type: ignore[attr-defined]
+    assert code == ExitCode.CORDONED
+    assert (await roster_row(roster, keys))["state"] == "cordoned"
