@@ -21,3 +21,21 @@ def test_embedded_postgres_and_nats_start_answer_and_stop() -> None:
             assert conn.execute("SELECT 1").fetchone() == (1,)
         assert port_answers(platform.nats_url, 4222)
     assert not port_answers(platform.nats_url, 4222)
+
+
+def test_a_postgres_that_refuses_is_an_error_not_an_embedded_one(
+    platform_endpoints,  # type: ignore[no-untyped-def]
+) -> None:
+    import pytest
+    from sqlalchemy.engine import make_url
+
+    from pinecall_servicekit.platform import PlatformError
+
+    wrong = make_url(platform_endpoints.database_url).set(database="no_such_database_here")
+    if not wrong.host:
+        pytest.skip("the session's Postgres is a Unix socket: nothing listens on TCP to refuse")
+    with (
+        pytest.raises(PlatformError, match="refuses"),
+        ensure_platform(wrong.render_as_string(hide_password=False), platform_endpoints.nats_url),
+    ):
+        pass

@@ -9,6 +9,7 @@ the workers and callers to the same command.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -52,25 +53,70 @@ def _wait_ready(url: str, proc: subprocess.Popen[bytes], deadline_s: float = 60)
     raise click.ClickException(f"{url} was not ready in {deadline_s:.0f} s")
 
 
-def _fleet_table(url: str, key: str) -> tuple[str, Any]:
-    snapshot = httpx.get(
-        f"{url}/v1/ops/fleet", headers={"Authorization": f"Bearer {key}"}, timeout=2
-    ).json()
-    rows = [
-        (
-            f["fleet"],
-            f.get("environment"),
-            len(f["workers"]),
-            f["totals"]["accepting"],
-            f["totals"]["full"],
-            f"{f['totals']['seats_free']}/{f['totals']['seats']}",
-            f["totals"]["calls"],
-        )
-        for f in snapshot["fleets"]
-    ]
-    return table(
-        ("fleet", "environment", "workers", "accepting", "full", "seats free", "calls"), rows
-    ), snapshot
+def _fleet_table(urls: list[str], key: str) -> tuple[str, Any]:
+    """The fleets as a table, from the first roster replica that answers."""
+    for url in urls:
+        try:
+            snapshot = httpx.get(
+                f"{url}/v1/ops/fleet", headers={"Authorization": f"Bearer {key}"}, timeout=2
+            ).json()
+        except httpx.HTTPError:
+            continue
+        rows = [
+            (
+                f["fleet"],
+                f.get("environment"),
+                len(f["workers"]),
+                f["totals"]["accepting"],
+                f["totals"]["full"],
+                f"{f['totals']['seats_free']}/{f['totals']['seats']}",
+                f["totals"]["calls"],
+            )
+            for f in snapshot["fleets"]
+        ]
+        return table(
+            ("fleet", "environment", "workers", "accepting", "full", "seats free", "calls"), rows
+        ), snapshot
+    return "no roster replica answered", None
+
+
+class Supervised:
+    """One service process of ``up``, in a process group of its own, started again if it dies."""
+
+    def __init__(self, name: str, args: list[str], env: dict[str, str], url: str) -> None:
+        self.name, self.args, self.env, self.url = name, args, env, url
+        self.restarts = 0
+        self.proc = self._spawn()
+
+    def _spawn(self) -> subprocess.Popen[bytes]:
+        # a group of its own: Granian's worker processes are stopped with their server
+        return subprocess.Popen(self.args, env=self.env, start_new_session=True)
+
+    def ensure(self) -> None:
+        """Start the process again if it died (a SIGKILL, a crash); wait until it is ready."""
+        code = self.proc.poll()
+        if code is None:
+            return
+        click.echo(f"up: {self.name} exited with {code}: starting it again", err=True)
+        self._signal(signal.SIGKILL)  # whatever is left of its group (an orphaned worker)
+        self.restarts += 1
+        self.proc = self._spawn()
+        _wait_ready(self.url, self.proc)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, sig)
+
+    def stop(self, grace_s: float = 30) -> int | None:
+        """SIGTERM its group (it drains), SIGKILL after ``grace_s``; its exit code."""
+        self._signal(signal.SIGTERM)
+        try:
+            return self.proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            self._signal(signal.SIGKILL)
+            return self.proc.wait(5)
+        finally:
+            self._signal(signal.SIGKILL)  # a worker process its server left behind
 
 
 @click.command()
@@ -133,25 +179,28 @@ def up(roster_replicas: int, duration: float | None, report: Path | None, every:
                 env=env,
             ),
         }
-        procs: list[tuple[str, subprocess.Popen[bytes]]] = []
-        rosters: list[str] = []
+        services: list[Supervised] = []
+        codes: dict[str, int | None] = {}
+        snapshot: Any = None
+        state_dir = Path(settings.state_dir)
         try:
             for i in range(roster_replicas):
                 port = free_port()
-                url = f"http://127.0.0.1:{port}"
-                proc = subprocess.Popen(
+                service = Supervised(
+                    f"roster-{i}",
                     [sys.executable, "-m", "pinecall_runtime", "roster", "serve"],
-                    env=env
+                    env
                     | {
                         "PINECALL_PORT": str(port),
                         "PINECALL_LOG_FORMAT": "text",
                         "PINECALL_LOG_LEVEL": "WARNING",
                     },
+                    f"http://127.0.0.1:{port}",
                 )
-                procs.append((f"roster-{i}", proc))
-                _wait_ready(url, proc)
-                rosters.append(url)
-                click.echo(f"roster-{i}: {url}")
+                services.append(service)
+                _wait_ready(service.url, service.proc)
+                click.echo(f"{service.name}: {service.url}")
+            rosters = [s.url for s in services]
             state = UpState(
                 database_url=platform.database_url,
                 nats_url=platform.nats_url,
@@ -159,7 +208,6 @@ def up(roster_replicas: int, duration: float | None, report: Path | None, every:
                 operator_key=keys["operator"],
                 roster_url=rosters[0],
             )
-            state_dir = Path(settings.state_dir)
             state_dir.mkdir(parents=True, exist_ok=True)
             (state_dir / "up.json").write_bytes(msgspec.json.encode(state))
             (state_dir / "keys.json").write_text(json.dumps(keys, indent=2))
@@ -167,17 +215,20 @@ def up(roster_replicas: int, duration: float | None, report: Path | None, every:
                 f"up: ready; the CLI reads {state_dir / 'up.json'} "
                 f"(fleet keys in {state_dir / 'keys.json'})"
             )
-            snapshot: Any = None
             while not stop.is_set():
-                text, snapshot = _fleet_table(rosters[0], keys["operator"])
+                for service in services:
+                    service.ensure()
+                text, latest = _fleet_table(rosters, keys["operator"])
+                snapshot = latest or snapshot
                 click.echo(f"\n[{time.strftime('%H:%M:%S')}]\n{text}")
                 if duration is not None and time.time() - started >= duration:
                     break
                 stop.wait(every if duration is None else min(every, duration))
         finally:
-            for _, proc in procs:
-                proc.send_signal(signal.SIGTERM)
-            codes = {name: proc.wait(30) for name, proc in procs}
+            codes = {service.name: service.stop() for service in services}
+            # the platform is gone: a CLI must not read its address and keys any more
+            for name in ("up.json", "keys.json"):
+                (state_dir / name).unlink(missing_ok=True)
             click.echo(f"up: stopped {', '.join(f'{n}={c}' for n, c in codes.items())}")
         if report is not None:
             report.write_text(
@@ -185,7 +236,8 @@ def up(roster_replicas: int, duration: float | None, report: Path | None, every:
                     {
                         "seconds": round(time.time() - started, 1),
                         "platform": msgspec.to_builtins(platform),
-                        "rosters": rosters,
+                        "rosters": [service.url for service in services],
+                        "restarts": {service.name: service.restarts for service in services},
                         "exit_codes": codes,
                         "fleets": snapshot["fleets"] if snapshot else [],
                     },

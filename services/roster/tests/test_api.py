@@ -107,7 +107,10 @@ async def test_health_readiness_and_openapi(roster: Replica) -> None:
     assert (await roster.get("/healthz")).json() == {"status": "ok"}
     ready = await roster.get("/readyz")
     assert ready.status_code == 200
-    assert ready.json() == {"ready": True, "checks": {"nats": True, "cordons": True}}
+    assert ready.json() == {
+        "ready": True,
+        "checks": {"postgres": True, "nats": True, "cordons": True},
+    }
     paths = (await roster.get("/schema/openapi.json")).json()["paths"]
     assert {"/v1/fleet/heartbeat", "/v1/ops/fleet", "/v1/fleet/wanted"} <= set(paths)
 

@@ -170,6 +170,7 @@ async def test_cordon_unknown_fleet_and_malformed_worker(roster: Replica, keys: 
     assert_problem(r, 422, "unprocessable")
     r = await roster.post("/v1/ops/fleet/Pine!call/worker-a/cordon", headers=bearer(keys.operator))
     assert_problem(r, 400, "bad_request")
+    assert service_cordons(roster) == []
 
 
 @pytest.mark.parametrize("verb", ["cordon", "uncordon"])
@@ -209,3 +210,63 @@ async def test_revoke_needs_an_operator_key(
 async def test_unknown_route_and_method(roster: Replica) -> None:
     assert_problem(await roster.get("/v1/nothing"), 404, "not_found")
     assert_problem(await roster.get("/v1/fleet/heartbeat"), 405, "method_not_allowed")
+
+
+# what a worker could say that no worker truly says
+@pytest.mark.parametrize(
+    ("change", "status", "words"),
+    [
+        ({"worker": "pinecall/worker-a.1791067258\n"}, 400, "worker"),
+        ({"active": "2"}, 400, "active"),
+        ({"load": 5.0}, 422, "active ÷ max_jobs"),
+        ({"max_jobs": 0, "active": 0, "load": 0.0}, 422, "max_jobs"),
+        ({"minute": {"ended": 1, "failed": 2}}, 422, "failed"),
+        ({"worker": "pinecall/worker-a.999999999999", "agent_name": None}, 422, "future"),
+        ({"version": "x" * 201}, 400, "version"),
+    ],
+)
+async def test_heartbeat_that_no_worker_says(
+    roster: Replica, keys: Keys, change: dict, status: int, words: str
+) -> None:
+    r = await roster.post(
+        "/v1/fleet/heartbeat", json=heartbeat() | change, headers=bearer(keys.production)
+    )
+    body = assert_problem(r, status)
+    assert words in body["detail"] + str(body.get("errors"))
+    assert await workers_heard(roster, keys) == []
+
+
+async def test_a_superseded_registration_is_told_so_and_not_counted(
+    roster: Replica, keys: Keys
+) -> None:
+    ok = await roster.post(
+        "/v1/fleet/heartbeat", json=heartbeat(start=200), headers=bearer(keys.production)
+    )
+    assert ok.status_code == 200
+    late = await roster.post(
+        "/v1/fleet/heartbeat", json=heartbeat(start=100, active=3), headers=bearer(keys.production)
+    )
+    assert_problem(late, 409, "conflict")
+    assert await workers_heard(roster, keys) == ["pinecall/worker-a.200"]
+
+
+async def test_cordon_reason_too_long_and_worker_with_a_newline(
+    roster: Replica, keys: Keys
+) -> None:
+    r = await roster.post(
+        "/v1/ops/fleet/pinecall/worker-a/cordon",
+        json={"reason": "x" * 501},
+        headers=bearer(keys.operator),
+    )
+    assert_problem(r, 400, "bad_request")
+    r = await roster.post(
+        "/v1/ops/fleet/pinecall/worker-a%0A/cordon", headers=bearer(keys.operator)
+    )
+    assert_problem(r, 400, "bad_request")
+    r = await roster.post("/v1/ops/fleet/pinecall/worker-a/uncordon", headers=bearer(keys.operator))
+    assert r.status_code == 200  # the book is empty but for this lift: nothing was cordoned
+    assert service_cordons(roster) == [("pinecall/worker-a", False)]
+
+
+def service_cordons(roster: Replica) -> list[tuple[str, bool]]:
+    return [(s.worker, s.cordoned) for s in roster.app.state.roster.cordons.settings()]

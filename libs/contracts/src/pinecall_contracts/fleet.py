@@ -17,6 +17,9 @@ from pinecall_contracts.ids import EnvironmentField, Fleet, Worker, WorkerRef
 Count = Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
 Ratio = Annotated[float, msgspec.Meta(ge=0.0, le=1_000.0)]
 Seconds = Annotated[float, msgspec.Meta(ge=0.0, le=86_400.0)]
+Text = Annotated[str, msgspec.Meta(max_length=500)]
+"""A free-text field said by a person (a reason): bounded, so it fits a NATS message."""
+Label = Annotated[str, msgspec.Meta(min_length=1, max_length=200)]
 
 WorkerState = Literal["accepting", "full", "failing", "draining", "cordoned", "silent"]
 """A worker as the roster counts it.
@@ -66,7 +69,7 @@ class WorkerHeartbeat(Contract, frozen=True, kw_only=True, tag="fleet.worker_hea
     """The last minute; None from an older release (never failing)."""
     load_per_core: Ratio | None = None
     """The machine's load per core: context for ``fleet list``, never a decision (DESIGN.md)."""
-    version: str | None = None
+    version: Label | None = None
     """The worker's release, for the operator."""
 
 
@@ -84,11 +87,11 @@ class CordonSetting(Contract, frozen=True, kw_only=True, tag="fleet.cordon.v1"):
     worker: WorkerRef
     """``<fleet>/<worker>``: the name without its start, so it stands across restarts."""
     cordoned: bool
-    by: str = "operator"
+    by: Label = "operator"
     """Who set it: a key's name."""
     at: dt.datetime
     """When it was set (UTC), for the operator: the server's revision decides what is newest."""
-    reason: str | None = None
+    reason: Text | None = None
 
 
 class CordonRequest(Contract, frozen=True, kw_only=True, tag="fleet.cordon_request.v1"):
@@ -97,7 +100,7 @@ class CordonRequest(Contract, frozen=True, kw_only=True, tag="fleet.cordon_reque
     worker: WorkerRef | None = None
     """Given on NATS; on HTTP the path names the worker."""
     cordoned: bool = True
-    reason: str | None = None
+    reason: Text | None = None
 
 
 class WorkerRow(Contract, frozen=True, kw_only=True, tag="fleet.worker_row.v1"):

@@ -31,10 +31,14 @@ CallId = NewType("CallId", str)
 RoomName = NewType("RoomName", str)
 KeyId = NewType("KeyId", str)
 
-FLEET_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$"
-WORKER_NAME_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}/[A-Za-z0-9][A-Za-z0-9._-]{0,252}\.[0-9]{1,12}$"
-WORKER_KEY_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}/[A-Za-z0-9][A-Za-z0-9._-]{0,252}$"
-ENVIRONMENT_PATTERN = r"^[a-z][a-z0-9-]{0,31}$"
+# `$` also matches before a final "\n" in Python; `(?![\s\S])` makes each pattern end at the end
+# in Python and in JSON Schema (ECMA) alike.
+FLEET_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}$(?![\s\S])"
+WORKER_NAME_PATTERN = (
+    r"^[a-z0-9][a-z0-9-]{0,62}/[A-Za-z0-9][A-Za-z0-9._-]{0,252}\.[0-9]{1,12}$(?![\s\S])"
+)
+WORKER_KEY_PATTERN = r"^[a-z0-9][a-z0-9-]{0,62}/[A-Za-z0-9][A-Za-z0-9._-]{0,252}$(?![\s\S])"
+ENVIRONMENT_PATTERN = r"^[a-z][a-z0-9-]{0,31}$(?![\s\S])"
 
 Fleet = Annotated[str, msgspec.Meta(pattern=FLEET_PATTERN, examples=["pinecall"])]
 Worker = Annotated[

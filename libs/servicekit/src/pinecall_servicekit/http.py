@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from litestar import Litestar, MediaType, Request, Response, get
@@ -24,9 +24,10 @@ from litestar.types import ControllerRouterHandler
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from pinecall_contracts.problems import ProblemDetails
-from pinecall_servicekit.errors import PinecallError
+from pinecall_servicekit.errors import BadRequest, PinecallError
 
 PROBLEM_JSON = "application/problem+json"
+T = TypeVar("T")
 Readiness = Callable[[State], Awaitable[dict[str, bool]]]
 """Names each dependency and whether it answers now (``{"postgres": True, "nats": False}``)."""
 
@@ -38,6 +39,20 @@ def problem_response(problem: ProblemDetails) -> Response[bytes]:
     return Response(
         content=msgspec.json.encode(problem), status_code=problem.status, media_type=PROBLEM_JSON
     )
+
+
+async def strict_body(request: Request[Any, Any, Any], kind: type[T]) -> T:
+    """The request's JSON body as ``kind``, decoded strictly (``"2"`` is not an ``int``).
+
+    Litestar converts a body leniently; a handler that declares the body for OpenAPI also calls
+    this, so a wrong type is a 400 problem, never coerced. Raises ``BadRequest``.
+    """
+    try:
+        return msgspec.json.decode(await request.body(), type=kind)
+    except msgspec.ValidationError as exc:
+        raise BadRequest(f"not a {kind.__name__}: {exc}") from exc
+    except msgspec.DecodeError as exc:
+        raise BadRequest(f"malformed JSON: {exc}") from exc
 
 
 def _pinecall_error(request: Request[Any, Any, Any], exc: PinecallError) -> Response[bytes]:

@@ -8,6 +8,11 @@ Idle HTTP connections are kept 620 s, past the load balancer's 600 s (seed 000, 
 from __future__ import annotations
 
 import enum
+import sys
+from collections.abc import Callable
+from typing import TypeVar
+
+S = TypeVar("S")
 
 
 class ExitCode(enum.IntEnum):
@@ -22,6 +27,17 @@ class ExitCode(enum.IntEnum):
     """A dependency (Postgres, NATS, a service) did not answer (``EX_UNAVAILABLE``)."""
     CONFIG = 78
     """The settings are wrong (``EX_CONFIG``): an unknown ``PINECALL_*`` variable, a bad value."""
+
+
+def settings_or_exit(load: Callable[[], S]) -> S:
+    """``load()`` (a service's settings); on ``SettingsError`` says why and exits 78 (CONFIG)."""
+    from pinecall_servicekit.settings import SettingsError
+
+    try:
+        return load()
+    except SettingsError as exc:
+        print(f"error [settings]: {exc}", file=sys.stderr)
+        raise SystemExit(ExitCode.CONFIG) from exc
 
 
 KEEP_ALIVE_S = 620

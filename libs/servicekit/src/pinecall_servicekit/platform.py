@@ -50,6 +50,22 @@ def postgres_answers(url: str, timeout_s: float = 2.0) -> bool:
         return False
 
 
+def postgres_listens(url: str) -> bool:
+    """Whether anything listens where ``url`` points (a Unix socket folder counts as listening)."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return True  # a socket path or libpq's defaults: let psycopg say what is wrong
+    return port_answers(url, 5432)
+
+
+def _why(url: str) -> str:
+    try:
+        with psycopg.connect(url, connect_timeout=2):
+            return "it answered on a second try"
+    except psycopg.Error as exc:
+        return str(exc).strip().splitlines()[0]
+
+
 def port_answers(url: str, default_port: int, timeout_s: float = 1.0) -> bool:
     """Whether something listens at ``url``'s host and port."""
     parts = urlsplit(url)
@@ -139,7 +155,13 @@ def ensure_platform(database_url: str, nats_url: str) -> Iterator[Endpoints]:
             return workdir
 
         db, nats_at = database_url, nats_url
-        pg_embedded = not postgres_answers(database_url)
+        pg_embedded = not postgres_listens(database_url)
+        if not pg_embedded and not postgres_answers(database_url):
+            # something listens but refuses us: a wrong database, user or password is the
+            # operator's to fix, never hidden behind an embedded Postgres whose data vanish
+            raise PlatformError(
+                f"a Postgres listens at {database_url} but refuses: {_why(database_url)}"
+            )
         if pg_embedded:
             _log.warning("no Postgres at %s: starting an embedded one", database_url)
             db = stack.enter_context(embedded_postgres(scratch()))

@@ -38,6 +38,7 @@ from pinecall_contracts.ids import WorkerNameError
 from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_roster.service import RosterService
 from pinecall_servicekit.errors import BadRequest, Unprocessable
+from pinecall_servicekit.http import strict_body
 from pinecall_servicekit.keys import FLEET, OPERATOR, bearer
 
 AnyRequest = Request[object, object, State]
@@ -57,8 +58,9 @@ async def _key(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
 @post("/v1/fleet/heartbeat", status_code=200)
 async def heartbeat(request: AnyRequest, data: JSONBody[WorkerHeartbeat]) -> HeartbeatReply:
     """A worker's heartbeat, every 5 s, with its environment's fleet key."""
+    heartbeat = await strict_body(request, WorkerHeartbeat)
     key = await _key(request, FLEET)
-    return await _service(request.app.state).heartbeat(data, key)
+    return await _service(request.app.state).heartbeat(heartbeat, key)
 
 
 @get("/v1/fleet/wanted")
@@ -110,7 +112,7 @@ async def cordon(
     data: JSONBody[CordonRequest | None] = None,
 ) -> CordonSetting:
     """Cordon a worker: it takes no new call, finishes what it holds and exits 3."""
-    body = data or CordonRequest()
+    body = await strict_body(request, CordonRequest) if await request.body() else CordonRequest()
     return await _cordon(request, f"{fleet_name}/{worker}", body.cordoned, body.reason)
 
 

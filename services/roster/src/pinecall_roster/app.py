@@ -59,6 +59,7 @@ def create_app(settings: RosterSettings | None = None) -> Litestar:
     async def readiness(app_state: State) -> dict[str, bool]:
         service: RosterService | None = state["roster"]
         return {
+            "postgres": bool(service and await service.store.answers()),
             "nats": bool(service and service.bus.connected),
             "cordons": bool(service and service.cordons.loaded.is_set()),
         }

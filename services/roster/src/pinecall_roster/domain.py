@@ -34,6 +34,10 @@ FAILING_MIN_TURNS = 20
 """Measured turns a minute needs before its first-audio p95 can make a worker failing."""
 FAILING_FIRST_AUDIO_P95_S = 5.0
 """First audio p95 (seconds) over which a worker is failing."""
+START_SKEW_S = 300.0
+"""How far in the future a worker's start may be (clocks of two machines), in seconds."""
+LOAD_TOLERANCE = 0.01
+"""How far a heartbeat's ``load`` may be from ``active ÷ max_jobs`` (rounding)."""
 WANTED_TARGET = 0.6
 """Share of a scaled worker's seats its calls should fill (seed 000, "The shape of the numbers")."""
 
@@ -82,6 +86,29 @@ def past_failing_line(minute: WorkerMinute | None) -> bool:
         and minute.first_audio_p95_s is not None
         and minute.first_audio_p95_s > FAILING_FIRST_AUDIO_P95_S
     )
+
+
+def heartbeat_problems(heartbeat: WorkerHeartbeat, now: float) -> list[str]:
+    """What makes ``heartbeat`` not a worker's true word; empty when it is one.
+
+    Its start must not be in the future (past :data:`START_SKEW_S`): a far-future start would
+    hide every later registration of the name. It has a seat at least; its ``load`` is
+    ``active ÷ max_jobs`` (the roster's scale); its minute has no more failed calls than ended.
+    """
+    problems = []
+    parsed = parse_worker_name(heartbeat.worker)
+    if parsed.start > now + START_SKEW_S:
+        problems.append(f"the worker's start {parsed.start} is in the future")
+    if heartbeat.max_jobs < 1:
+        problems.append("max_jobs must be 1 or more")
+    elif abs(heartbeat.load - heartbeat.active / heartbeat.max_jobs) > LOAD_TOLERANCE:
+        problems.append(
+            f"load {heartbeat.load} is not active ÷ max_jobs ({heartbeat.active}/{heartbeat.max_jobs})"
+        )
+    minute = heartbeat.minute
+    if minute is not None and minute.failed > minute.ended:
+        problems.append("the minute has more failed calls than ended ones")
+    return problems
 
 
 def supersedes(new: WorkerHeartbeat, old: WorkerHeartbeat) -> bool:

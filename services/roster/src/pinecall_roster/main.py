@@ -6,7 +6,7 @@ import click
 
 from pinecall_roster.settings import RosterSettings
 from pinecall_roster.store import migrate as migrate_roster
-from pinecall_servicekit.lifecycle import serve_http
+from pinecall_servicekit.lifecycle import serve_http, settings_or_exit
 
 
 @click.group(name="roster")
@@ -18,7 +18,7 @@ def cli() -> None:
 @click.option("--workers", default=1, show_default=True, help="Granian worker processes.")
 def serve(workers: int) -> None:
     """Serve the roster's HTTP API and ops verbs (settings from the environment)."""
-    settings = RosterSettings.from_env()
+    settings = settings_or_exit(RosterSettings.from_env)
     serve_http(
         "pinecall_roster.app:create_app", host=settings.host, port=settings.port, workers=workers
     )
@@ -27,5 +27,5 @@ def serve(workers: int) -> None:
 @cli.command()
 def migrate() -> None:
     """Run the roster's migrations on PINECALL_DATABASE_URL."""
-    migrate_roster(RosterSettings.from_env().database_url)
+    migrate_roster(settings_or_exit(RosterSettings.from_env).database_url)
     click.echo("roster: migrated")

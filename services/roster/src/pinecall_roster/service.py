@@ -33,7 +33,7 @@ from pinecall_roster.settings import RosterSettings
 from pinecall_roster.store import Store
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.changes import Changes
-from pinecall_servicekit.errors import Forbidden, Unprocessable
+from pinecall_servicekit.errors import Conflict, Forbidden, Unprocessable
 from pinecall_servicekit.keys import KeyRing
 
 _log = logging.getLogger(__name__)
@@ -122,7 +122,12 @@ class RosterService:
         environment = self.environment_of(heartbeat.fleet)
         if key.environment != environment:
             raise Forbidden(f"a key of {key.environment} cannot beat for {heartbeat.fleet}")
-        await self._heard(heartbeat)
+        problems = domain.heartbeat_problems(heartbeat, time.time())
+        if problems:
+            raise Unprocessable("; ".join(problems))
+        if not self.roster.hear(heartbeat, time.time()):
+            raise Conflict(f"a newer registration of {parsed.key} is heard: this one is superseded")
+        await self.changes.notify()
         await self.bus.publish(self.bus.subjects.heartbeat(heartbeat.worker), heartbeat)
         return HeartbeatReply(
             cordoned=self.cordons.is_cordoned(parsed.key),

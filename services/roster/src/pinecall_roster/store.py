@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -46,6 +47,15 @@ class Store:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
 
+    async def answers(self, timeout_s: float = 2.0) -> bool:
+        """Whether Postgres answers a query within ``timeout_s`` seconds (readiness)."""
+        try:
+            async with asyncio.timeout(timeout_s), self.engine.connect() as conn:
+                await conn.execute(sa.text("SELECT 1"))
+        except (TimeoutError, sa.exc.SQLAlchemyError, OSError):
+            return False
+        return True
+
     async def ensure_fleets(self, fleets: list[FleetRecord]) -> None:
         """Insert each fleet not stored yet; a stored row is the operator's and stays."""
         if not fleets:
@@ -76,10 +86,15 @@ class Store:
         Fleet and app keys need an environment (``production`` or ``sandbox``); operator keys
         take none. Raises ``Unprocessable`` otherwise.
         """
+        if not (0 < len(name) <= 200 and name.isprintable() and name.strip() == name):
+            raise Unprocessable("a key's name is 1 to 200 printable characters, no edge spaces")
         if kind == "operator" and environment is not None:
             raise Unprocessable("an operator key acts in every environment: give no environment")
         if kind != "operator" and environment not in ENVIRONMENTS:
-            raise Unprocessable(f"a {kind} key needs an environment: {' or '.join(ENVIRONMENTS)}")
+            raise Unprocessable(
+                f"{'an' if kind == 'app' else 'a'} {kind} key needs an environment: "
+                f"{' or '.join(ENVIRONMENTS)}"
+            )
         key_id, token, digest = new_secret()
         now = db.utcnow()
         async with db.translate_errors("creating a key"), self.engine.begin() as conn:

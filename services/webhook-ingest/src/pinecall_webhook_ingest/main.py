@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from pinecall_servicekit.lifecycle import serve_http
+from pinecall_servicekit.lifecycle import serve_http, settings_or_exit
 from pinecall_webhook_ingest.settings import IngestSettings
 
 
@@ -17,8 +17,8 @@ def cli() -> None:
 @click.option("--workers", default=1, show_default=True, help="Granian worker processes.")
 def serve(workers: int) -> None:
     """Serve POST /v1/livekit/webhook (settings from the environment)."""
-    settings = IngestSettings.from_env()
-    settings.keys()  # a missing or malformed key is an error now, not at the first webhook
+    settings = settings_or_exit(IngestSettings.from_env)
+    settings_or_exit(settings.keys)  # a missing or malformed key fails now, not at a webhook
     serve_http(
         "pinecall_webhook_ingest.app:create_app",
         host=settings.host,

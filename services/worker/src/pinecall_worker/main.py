@@ -7,6 +7,7 @@ import sys
 
 import click
 
+from pinecall_servicekit.lifecycle import settings_or_exit
 from pinecall_servicekit.telemetry import configure_telemetry
 from pinecall_worker.settings import WorkerSettings
 
@@ -22,6 +23,6 @@ def start() -> None:
     from pinecall_worker.call import entrypoint
     from pinecall_worker.server import Worker
 
-    settings = WorkerSettings.from_env()
+    settings = settings_or_exit(WorkerSettings.from_env)
     configure_telemetry("worker", level=settings.log_level, fmt=settings.log_format)
     sys.exit(int(asyncio.run(Worker(settings, entrypoint).run())))
