@@ -62,7 +62,7 @@ class CartesiaFake:
         self.connections += 1
         fault = self.state.attempt(kinds=frozenset({"status"}), count=False)
         if fault is not None:
-            self.state.attempts += 1
+            self.state.attempt(kinds=frozenset())  # a refused handshake is an attempt
             body = json.dumps({"error_code": None, "title": "Injected", "message": "fault"})
             return status_response(fault, body.encode(), "application/json")
         ws = web.WebSocketResponse(autoping=True)

@@ -25,6 +25,7 @@ class VendorState(Generic[C]):
         self.faults_applied: list[Fault] = []
         self._plan: deque[Fault] = deque(config.faults)
         self._stopping = stopping
+        self._counted = asyncio.Event()
         self.sockets: set[web.WebSocketResponse] = set()
         """Open WebSockets, closed when the server stops."""
 
@@ -42,11 +43,18 @@ class VendorState(Generic[C]):
         """Count an attempt (unless not `count`) and take the next fault of the plan, if it is
         one of `kinds` (any kind when None)."""
         self.attempts += count
+        self._counted.set()
         if self._plan and (kinds is None or self._plan[0].kind in kinds):
             fault = self._plan.popleft()
             self.faults_applied.append(fault)
             return fault
         return None
+
+    async def wait_attempts(self, n: int) -> None:
+        """Return once `n` attempts have arrived (bound it with `asyncio.timeout`)."""
+        while self.attempts < n:
+            self._counted.clear()
+            await self._counted.wait()
 
     async def stall(self) -> None:
         """Say nothing until the server stops (the client's own timeout ends it first)."""
