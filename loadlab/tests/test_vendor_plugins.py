@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 
+import aiohttp
 from livekit import rtc
 from livekit.agents import llm, stt
 from livekit.agents.llm import function_tool
+from livekit.plugins import deepgram
 
 from pinecall_labroom import FRAME_SAMPLES, SAMPLE_RATE
 from pinecall_loadlab.callers import LINES, frames, line_pcm, silence
@@ -125,3 +127,30 @@ async def test_cartesia_plugin_bytes_endpoint(
         audio = await plugins.tts.synthesize(text).collect()
     expected = duration_of(text, vendor_fakes.cartesia.state.config)
     assert abs(audio.duration - expected) < 0.05
+
+
+async def test_deepgram_plugin_finalizes_and_closes_with_utterance_end(
+    vendor_fakes: VendorFakes, http_session: aiohttp.ClientSession
+) -> None:
+    """The control messages and the utterance end: Finalize on the flush that ends input, then
+    CloseStream (KeepAlive runs on a task of its own, so its place varies); UtteranceEnd once
+    `utterance_end_ms` of quiet follows the words."""
+    plugin = deepgram.STT(
+        base_url=vendor_fakes.deepgram_url,
+        api_key="lab",
+        http_session=http_session,
+        utterance_end_ms=1000,
+    )
+    vendor_fakes.deepgram.script(LINES["yes"])
+    stream = plugin.stream()
+    for frame in audio_frames(frames(line_pcm("yes")) + silence(1.5)):
+        stream.push_frame(frame)
+    stream.end_input()
+    async with asyncio.timeout(20):
+        events = [e.type async for e in stream]
+    assert stt.SpeechEventType.FINAL_TRANSCRIPT in events
+    dg = vendor_fakes.deepgram
+    assert [c for c in dg.control if c != "KeepAlive"] == ["Finalize", "CloseStream"]
+    assert dg.sent[0] == "SpeechStarted"
+    assert dg.sent[-2:] == ["UtteranceEnd", "Metadata"]
+    assert dg.opened[0]["utterance_end_ms"] == "1000"

@@ -80,6 +80,8 @@ class DeepgramFake:
         """The query of every accepted socket, in order."""
         self.control: list[str] = []
         """Every text message a client sent (``KeepAlive``, ``Finalize``, ``CloseStream``)."""
+        self.sent: list[str] = []
+        """The ``type`` of every message sent, in order, over all sockets."""
 
     def script(self, *lines: str, tag: str | None = None) -> None:
         """Queue what the next utterances say: on sockets opened with ``tag=<tag>``, or any."""
@@ -286,5 +288,6 @@ class DeepgramFake:
                     await ws.send_str('{"type": "Results", "channel": ')
                     fault = None
             await ws.send_str(json.dumps(msg))
+            self.sent.append(msg["type"] if isinstance(msg, dict) else "?")
             if isinstance(msg, dict) and msg["type"] == "Results":
                 conn.results_sent += 1
