@@ -1,0 +1,87 @@
+"""Callers who speak: the committed recordings, and scripts played into a lab room in real time."""
+
+from __future__ import annotations
+
+import asyncio
+import wave
+
+import msgspec
+
+from pinecall_labroom import LabRoom
+from pinecall_loadlab.callers import (
+    LINES,
+    HangUp,
+    Interrupt,
+    Pause,
+    Say,
+    Step,
+    WaitForAgent,
+    frames,
+    line_pcm,
+    play,
+    silence,
+)
+from pinecall_loadlab.callers.speech import wav_path
+from pinecall_loadlab.livekit import StandIn
+from pinecall_loadlab.livekit.callers import caller_token
+from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
+
+
+def test_every_line_is_a_short_16_khz_mono_recording() -> None:
+    for line in LINES:
+        with wave.open(str(wav_path(line))) as w:
+            assert (w.getframerate(), w.getnchannels(), w.getsampwidth()) == (16000, 1, 2)
+            seconds = w.getnframes() / w.getframerate()
+        assert 1.0 < seconds < 5.0
+        assert len(line_pcm(line)) == w.getnframes() * 3 * 2  # 48 kHz in the room
+        assert any(line_pcm(line))  # speech, not silence
+
+
+def test_a_script_is_json() -> None:
+    script: list[Step] = [Say(line="greeting"), Pause(seconds=0.5), WaitForAgent(), HangUp()]
+    raw = msgspec.json.encode(script)
+    assert raw.startswith(b'[{"type":"say","line":"greeting"}')
+    assert msgspec.json.decode(raw, type=list[Step]) == script
+
+
+async def join(standin: StandIn, identity: str) -> LabRoom:
+    token = caller_token(API_KEY, API_SECRET, room="call-1", identity=identity)
+    return await LabRoom.connect(standin.url, token)
+
+
+async def test_a_caller_says_a_line_and_hangs_up(standin: StandIn) -> None:
+    agent = await join(standin, "agent")
+    caller = await join(standin, "caller")
+    async with asyncio.timeout(20):
+        log = await play(caller, [Say(line="yes"), Pause(seconds=0.1), HangUp()])
+        sent = frames(line_pcm("yes")) + silence(0.1)
+        heard = [await agent.audio.get() for _ in sent]
+        while (left := await agent.presence.get())["type"] != "participant_left":
+            pass
+    await agent.leave()
+    assert [c.pcm for c in heard] == sent
+    assert left["participant"]["identity"] == "caller"
+    [(line, start, end)] = log.said
+    assert line == "yes"
+    assert end - start >= 0.9 * len(frames(line_pcm("yes"))) * 0.02  # real time, not a burst
+    assert log.hung_up is not None
+
+
+async def test_a_caller_interrupts_the_agent(standin: StandIn) -> None:
+    agent = await join(standin, "agent")
+    caller = await join(standin, "caller")
+
+    async def agent_speaks() -> None:
+        await agent.audio.get()  # the caller's first frame: the caller is on the line
+        for pcm in frames(line_pcm("greeting")):
+            await agent.send(pcm)
+            await asyncio.sleep(0.02)  # an agent speaks in real time
+
+    speaking = asyncio.create_task(agent_speaks())
+    async with asyncio.timeout(20):
+        log = await play(caller, [Interrupt(line="yes"), HangUp()])
+    speaking.cancel()
+    await asyncio.gather(speaking, return_exceptions=True)
+    await agent.leave()
+    [(_, started, _)] = log.said
+    assert log.agent_heard[0] <= started  # said over the agent, once it spoke
