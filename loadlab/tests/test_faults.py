@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 import aiohttp
 from livekit import api
 from livekit.protocol import agent, models
@@ -66,14 +68,22 @@ async def test_an_agent_whose_connection_is_cut_ends_its_job_failed(
     assert (failed.worker_id, failed.error) == (worker, AGENT_LEFT_ROOM)
 
 
-async def test_a_slow_worker_answers_late_but_within_the_deadline(
-    standin: StandIn, lab_workers: LabWorkers, livekit_api: api.LiveKitAPI
+@pytest.mark.parametrize(("late_by", "outcome"), [("within", "assigned"), ("past", "timeout")])
+async def test_a_slow_worker_answers_late_and_past_the_deadline_loses_the_job(
+    standin: StandIn,
+    lab_workers: LabWorkers,
+    livekit_api: api.LiveKitAPI,
+    late_by: str,
+    outcome: str,
 ) -> None:
+    """An answer held 0.3 s still takes the job; one held past the offer deadline finds the offer
+    gone: LiveKit drops it with no retry (``shared/reference/livekit-protocol.md`` §2.4)."""
     worker = await lab_workers.start(agent_name="exp", hold=False)
-    standin.slow(worker, 0.3)
+    deadline = standin.config.offer_deadline_s
+    standin.slow(worker, 0.3 if late_by == "within" else deadline + 0.5)
     d = await livekit_api.agent_dispatch.create_dispatch(
         api.CreateAgentDispatchRequest(agent_name="exp", room="call-1")
     )
     async with asyncio.timeout(30):
         [ended] = await standin.events.wait_for(ev.JobRequestEnded, lambda e: e.dispatch_id == d.id)
-    assert ended.outcome == "assigned"
+    assert ended.outcome == outcome

@@ -28,7 +28,7 @@ async def test_capacity_a_worker_of_8_seats_takes_6_or_8_calls(
     await lab_workers.start(agent_name=f"cap-{report.name}", seats=8, report=report)
     async with asyncio.timeout(60):
         calls = await place_calls(
-            standin, livekit_api, agent_name=f"cap-{report.name}", calls=8, interval_s=0
+            standin, livekit_api, agent_name=f"cap-{report.name}", calls=8, interval_s=1.0
         )
     assert [c.answered for c in calls] == [True] * taken + [False] * (8 - taken)
     assert all(c.outcome in ("exhausted", "no_servers") for c in calls[taken:])
@@ -55,7 +55,7 @@ async def test_ghost_the_calls_offered_to_a_frozen_worker_are_lost(
             livekit_api,
             agent_name="ghost-exp",
             calls=16,
-            interval_s=0,
+            interval_s=1.0,
             ghosts=ghosts,
             before_call=freeze_at_8th,
         )
