@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
 import aiohttp
+import pytest
 from livekit import api
 from livekit.protocol import agent, models
 
