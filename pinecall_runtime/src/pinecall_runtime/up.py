@@ -154,31 +154,12 @@ def up(roster_replicas: int, duration: float | None, report: Path | None, every:
             f"nats:     {platform.nats_url}{' (embedded)' if platform.embedded_nats else ''}"
         )
         click.echo(_cli("migrate", env=env))
-        keys = {
-            "operator": _cli("keys", "create", "--kind", "operator", "--name", "up", env=env),
-            "fleet-production": _cli(
-                "keys",
-                "create",
-                "--kind",
-                "fleet",
-                "--name",
-                "up",
-                "--environment",
-                "production",
-                env=env,
-            ),
-            "fleet-sandbox": _cli(
-                "keys",
-                "create",
-                "--kind",
-                "fleet",
-                "--name",
-                "up",
-                "--environment",
-                "sandbox",
-                env=env,
-            ),
-        }
+        keys = {"operator": _cli("keys", "create", "--kind", "operator", "--name", "up", env=env)}
+        for environment in ("production", "sandbox"):
+            keys[f"fleet-{environment}"] = _cli(
+                "keys", "create", "--kind", "fleet", "--name", "up",
+                "--environment", environment, env=env,
+            )  # fmt: skip
         services: list[Supervised] = []
         codes: dict[str, int | None] = {}
         snapshot: Any = None

@@ -9,9 +9,7 @@ import pytest
 
 from pinecall_roster.app import create_app
 from pinecall_roster.settings import RosterSettings
-from pinecall_roster.store import Store
-from pinecall_roster.testing import Keys, Replica, running
-from pinecall_servicekit import db
+from pinecall_roster.testing import Keys, Replica, make_keys, running
 
 
 @pytest.fixture
@@ -47,13 +45,4 @@ async def roster(
 
 @pytest.fixture
 async def keys(database_url: str) -> Keys:
-    engine = db.create_engine(database_url, pool_size=1)
-    store = Store(engine)
-    try:
-        operator = await store.create_key("operator", "test", None)
-        production = await store.create_key("fleet", "workers", "production")
-        sandbox = await store.create_key("fleet", "workers", "sandbox")
-        app = await store.create_key("app", "an app", "production")
-    finally:
-        await engine.dispose()
-    return Keys(operator.secret, production.secret, sandbox.secret, app.secret, production.key.id)
+    return await make_keys(database_url)

@@ -15,7 +15,7 @@ import re
 import secrets
 import time
 from collections.abc import Collection
-from typing import Final
+from typing import Any, Final
 
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
@@ -51,6 +51,18 @@ def new_secret() -> tuple[str, str, str]:
     key_id = secrets.token_hex(6)
     secret = secrets.token_urlsafe(32)
     return key_id, f"pck_{key_id}_{secret}", hashlib.sha256(secret.encode()).hexdigest()
+
+
+def key_info(row: sa.Row[Any]) -> KeyInfo:
+    """A ``roster.keys`` row as the operator sees it (never its secret)."""
+    return KeyInfo(
+        id=row.id,
+        kind=row.kind,
+        name=row.name,
+        environment=row.environment,
+        created_at=row.created_at,
+        revoked_at=row.revoked_at,
+    )
 
 
 def bearer(authorization: str | None) -> str | None:
@@ -120,14 +132,7 @@ class KeyRing:
                 row = (await conn.execute(sa.select(KEYS).where(KEYS.c.id == key_id))).first()
             if row is None:
                 raise Unauthorized("unknown key")
-            info = KeyInfo(
-                id=row.id,
-                kind=row.kind,
-                name=row.name,
-                environment=row.environment,
-                created_at=row.created_at,
-                revoked_at=row.revoked_at,
-            )
+            info = key_info(row)
             stored = row.secret_sha256
             if info.revoked_at is None:
                 self._cache[key_id] = (time.monotonic() + self._cache_s, info, stored)

@@ -18,7 +18,7 @@ from pinecall_contracts.fleet import FleetRecord
 from pinecall_contracts.keys import KeyCreated, KeyInfo, KeyKind
 from pinecall_servicekit import db
 from pinecall_servicekit.errors import NotFound, Unprocessable
-from pinecall_servicekit.keys import KEYS, new_secret
+from pinecall_servicekit.keys import KEYS, key_info, new_secret
 
 SCHEMA = "roster"
 METADATA = KEYS.metadata
@@ -114,7 +114,7 @@ class Store:
     async def keys(self) -> list[KeyInfo]:
         async with db.translate_errors("listing keys"), self.engine.connect() as conn:
             rows = (await conn.execute(sa.select(KEYS).order_by(KEYS.c.created_at))).all()
-        return [_info(r) for r in rows]
+        return [key_info(r) for r in rows]
 
     async def revoke_key(self, key_id: str) -> KeyInfo:
         """Revoke ``key_id`` (idempotent: a revoked key keeps its first revocation time).
@@ -130,15 +130,4 @@ class Store:
             row = (await conn.execute(sa.select(KEYS).where(KEYS.c.id == key_id))).first()
         if row is None:
             raise NotFound(f"no key {key_id}")
-        return _info(row)
-
-
-def _info(row: sa.Row) -> KeyInfo:
-    return KeyInfo(
-        id=row.id,
-        kind=row.kind,
-        name=row.name,
-        environment=row.environment,
-        created_at=row.created_at,
-        revoked_at=row.revoked_at,
-    )
+        return key_info(row)

@@ -21,6 +21,24 @@ class Keys(msgspec.Struct, frozen=True):
     production_id: str
 
 
+async def make_keys(database_url: str) -> Keys:
+    """An operator key, a fleet key per environment and an app key, in the database at
+    ``database_url`` (a test's own)."""
+    from pinecall_roster.store import Store
+    from pinecall_servicekit import db
+
+    engine = db.create_engine(database_url, pool_size=1)
+    store = Store(engine)
+    try:
+        operator = await store.create_key("operator", "test", None)
+        production = await store.create_key("fleet", "workers", "production")
+        sandbox = await store.create_key("fleet", "workers", "sandbox")
+        app = await store.create_key("app", "an app", "production")
+    finally:
+        await engine.dispose()
+    return Keys(operator.secret, production.secret, sandbox.secret, app.secret, production.key.id)
+
+
 def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
