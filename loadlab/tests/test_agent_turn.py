@@ -20,7 +20,7 @@ from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.vendors import Reply, VendorFakes
 from pinecall_loadlab.vendors.testing import LabPlugins
 
-ADDED_TTFT_S = 2.0
+ADDED_TTFT_S = 4.0
 
 
 async def test_a_spoken_question_gets_a_spoken_answer_and_metrics_follow_the_model(
@@ -64,13 +64,17 @@ async def test_a_spoken_question_gets_a_spoken_answer_and_metrics_follow_the_mod
     wire_session(session, agent_room, sender="caller")
     await session.start(Agent(instructions="You are a shop's assistant. Answer briefly."))
     try:
-        async with asyncio.timeout(60):
-            first = await play(caller, [Say(line="question"), WaitForAgent(until_quiet_s=0.3)])
+        async with asyncio.timeout(90):
+            # a first turn pays for cold connections (the TTS socket, the model's client): it is
+            # not compared, so a loaded machine's start-up cannot pass for the model's latency
+            await play(caller, [Say(line="question"), WaitForAgent(until_quiet_s=1.0)])
+            await turns.get()
+            first = await play(caller, [Say(line="question"), WaitForAgent(until_quiet_s=1.0)])
             fast = await turns.get()
             vendor_fakes.anthropic.state.configure(
                 first_s=vendor_fakes.anthropic.state.config.first_s + ADDED_TTFT_S
             )
-            second = await play(caller, [Say(line="question"), WaitForAgent(until_quiet_s=0.3)])
+            second = await play(caller, [Say(line="question"), WaitForAgent(until_quiet_s=1.0)])
             slow = await turns.get()
     finally:
         await session.aclose()
@@ -81,10 +85,7 @@ async def test_a_spoken_question_gets_a_spoken_answer_and_metrics_follow_the_mod
     # caller's side of the lab transport did not track the model's added latency reliably; the
     # session's own metrics below are the measure the issue names)
     assert all(log.agent_heard[0] - log.said[0][2] > 0 for log in (first, second))
-    # what the caller said reached the session (livekit-agents 1.8.9 records three spoken
-    # questions as two or three user items, depending on how the turns' timing falls)
-    assert users
-    assert set(users) == {LINES["question"]}
+    assert users == [LINES["question"]] * 3
     assert vendor_fakes.cartesia.transcripts[0].strip() == answer
     # the model's time to first token moved by 0.8 s: the session's numbers move with it
     assert slow["llm_node_ttft"] - fast["llm_node_ttft"] >= ADDED_TTFT_S / 2
