@@ -127,3 +127,32 @@ async def test_a_cordon_in_a_heartbeat_answer_drains_and_exits_3(
         code = await worker.exit  # type: ignore[attr-defined]
     assert code == ExitCode.CORDONED
     assert (await roster_row(roster, keys))["state"] == "cordoned"
+
+
+async def test_sigterm_drains_takes_no_new_call_and_exits_0_once_its_calls_end(
+    worker: Worker, standin: StandIn, livekit_api: api.LiveKitAPI, roster: Replica, keys: Keys
+) -> None:
+    async with asyncio.timeout(60):
+        [call] = await place_calls(
+            standin, livekit_api, agent_name=worker.name, calls=1, interval_s=0
+        )
+    assert call.answered
+    worker.stop()  # what SIGTERM does
+    async with asyncio.timeout(10):
+        await roster.app.state.roster.changes.wait_for(
+            lambda: bool((v := roster.app.state.roster.view("pinecall").workers) and v[0].draining),
+            timeout=10,
+        )
+    await livekit_api.room.create_room(
+        api.CreateRoomRequest(
+            name="after-term", agents=[api.RoomAgentDispatch(agent_name=worker.name)]
+        )
+    )
+    async with asyncio.timeout(60):
+        [late] = await standin.events.wait_for(ev.JobRequestEnded, lambda e: e.room == "after-term")
+    assert late.outcome != "assigned"
+    assert not worker.exit.done()  # type: ignore[attr-defined]  # its call still holds it
+    await livekit_api.room.delete_room(api.DeleteRoomRequest(room=call.room))
+    async with asyncio.timeout(30):
+        assert await worker.exit == ExitCode.OK  # type: ignore[attr-defined]
+    assert (await roster_row(roster, keys))["state"] == "draining"
