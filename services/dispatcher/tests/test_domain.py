@@ -1,0 +1,136 @@
+"""Who takes a call: the dispatcher's rules without fixtures (issue 7)."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from pinecall_contracts.fleet import WorkerRow
+from pinecall_dispatcher import domain
+from pinecall_dispatcher.domain import Offer, Overflow, Room, Wait
+
+
+def row(
+    name: str,
+    *,
+    seats: int = 8,
+    active: int = 0,
+    heard: float = 1.0,
+    state: str = "accepting",
+    registered: bool = True,
+) -> WorkerRow:
+    worker = f"pinecall/{name}.100"
+    return WorkerRow(
+        worker=worker,
+        agent_name=worker if registered else None,
+        state=state,  # type: ignore[arg-type]
+        seats=seats,
+        active=active,
+        load=active / seats,
+        first_audio_p95_s=None,
+        last_heard_s=heard,
+    )
+
+
+def test_the_worker_with_the_most_seats_free_counting_offers_not_opened() -> None:
+    rows = [row("a", active=2), row("b", active=4)]
+    d = domain.decide(Room(name="r", arrived_at=0), rows, {"pinecall/a.100": 3}, now=1)
+    assert isinstance(d, Offer)
+    assert (d.worker, d.seats_free) == ("pinecall/b.100", 4)
+    assert (
+        d.journal("r") == "room r: offered to pinecall/b.100: 4 seats free, heard 1 s ago (offer 1)"
+    )
+
+
+def test_unheard_unregistered_and_not_accepting_workers_are_not_offered() -> None:
+    rows = [
+        row("silent", heard=12.0),
+        row("booting", registered=False),
+        row("cordoned", state="cordoned"),
+        row("failing", state="failing"),
+        row("draining", state="draining"),
+        row("ok", active=7),
+    ]
+    d = domain.decide(Room(name="r", arrived_at=0), rows, {}, now=1)
+    assert isinstance(d, Offer)
+    assert d.worker == "pinecall/ok.100"
+
+
+def test_reoffer_after_12_s_to_another_and_overflow_after_three() -> None:
+    rows = [row("a"), row("b"), row("c"), row("d")]
+    first = Room(name="r", arrived_at=0, offers=(("pinecall/a.100", 0.0),))
+    assert domain.decide(first, rows, {}, now=11.9) == Wait(until=12.0)
+    again = domain.decide(first, rows, {}, now=12.0)
+    assert isinstance(again, Offer)
+    assert again.worker != "pinecall/a.100"
+    assert again.number == 2
+    third = Room(
+        name="r",
+        arrived_at=0,
+        offers=(("pinecall/a.100", 0.0), ("pinecall/b.100", 12.0), ("pinecall/c.100", 24.0)),
+    )
+    assert domain.decide(third, rows, {}, now=36.0) == Overflow(reason="three_offers")
+
+
+def test_no_seat_overflows_at_once_and_a_fleet_nobody_heard_waits_12_s() -> None:
+    full = [row("a", active=8)]
+    assert domain.decide(Room(name="r", arrived_at=0), full, {}, now=0) == Overflow(
+        reason="no_seat"
+    )
+    unheard = [row("a", heard=30)]
+    assert domain.decide(Room(name="r", arrived_at=0), unheard, {}, now=5) == Wait(until=12.0)
+    assert domain.decide(Room(name="r", arrived_at=0), [], {}, now=12) == Overflow(
+        reason="nobody_heard"
+    )
+
+
+@given(
+    st.lists(st.tuples(st.integers(1, 8), st.integers(0, 8)), min_size=1, max_size=5),
+    st.integers(0, 40),
+)
+def test_property_a_sweep_never_offers_a_worker_more_calls_than_its_free_seats(
+    workers: list[tuple[int, int]], rooms: int
+) -> None:
+    rows = [row(f"w{i}", seats=s, active=min(a, s)) for i, (s, a) in enumerate(workers)]
+    decisions = domain.sweep(
+        [Room(name=f"r{i}", arrived_at=i) for i in range(rooms)], rows, {}, now=100
+    )
+    offered: dict[str, int] = {}
+    for _, d in decisions:
+        if isinstance(d, Offer):
+            offered[d.worker] = offered.get(d.worker, 0) + 1
+    for r in rows:
+        assert offered.get(r.worker, 0) <= r.seats - r.active
+    free = sum(r.seats - r.active for r in rows)
+    # every seat is used before any room overflows for want of one
+    assert sum(offered.values()) == min(rooms, free)
+
+
+def test_decide_from_a_saved_fleet_list(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    import datetime as dt
+
+    import msgspec
+    from click.testing import CliRunner
+
+    from pinecall_contracts.fleet import FleetView, RosterSnapshot
+    from pinecall_dispatcher.main import cli
+
+    saved = tmp_path / "fleet.json"
+    saved.write_bytes(
+        msgspec.json.encode(
+            RosterSnapshot(
+                fleets=[
+                    FleetView(fleet="pinecall", workers=[row("a", active=3), row("b", active=5)])
+                ],
+                at=dt.datetime.now(dt.UTC),
+            )
+        )
+    )
+    result = CliRunner().invoke(cli, ["decide", str(saved)])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("room new-call: offered to pinecall/a.100: 5 seats free")
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"fleets": 7}')
+    result = CliRunner().invoke(cli, ["decide", str(bad)])
+    assert result.exit_code == 1
+    assert "[bad_request]" in result.output
