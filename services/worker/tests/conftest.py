@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from pinecall_loadlab.livekit.testing import *  # noqa: F403  (the stand-in's fixtures)
+from pinecall_loadlab.vendors.testing import *  # noqa: F403  (the vendor fakes)
 from pinecall_roster.app import create_app
 from pinecall_roster.settings import RosterSettings
 from pinecall_roster.testing import Keys, Replica, make_keys, running

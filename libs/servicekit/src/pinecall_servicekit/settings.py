@@ -44,6 +44,18 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         """The environment variable ``field`` is read from."""
         return cls.ENV_NAMES.get(field, PREFIX + field.upper())
 
+    def to_env(self) -> dict[str, str]:
+        """These settings as the environment that :meth:`from_env` reads back (None left out):
+        how a process hands its settings to the processes it starts."""
+        out = {}
+        for field in msgspec.structs.fields(self):
+            value = getattr(self, field.name)
+            if value is not None:
+                out[self.env_name(field.name)] = (
+                    str(value).lower() if isinstance(value, bool) else str(value)
+                )
+        return out
+
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Self:
         """Settings from ``environ`` (default ``os.environ``), then ``overrides``.

@@ -20,9 +20,9 @@ def cli() -> None:
 @cli.command()
 def start() -> None:
     """Register with LiveKit and take calls until SIGTERM (drain, exit 0) or a cordon (exit 3)."""
-    from pinecall_worker.call import entrypoint
+    from pinecall_worker.call import entrypoint, prewarm  # the plugins, before registering
     from pinecall_worker.server import Worker
 
     settings = settings_or_exit(WorkerSettings.from_env)
     configure_telemetry("worker", level=settings.log_level, fmt=settings.log_format)
-    sys.exit(int(asyncio.run(Worker(settings, entrypoint).run())))
+    sys.exit(int(asyncio.run(Worker(settings, entrypoint, prewarm=prewarm).run())))

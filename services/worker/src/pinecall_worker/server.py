@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from livekit.agents import AgentServer, JobContext, JobExecutorType
+from livekit.agents import AgentServer, JobContext, JobExecutorType, JobProcess
 
 from pinecall_contracts.fleet import HeartbeatReply, WorkerHeartbeat
 from pinecall_servicekit.lifecycle import ExitCode
@@ -43,6 +43,7 @@ class Worker:
         settings: WorkerSettings,
         entrypoint: Entrypoint,
         *,
+        prewarm: Callable[[JobProcess], None] | None = None,
         roster: httpx.AsyncClient | None = None,
         executor: JobExecutorType = JobExecutorType.PROCESS,
         num_idle_processes: int = 2,
@@ -73,6 +74,7 @@ class Worker:
             num_idle_processes=num_idle_processes,
             drain_timeout=int(settings.drain_timeout_s),
             port=0,
+            setup_fnc=prewarm,
         )
         self.server.rtc_session(entrypoint, agent_name=self.name)
         self.server.on("worker_registered", self._on_registered)
@@ -128,7 +130,11 @@ class Worker:
                 "which loses calls when a call's process starts (seed 000); set it"
             )
         await self.measures.start()
-        os.environ["PINECALL_MEASURES_SOCKET"] = str(self.measures.path)  # for the job processes
+        # the job processes (and the forkserver they come from) read the worker's settings
+        # from the environment, measures socket included; restored when the worker stops
+        handed = self.settings.to_env() | {"PINECALL_MEASURES_SOCKET": str(self.measures.path)}
+        saved = {name: os.environ.get(name) for name in handed}
+        os.environ.update(handed)
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGTERM, self.stop)
@@ -157,6 +163,11 @@ class Worker:
             if self._own_roster:
                 await self._roster.aclose()
             await self.measures.close()
+            for name, value in saved.items():
+                if value is None:
+                    os.environ.pop(name, None)
+                else:
+                    os.environ[name] = value
 
     async def _drain(self) -> ExitCode:
         self.draining = True

@@ -16,6 +16,9 @@ class WorkerSettings(Settings, frozen=True, kw_only=True):
         "livekit_url": "LIVEKIT_URL",
         "livekit_api_key": "LIVEKIT_API_KEY",
         "livekit_api_secret": "LIVEKIT_API_SECRET",
+        "deepgram_api_key": "DEEPGRAM_API_KEY",
+        "anthropic_api_key": "ANTHROPIC_API_KEY",
+        "cartesia_api_key": "CARTESIA_API_KEY",
     }
 
     fleet: str = "pinecall"
@@ -41,6 +44,17 @@ class WorkerSettings(Settings, frozen=True, kw_only=True):
     lab_rooms: bool = False
     """``PINECALL_LAB_ROOMS``: join rooms over the load lab's transport (under the LiveKit
     stand-in, which has no SFU) instead of ``ctx.connect()``."""
+    deepgram_url: str | None = None
+    """Deepgram's base URL (the plugin's default when unset; the lab's fake in the lab)."""
+    anthropic_url: str | None = None
+    cartesia_url: str | None = None
+    deepgram_api_key: str | None = None
+    anthropic_api_key: str | None = None
+    cartesia_api_key: str | None = None
+    model: str = "claude-haiku-4-5"
+    """The Anthropic model of every call (seed 000: Haiku)."""
+    instructions: str = "You are a helpful voice assistant on a phone call. Answer briefly."
+    """The agent's prompt until a call's own config carries one (call-log, issue 5)."""
     measures_socket: str | None = None
     """The measures socket's path; set by the worker for its job processes."""
 
