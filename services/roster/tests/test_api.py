@@ -113,6 +113,8 @@ async def test_health_readiness_and_openapi(roster: Replica) -> None:
     }
     paths = (await roster.get("/schema/openapi.json")).json()["paths"]
     assert {"/v1/fleet/heartbeat", "/v1/ops/fleet", "/v1/fleet/wanted"} <= set(paths)
+    refused = paths["/v1/fleet/heartbeat"]["post"]["responses"]["401"]["content"]
+    assert list(refused) == ["application/problem+json"]
 
 
 async def test_a_revoked_key_is_refused_at_once(roster: Replica, keys: Keys) -> None:

@@ -18,7 +18,7 @@ import msgspec
 from litestar import Litestar, MediaType, Request, Response, get
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException, ValidationException
-from litestar.openapi import OpenAPIConfig
+from litestar.openapi import OpenAPIConfig, ResponseSpec
 from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlugin
 from litestar.types import ControllerRouterHandler
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -39,6 +39,30 @@ def problem_response(problem: ProblemDetails) -> Response[bytes]:
     return Response(
         content=msgspec.json.encode(problem), status_code=problem.status, media_type=PROBLEM_JSON
     )
+
+
+_TITLES = {
+    400: "Malformed request",
+    401: "No key, or a key that is not good",
+    403: "A key that may not do this",
+    404: "Not found",
+    409: "Conflict",
+    422: "Well-formed but not acceptable",
+    503: "A dependency did not answer",
+}
+
+
+def problems(*statuses: int) -> dict[int, ResponseSpec]:
+    """OpenAPI ``responses`` saying that each of ``statuses`` answers a problem detail."""
+    return {
+        status: ResponseSpec(
+            data_container=ProblemDetails,
+            description=_TITLES[status],
+            media_type=PROBLEM_JSON,
+            generate_examples=False,
+        )
+        for status in statuses
+    }
 
 
 async def strict_body(request: Request[Any, Any, Any], kind: type[T]) -> T:

@@ -38,7 +38,7 @@ from pinecall_contracts.ids import WorkerNameError
 from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_roster.service import RosterService
 from pinecall_servicekit.errors import BadRequest, Unprocessable
-from pinecall_servicekit.http import strict_body
+from pinecall_servicekit.http import problems, strict_body
 from pinecall_servicekit.keys import FLEET, OPERATOR, bearer
 
 AnyRequest = Request[object, object, State]
@@ -55,7 +55,7 @@ async def _key(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
     )
 
 
-@post("/v1/fleet/heartbeat", status_code=200)
+@post("/v1/fleet/heartbeat", status_code=200, responses=problems(400, 401, 403, 409, 422, 503))
 async def heartbeat(request: AnyRequest, data: JSONBody[WorkerHeartbeat]) -> HeartbeatReply:
     """A worker's heartbeat, every 5 s, with its environment's fleet key."""
     heartbeat = await strict_body(request, WorkerHeartbeat)
@@ -63,7 +63,7 @@ async def heartbeat(request: AnyRequest, data: JSONBody[WorkerHeartbeat]) -> Hea
     return await _service(request.app.state).heartbeat(heartbeat, key)
 
 
-@get("/v1/fleet/wanted")
+@get("/v1/fleet/wanted", responses=problems(400, 401, 403, 422, 503))
 async def wanted(
     request: AnyRequest,
     scaled: FromQuery[str | None] = None,
@@ -78,14 +78,14 @@ async def wanted(
     return service.wanted(service.fleet_of_key(key), scaled, seats, most)
 
 
-@get("/v1/ops/fleet")
+@get("/v1/ops/fleet", responses=problems(400, 401, 403, 503))
 async def fleet(request: AnyRequest, fleet: FromQuery[str | None] = None) -> RosterSnapshot:
     """Every fleet with its workers and totals (or only ``fleet``)."""
     await _key(request, OPERATOR)
     return _service(request.app.state).snapshot(fleet)
 
 
-@get("/v1/ops/fleets")
+@get("/v1/ops/fleets", responses=problems(401, 403, 503))
 async def fleets(request: AnyRequest) -> FleetRecords:
     """The fleets rows: name, environment, the LiveKit each dispatches on."""
     await _key(request, OPERATOR)
@@ -104,7 +104,11 @@ async def _cordon(
         raise BadRequest(str(exc)) from exc
 
 
-@post("/v1/ops/fleet/{fleet_name:str}/{worker:str}/cordon", status_code=200)
+@post(
+    "/v1/ops/fleet/{fleet_name:str}/{worker:str}/cordon",
+    status_code=200,
+    responses=problems(400, 401, 403, 422, 503),
+)
 async def cordon(
     request: AnyRequest,
     fleet_name: FromPath[str],
@@ -116,7 +120,11 @@ async def cordon(
     return await _cordon(request, f"{fleet_name}/{worker}", body.cordoned, body.reason)
 
 
-@post("/v1/ops/fleet/{fleet_name:str}/{worker:str}/uncordon", status_code=200)
+@post(
+    "/v1/ops/fleet/{fleet_name:str}/{worker:str}/uncordon",
+    status_code=200,
+    responses=problems(400, 401, 403, 422, 503),
+)
 async def uncordon(
     request: AnyRequest, fleet_name: FromPath[str], worker: FromPath[str]
 ) -> CordonSetting:
@@ -124,7 +132,7 @@ async def uncordon(
     return await _cordon(request, f"{fleet_name}/{worker}", False, None)
 
 
-@post("/v1/ops/keys/{key_id:str}/revoke", status_code=200)
+@post("/v1/ops/keys/{key_id:str}/revoke", status_code=200, responses=problems(401, 403, 404, 503))
 async def revoke_key(request: AnyRequest, key_id: FromPath[str]) -> KeyInfo:
     """Revoke a key; every replica forgets it at once (said on NATS)."""
     await _key(request, OPERATOR)

@@ -13,10 +13,11 @@ from litestar import Request, post
 from litestar.datastructures import State
 from litestar.params import QueryParameter
 
+from pinecall_servicekit.http import problems
 from pinecall_webhook_ingest.ingest import Ingest
 
 
-@post("/v1/livekit/webhook", status_code=200)
+@post("/v1/livekit/webhook", status_code=200, responses=problems(400, 401, 404, 503))
 async def webhook(
     request: Request[object, object, State],
     world: Annotated[str, QueryParameter(pattern=r"^[a-z][a-z0-9-]{0,31}$")] = "production",
