@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from anthropic import AsyncAnthropic
 from livekit.agents import (
     Agent,
     AgentSession,
@@ -38,7 +39,21 @@ def prewarm(proc: JobProcess) -> None:
     proc.userdata["vad"] = silero.VAD.load()
 
 
-def session_for(settings: WorkerSettings, vad: Any) -> AgentSession[Any]:
+def model_client(settings: WorkerSettings) -> AsyncAnthropic:
+    """The Anthropic client of one call, owned by the call so it is closed when the call ends.
+
+    livekit-plugins-anthropic 1.8.9 builds a client it never closes (``llm.py`` L137-150); this
+    one has the same settings (no SDK retries: livekit-agents retries; 30 s to read).
+    """
+    return AsyncAnthropic(
+        api_key=settings.anthropic_api_key,
+        base_url=settings.anthropic_url,
+        max_retries=0,
+        timeout=30.0,
+    )
+
+
+def session_for(settings: WorkerSettings, vad: Any, client: AsyncAnthropic) -> AgentSession[Any]:
     """The call's pipeline, each vendor at its configured base URL."""
 
     def given(**kwargs: Any) -> dict[str, Any]:
@@ -49,10 +64,7 @@ def session_for(settings: WorkerSettings, vad: Any) -> AgentSession[Any]:
         stt=deepgram.STT(
             **given(base_url=settings.deepgram_url, api_key=settings.deepgram_api_key)
         ),
-        llm=anthropic.LLM(
-            model=settings.model,
-            **given(base_url=settings.anthropic_url, api_key=settings.anthropic_api_key),
-        ),
+        llm=anthropic.LLM(model=settings.model, client=client),
         tts=cartesia.TTS(
             **given(base_url=settings.cartesia_url, api_key=settings.cartesia_api_key)
         ),
@@ -64,7 +76,8 @@ async def entrypoint(ctx: JobContext) -> None:
     settings = WorkerSettings.from_env()
     call = ctx.job.room.name or ctx.job.id
     vad = ctx.proc.userdata.get("vad") or silero.VAD.load()
-    session = session_for(settings, vad)
+    client = model_client(settings)
+    session = session_for(settings, vad, client)
     failed = False
 
     def on_item(ev: ConversationItemAddedEvent) -> None:
@@ -86,6 +99,8 @@ async def entrypoint(ctx: JobContext) -> None:
             settings.measures_socket,
             CallEnded(call=call, outcome="failed" if failed else "completed", failed=failed),
         )
+        await session.aclose()
+        await client.close()
 
     session.on("conversation_item_added", on_item)
     session.on("error", on_error)
