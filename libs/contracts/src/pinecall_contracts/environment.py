@@ -25,6 +25,9 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_FORGOTTEN_S",
         "PINECALL_WANTED_TARGET",
         "PINECALL_FLEETS",
+        # call-log
+        "PINECALL_DB_POOL_SIZE",
+        "PINECALL_CACHE_CALLS",
         # the CLI
         "PINECALL_OPERATOR_KEY",
         "PINECALL_STATE_DIR",

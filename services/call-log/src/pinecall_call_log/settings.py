@@ -1,0 +1,18 @@
+"""The call log's settings, read once from the environment in ``main.py``."""
+
+from __future__ import annotations
+
+from pinecall_servicekit.settings import Settings
+
+
+class CallLogSettings(Settings, frozen=True, kw_only=True):
+    """Where the call log listens and the numbers it keeps."""
+
+    host: str = "127.0.0.1"
+    port: int = 8102
+    key_cache_s: float = 5.0
+    """Seconds a verified key is remembered (seed 000, "Three planes")."""
+    db_pool_size: int = 10
+    """Postgres connections per replica (and as many again in overflow)."""
+    cache_calls: int = 100_000
+    """Calls whose identity (agent, environment, room, worker) a replica keeps in memory."""
