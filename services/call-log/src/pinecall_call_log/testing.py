@@ -132,3 +132,68 @@ async def running(app: Litestar) -> AsyncIterator[Replica]:
     finally:
         stop.set()
         await task
+
+
+class Process(msgspec.Struct, kw_only=True):
+    """A replica served by Granian in processes of its own (``call-log serve``): its main
+    process and workers form one process group, so :meth:`kill` takes them all."""
+
+    url: str
+    proc: Any
+
+    def kill(self) -> None:
+        """SIGKILL the replica's process group: nothing of it runs on, nothing is cleaned up."""
+        import os
+        import signal
+
+        os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+@asynccontextmanager
+async def served(env: dict[str, str], count: int = 2) -> AsyncIterator[list[Process]]:
+    """``count`` replicas as real processes, started together; each is stopped (SIGTERM, then
+    SIGKILL) when the test ends. Ready means ``/readyz`` answers 200: a server gives no other
+    sign that it listens."""
+    import os
+    import signal
+    import sys
+
+    import stamina
+
+    from pinecall_servicekit.platform import free_port
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")} | env
+    replicas = []
+    for _ in range(count):
+        port = free_port()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "pinecall_runtime",
+            "call-log",
+            "serve",
+            env=base | {"PINECALL_PORT": str(port), "PINECALL_LOG_LEVEL": "WARNING"},
+            start_new_session=True,
+        )
+        replicas.append(Process(url=f"http://127.0.0.1:{port}", proc=proc))
+    try:
+        async with httpx.AsyncClient() as http:
+            for replica in replicas:
+                async for attempt in stamina.retry_context(
+                    on=httpx.HTTPError, attempts=None, timeout=60, wait_initial=0.1, wait_max=0.3
+                ):
+                    with attempt:
+                        assert replica.proc.returncode is None, "the replica exited"
+                        (await http.get(f"{replica.url}/readyz", timeout=1)).raise_for_status()
+        yield replicas
+    finally:
+        for replica in replicas:
+            if replica.proc.returncode is None:
+                os.killpg(replica.proc.pid, signal.SIGTERM)
+        for replica in replicas:
+            try:
+                async with asyncio.timeout(30):
+                    await replica.proc.wait()
+            except TimeoutError:
+                replica.kill()
+                await replica.proc.wait()
