@@ -21,6 +21,7 @@ def call_log_settings(database_url: str, nats_url: str, nats_namespace: str) -> 
         nats_namespace=nats_namespace,
         log_format="text",
         db_pool_size=4,
+        log_token_secret="a secret of the test",
     )
 
 

@@ -249,3 +249,22 @@ async def test_bad_input_is_a_problem_detail_and_writes_nothing(
         elif await snapshot(call_log, keys) != ready:
             failures.append(f"{name}: something was written")
     assert failures == []
+
+
+async def test_a_log_token_opens_only_its_own_call_stream(
+    call_log: Replica, keys: Keys, ready: tuple[Any, ...]
+) -> None:
+    minted = await call_log.post(f"{CALL}/log-token", headers=bearer(keys.app))
+    token = minted.json()["token"]
+    auth = bearer(keys.production)
+    await call_log.post(OPEN, json=opening("call_2"), headers=auth)
+    other = await call_log.get("/v1/calls/call_2/stream", params={"log_token": token})
+    assert other.status_code == 401
+    tampered = token[:-2] + ("AA" if not token.endswith("AA") else "BB")
+    r = await call_log.get(f"{CALL}/stream", params={"log_token": tampered})
+    assert r.status_code == 401
+    r = await call_log.get(
+        f"{CALL}/stream", params={"log_token": token}, headers={"Last-Event-ID": "x"}
+    )
+    assert r.status_code == 422
+    assert r.headers["content-type"].startswith(PROBLEM)

@@ -243,6 +243,15 @@ class CallEvent(Contract, frozen=True, kw_only=True, tag="calls.event.v1"):
     at: dt.datetime
 
 
+class LogToken(Contract, frozen=True, kw_only=True, tag="calls.log_token.v1"):
+    """``POST /v1/calls/{call}/log-token``: what a page follows its call's stream with
+    (``GET /v1/calls/{call}/stream?log_token=…``)."""
+
+    call: str
+    token: str
+    expires_at: dt.datetime
+
+
 class Appended(Contract, frozen=True, kw_only=True, tag="calls.appended.v1"):
     """Said on NATS after entries are written: the last seq, so followers read on."""
 

@@ -28,6 +28,8 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         # call-log
         "PINECALL_DB_POOL_SIZE",
         "PINECALL_CACHE_CALLS",
+        "PINECALL_LOG_TOKEN_SECRET",
+        "PINECALL_LOG_TOKEN_TTL_S",
         # the CLI
         "PINECALL_OPERATOR_KEY",
         "PINECALL_STATE_DIR",

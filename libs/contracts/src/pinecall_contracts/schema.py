@@ -49,6 +49,7 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     calls.AgentLog,
     calls.CallEvent,
     calls.Appended,
+    calls.LogToken,
 )
 """Every wire type; a test holds this list to the modules so none is forgotten."""
 

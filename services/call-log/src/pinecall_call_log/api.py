@@ -16,6 +16,8 @@ POST /v1/calls/{call}/tools/{id}/result    app               ToolResult (ToolAns
 POST /v1/callbacks                         fleet, app        AgentEntry (CallbackRequest)
 POST /v1/agents/{agent}/log                fleet, operator   AgentEntry (AgentEntry)
 GET  /v1/agents/{agent}/log?after=<seq>    fleet, app, op.   AgentLog
+POST /v1/calls/{call}/log-token            app, operator     LogToken
+GET  /v1/calls/{call}/stream?log_token=    the log token     Server-Sent Events (Last-Event-ID)
 =========================================  ================  ==================================
 
 Keys: the workers (and the overflow, and the dispatcher writing ``fleet.full``) use their
@@ -28,13 +30,16 @@ request writes nothing: a 409 says why (sealed, or both counts of a batch).
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Collection
 from typing import Annotated
 
 from litestar import Request, get, post
 from litestar.datastructures import State
 from litestar.params import FromQuery, JSONBody, PathParameter, QueryParameter
+from litestar.response import ServerSentEvent
 
+from pinecall_call_log import stream
 from pinecall_call_log.service import CallLogService
 from pinecall_contracts.calls import (
     AgentEntry,
@@ -48,6 +53,7 @@ from pinecall_contracts.calls import (
     Entry,
     EntryBatch,
     EventWritten,
+    LogToken,
     Reopened,
     ToolAnswer,
     ToolCall,
@@ -211,6 +217,29 @@ async def agent_log(
     return await _service(request).store.agents.agent_log(env, agent, after)
 
 
+@post("/v1/calls/{call:str}/log-token", status_code=200)
+async def log_token(request: AnyRequest, call: CallPath) -> LogToken:
+    """A token a page follows this call's stream with (minted by its app's server)."""
+    await _call(request, call, ("app", "operator"))
+    settings = _service(request).settings
+    token, exp = stream.mint(settings.log_token_secret, call, settings.log_token_ttl_s)
+    return LogToken(call=call, token=token, expires_at=dt.datetime.fromtimestamp(exp, dt.UTC))
+
+
+@get("/v1/calls/{call:str}/stream")
+async def follow(
+    request: AnyRequest, call: CallPath, log_token: FromQuery[str | None] = None
+) -> ServerSentEvent:
+    """The call's entries as Server-Sent Events from ``Last-Event-ID`` (a seq) on, to the seal."""
+    service = _service(request)
+    stream.verify(service.settings.log_token_secret, log_token, call)
+    await service.identity(call)
+    last = request.headers.get("last-event-id", "0")
+    if not last.isdigit():
+        raise Unprocessable("Last-Event-ID is the seq of the last entry seen")
+    return ServerSentEvent(stream.follow(service.store.calls, service.bus, call, int(last)))
+
+
 ROUTES = [
     open_call,
     call_record,
@@ -225,4 +254,6 @@ ROUTES = [
     callbacks,
     agent_append,
     agent_log,
+    log_token,
+    follow,
 ]

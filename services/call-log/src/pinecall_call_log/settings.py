@@ -16,3 +16,7 @@ class CallLogSettings(Settings, frozen=True, kw_only=True):
     """Postgres connections per replica (and as many again in overflow)."""
     cache_calls: int = 100_000
     """Calls whose identity (agent, environment, room, worker) a replica keeps in memory."""
+    log_token_secret: str = ""
+    """Signs the pages' log tokens; the same on every replica. Empty: no token is minted."""
+    log_token_ttl_s: float = 3600.0
+    """Seconds a log token lets a page follow its call."""
