@@ -90,10 +90,12 @@ class CallLogClient:
         transport: httpx.AsyncBaseTransport | None = None,
         backoff: Backoff = Backoff(),
         request_timeout_s: float = 5.0,
+        limits: httpx.Limits | None = None,
     ) -> None:
         self.http = httpx.AsyncClient(
             base_url=base_url,
             transport=transport,
+            limits=limits or httpx.Limits(max_connections=100, max_keepalive_connections=20),
             headers={"Authorization": f"Bearer {key}", "content-type": "application/json"},
             timeout=request_timeout_s,
         )
