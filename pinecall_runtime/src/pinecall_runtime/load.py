@@ -9,7 +9,8 @@ Then every log is read back and verified: the writer's entries, once each, in or
 
 Postgres CPU is the CPU time of the Postgres backends serving this run's database, read from
 ``/proc/<pid>/stat`` at the start and the end (the server's own background processes are not
-counted; a Postgres on another machine is reported as unknown).
+counted; a Postgres on another machine is reported as unknown). The replicas' CPU (their Granian
+processes) and the driver's own are reported beside it: on one machine they share the cores.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from typing import Any, TypeVar
 
 import click
 import httpx
+import psutil
 import psycopg
 
 from pinecall_clients.calllog import CallLogClient
@@ -202,9 +204,13 @@ def load(
             for u, p in zip(urls, procs, strict=True):
                 _wait_ready(u, p)
             before = _backend_cpu_s(url, name)
+            replicas_before = _tree_cpu_s(procs)
+            driver_before = time.process_time()
             stats, problems, elapsed = asyncio.run(
                 _drive(urls, key, calls, duration, batch_every, per_entry)
             )
+            driver_cpu = time.process_time() - driver_before
+            replicas_cpu = _tree_cpu_s(procs) - replicas_before
             after = _backend_cpu_s(url, name)
         finally:
             for p in procs:
@@ -231,6 +237,9 @@ def load(
         "p99_ms": round(stats.quantile(0.99) * 1000, 2),
         "verified": not problems,
         "problems": problems[:20],
+        "replicas_cpu_s": round(replicas_cpu, 2),
+        "replicas_cores": round(replicas_cpu / elapsed, 3),
+        "driver_cpu_s": round(driver_cpu, 2),
         "postgres_cpu_s": None if pg_cpu is None else round(pg_cpu, 2),
         "postgres_cores": None if pg_cpu is None else round(pg_cpu / elapsed, 3),
         "postgres_cores_per_1000_calls": None
@@ -243,6 +252,17 @@ def load(
     rows = [(k, json.dumps(v) if isinstance(v, list) else v) for k, v in report.items()]
     click.echo(table(("measure", "value"), rows))
     click.echo(json.dumps(report))
+
+
+def _tree_cpu_s(procs: list[subprocess.Popen[bytes]]) -> float:
+    """CPU seconds (user + system) of ``procs`` and every process under them."""
+    total = 0.0
+    for p in procs:
+        root = psutil.Process(p.pid)
+        for proc in [root, *root.children(recursive=True)]:
+            times = proc.cpu_times()
+            total += times.user + times.system
+    return total
 
 
 def _dsn_to_url(conninfo: str) -> str:
