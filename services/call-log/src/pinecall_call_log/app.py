@@ -30,7 +30,9 @@ def create_app(settings: CallLogSettings | None = None) -> Litestar:
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         configure_telemetry("call-log", level=settings.log_level, fmt=settings.log_format)
-        engine = db.create_engine(settings.database_url, pool_size=settings.db_pool_size)
+        engine = db.create_engine(
+            settings.database_url, pool_size=settings.db_pool_size, max_overflow=0
+        )
         service: CallLogService | None = None
         try:
             bus = await Bus.connect(settings.nats_url, settings.nats_namespace, name="call-log")

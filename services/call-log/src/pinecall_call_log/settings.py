@@ -12,8 +12,9 @@ class CallLogSettings(Settings, frozen=True, kw_only=True):
     port: int = 8102
     key_cache_s: float = 5.0
     """Seconds a verified key is remembered (seed 000, "Three planes")."""
-    db_pool_size: int = 10
-    """Postgres connections per replica (and as many again in overflow)."""
+    db_pool_size: int = 16
+    """Postgres connections per replica, all kept open (no overflow: a connection made per
+    burst costs more than a request waiting for one)."""
     cache_calls: int = 100_000
     """Calls whose identity (agent, environment, room, worker) a replica keeps in memory."""
     log_token_secret: str = ""
