@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinecall_call_log.store.calls import append_own, lock_head
+from pinecall_call_log.store.head import append_own, lock_head
 from pinecall_call_log.store.tables import AGENT_ENTRIES, CALLBACKS, TOOL_CALLS
 from pinecall_contracts.calls import AgentEntry, AgentLog, CallbackRequest, ToolCall, ToolResult
 from pinecall_servicekit import db

@@ -1,9 +1,11 @@
 """Calls and their entries: open, batches, ``/events``, end, seal, reads (the only SQL of them).
 
-Every change to a call's log runs in one transaction that first locks the call's head row
-(``SELECT … FOR UPDATE``) at READ COMMITTED: two replicas retrying one batch at once queue on that
-row, and the second reads the head the first committed, so it finds a replay and writes nothing
-(platform notes, "Postgres, the append-only call log"). The keys of ``entries`` back it up.
+Every change to a call's log runs in one transaction that first locks the call's head row at READ
+COMMITTED: two replicas retrying one batch at once queue on that row, and the second reads the
+head the first committed, so it finds a replay and writes nothing (platform notes, "Postgres, the
+append-only call log"). A batch's common case locks and moves the head in one statement (``UPDATE
+… WHERE written = after RETURNING last_seq``); anything else falls back to ``SELECT … FOR UPDATE``
+and :func:`domain.judge`. The keys of ``entries`` back it up.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_call_log import domain
+from pinecall_call_log.store.head import append_own, insert_entries, lock_head, record_of
 from pinecall_call_log.store.tables import CALLS, ENTRIES
 from pinecall_contracts.calls import (
     BatchWritten,
@@ -30,58 +33,6 @@ from pinecall_contracts.calls import (
 )
 from pinecall_servicekit import db
 from pinecall_servicekit.errors import Conflict, NotFound, Unprocessable
-
-Head = sa.Row[Any]
-
-
-def record_of(row: sa.Row[Any]) -> CallRecord:
-    """A ``calls`` row as a :class:`CallRecord`."""
-    return CallRecord(
-        call=row.call_id,
-        agent=row.agent,
-        org=row.org,
-        environment=row.environment,
-        room=row.room,
-        worker=row.worker,
-        state=domain.state_of(row.ended_at is not None, row.sealed_at is not None),
-        written=row.written,
-        last_seq=row.last_seq,
-        outcome=row.outcome,
-        opened_at=row.opened_at,
-        ended_at=row.ended_at,
-        sealed_at=row.sealed_at,
-        reopened=row.reopened,
-        prompt_hash=row.prompt_hash,
-    )
-
-
-async def lock_head(conn: AsyncConnection, call: str, *, changing: bool = True) -> Head:
-    """The call's head row, locked until the transaction ends.
-
-    Raises ``NotFound`` for a call this log does not hold, and ``Conflict`` for a sealed call
-    when ``changing`` (a sealed call is 409 at every endpoint that would change it).
-    """
-    row = (
-        await conn.execute(sa.select(CALLS).where(CALLS.c.call_id == call).with_for_update())
-    ).first()
-    if row is None:
-        raise NotFound(f"no call {call} on this log (an older release's call: say it reopened)")
-    if changing and row.sealed_at is not None:
-        raise Conflict(f"call {call} is sealed")
-    return row
-
-
-async def append_own(
-    conn: AsyncConnection, head: Head, kind: str, data: dict[str, Any], now: dt.datetime
-) -> int:
-    """Write one of the service's own entries after ``head`` (locked): it takes a seq and is not
-    counted. Returns its seq; the head's ``last_seq`` is moved on."""
-    seq = int(head.last_seq) + 1
-    await conn.execute(
-        sa.insert(ENTRIES).values(call_id=head.call_id, seq=seq, kind=kind, ts=now, data=data)
-    )
-    await conn.execute(sa.update(CALLS).where(CALLS.c.call_id == head.call_id).values(last_seq=seq))
-    return seq
 
 
 class CallStore:
@@ -182,6 +133,28 @@ class CallStore:
         ``Conflict`` (409) naming both counts. ``NotFound`` / ``Conflict`` for an unknown or
         sealed call. ``digests`` are :func:`domain.digest` of ``entries``."""
         async with db.translate_errors("writing entries"), self.engine.begin() as conn:
+            if entries:
+                # The common case in one statement: the head moves on only if it stands at the
+                # batch's count (an UPDATE at READ COMMITTED waits for the row and re-reads its
+                # newest version), and this transaction then owns the places it took.
+                moved = (
+                    await conn.execute(
+                        sa.update(CALLS)
+                        .where(
+                            CALLS.c.call_id == call,
+                            CALLS.c.written == after,
+                            CALLS.c.sealed_at.is_(None),
+                        )
+                        .values(
+                            written=CALLS.c.written + len(entries),
+                            last_seq=CALLS.c.last_seq + len(entries),
+                        )
+                        .returning(CALLS.c.last_seq)
+                    )
+                ).first()
+                if moved is not None:
+                    first = int(moved.last_seq) - len(entries) + 1
+                    return await insert_entries(conn, call, after, first, entries, digests, now)
             head = await lock_head(conn, call)
             verdict = domain.judge(int(head.written), after, len(entries))
             if isinstance(verdict, domain.Conflict):
@@ -209,30 +182,14 @@ class CallStore:
                 )
             if not entries:
                 return BatchWritten(seqs=[], written=int(head.written))
+            # the head moved to this count after the first statement missed it
             first = int(head.last_seq) + 1
-            seqs = list(range(first, first + len(entries)))
-            await conn.execute(
-                sa.insert(ENTRIES),
-                [
-                    {
-                        "call_id": call,
-                        "seq": seq,
-                        "counted": after + i,
-                        "kind": e.kind,
-                        "ts": domain.clamp(e.ts, now),
-                        "data": e.data,
-                        "digest": d,
-                    }
-                    for i, (seq, e, d) in enumerate(zip(seqs, entries, digests, strict=True))
-                ],
-            )
-            written = after + len(entries)
             await conn.execute(
                 sa.update(CALLS)
                 .where(CALLS.c.call_id == call)
-                .values(written=written, last_seq=seqs[-1])
+                .values(written=after + len(entries), last_seq=first + len(entries) - 1)
             )
-            return BatchWritten(seqs=seqs, written=written)
+            return await insert_entries(conn, call, after, first, entries, digests, now)
 
     async def write_event(self, call: str, entry: Entry, now: dt.datetime) -> int:
         """An older worker's one entry (``/events``): takes a seq, counts nothing."""
