@@ -42,10 +42,12 @@ T = TypeVar("T")
 
 
 class Stats:
-    """Request latencies in seconds, and what went wrong."""
+    """Request latencies in seconds, and what went wrong. A tool call's round trip waits for
+    the app (here its 0.2 s timeout, as nobody answers): it is counted apart."""
 
     def __init__(self) -> None:
         self.latencies: list[float] = []
+        self.tools = 0
         self.errors: list[str] = []
         self.entries = 0
 
@@ -93,7 +95,8 @@ async def _call(
         if loop.time() >= next_tool:
             tools += 1
             tool = ToolCall(id=f"tc{tools}", name="lookup", timeout_s=0.2)
-            await stats.timed(client.tool(call, tool))
+            await client.tool(call, tool)
+            stats.tools += 1
             next_tool = loop.time() + rng.uniform(20, 60)
     await writer.drain()
     await stats.timed(client.seal(call, "completed"))
@@ -232,6 +235,7 @@ def load(
         "entries": stats.entries,
         "entries_per_s": round(stats.entries / elapsed, 1),
         "requests": len(stats.latencies),
+        "tool_calls": stats.tools,
         "p50_ms": round(stats.quantile(0.50) * 1000, 2),
         "p95_ms": round(stats.quantile(0.95) * 1000, 2),
         "p99_ms": round(stats.quantile(0.99) * 1000, 2),
