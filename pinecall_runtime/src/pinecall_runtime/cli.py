@@ -11,6 +11,7 @@ from importlib.metadata import EntryPoint, entry_points
 
 import click
 
+from pinecall_runtime.load import load
 from pinecall_runtime.up import up
 from pinecall_servicekit.operator import OperatorSettings, run
 
@@ -55,3 +56,4 @@ async def migrate() -> None:
 
 
 main.add_command(up)
+main.add_command(load)

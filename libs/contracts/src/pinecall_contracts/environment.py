@@ -29,6 +29,11 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_LIVEKIT_KEYS",
         "PINECALL_STREAM_DUPLICATE_WINDOW_S",
         "PINECALL_STREAM_MAX_AGE_S",
+        # call-log
+        "PINECALL_DB_POOL_SIZE",
+        "PINECALL_CACHE_CALLS",
+        "PINECALL_LOG_TOKEN_SECRET",
+        "PINECALL_LOG_TOKEN_TTL_S",
         # the CLI
         "PINECALL_OPERATOR_KEY",
         "PINECALL_STATE_DIR",

@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from pinecall_contracts import fleet, keys, livekit, problems, worker
+from pinecall_contracts import calls, fleet, keys, livekit, problems, worker
 
 CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     fleet.WorkerMinute,
@@ -34,6 +34,26 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     worker.CallError,
     worker.CallEnded,
     problems.ProblemDetails,
+    calls.Entry,
+    calls.CallOpen,
+    calls.Reopened,
+    calls.CallRecord,
+    calls.EntryBatch,
+    calls.BatchWritten,
+    calls.EventWritten,
+    calls.LoggedEntry,
+    calls.CallLog,
+    calls.CallEnd,
+    calls.ToolCall,
+    calls.ToolAsked,
+    calls.ToolAnswer,
+    calls.ToolResult,
+    calls.CallbackRequest,
+    calls.AgentEntry,
+    calls.AgentLog,
+    calls.CallEvent,
+    calls.Appended,
+    calls.LogToken,
 )
 """Every wire type; a test holds this list to the modules so none is forgotten."""
 

@@ -13,6 +13,10 @@ subject / name              delivery   what
 ``<ns>.ops.fleet.*``         service    the roster's ops verbs (``nats.micro``, ``$SRV`` discovery)
 ``<ns>_cordons``             KV         cordons by worker key; history kept, newest revision wins
 ``<ns>.livekit.event.<env>.<event>.<room>``  stream  LiveKit's webhooks, once each (``<ns>_livekit``)
+``<ns>.calls.<what>.<c>``    core       call.opened / call.ended / call.sealed (CallEvent)
+``<ns>.calls.appended.<c>``  core       entries written to call ``c`` up to a seq (Appended)
+``<ns>.calls.tool.asked.<e>.<a>``  core  a tool call for the app holding agent ``a`` (ToolAsked)
+``<ns>.calls.tool.result.<c>``  core    a tool call's one result, to replicas waiting (ToolResult)
 ==========================  =========  ===========================================================
 """
 
@@ -114,6 +118,33 @@ class Subjects:
     def cordon_key(self, worker_key: str) -> str:
         return escape_token(worker_key)
 
+    # core: the call log's events. A lost call.opened costs the dispatcher one re-offer check;
+    # appended and tool results are notices: a waiter reads the log itself and bounds its wait.
+    def call_event(self, what: str, call: str) -> str:
+        """``call.opened``, ``call.ended`` or ``call.sealed`` of ``call``."""
+        return f"{self.namespace}.calls.{escape_token(what)}.{escape_token(call)}"
+
+    def call_events(self, what: str) -> str:
+        """Every call's ``what`` (``opened``, ``ended``, ``sealed``)."""
+        return f"{self.namespace}.calls.{escape_token(what)}.*"
+
+    def appended(self, call: str) -> str:
+        return f"{self.namespace}.calls.appended.{escape_token(call)}"
+
+    def tool_asked(self, environment: str, agent: str) -> str:
+        """Tool calls for the app that holds ``agent`` in ``environment``."""
+        return (
+            f"{self.namespace}.calls.tool.asked.{escape_token(environment)}.{escape_token(agent)}"
+        )
+
+    def tool_result(self, call: str) -> str:
+        return f"{self.namespace}.calls.tool.result.{escape_token(call)}"
+
+    @property
+    def tool_results(self) -> str:
+        """Every tool call's result: each call-log replica listens for its waiters."""
+        return f"{self.namespace}.calls.tool.result.*"
+
     # stream: LiveKit's webhooks, deduplicated by the webhook's id; a consumer that restarts
     # misses nothing.
     @property
@@ -148,5 +179,9 @@ DELIVERY: dict[str, Delivery] = {
     "ops_fleet_cordon": "service",
     "cordons_bucket": "kv",
     "livekit_event": "stream",
+    "call_event": "core",
+    "appended": "core",
+    "tool_asked": "core",
+    "tool_result": "core",
 }
 """How each subject of :class:`Subjects` is delivered, by attribute name."""

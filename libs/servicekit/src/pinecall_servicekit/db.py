@@ -50,12 +50,17 @@ def sqlalchemy_url(url: str) -> str:
     return url
 
 
-def create_engine(url: str, *, pool_size: int = 5) -> AsyncEngine:
-    """An async engine on ``url``; sessions run at READ COMMITTED in UTC."""
+def create_engine(url: str, *, pool_size: int = 5, max_overflow: int | None = None) -> AsyncEngine:
+    """An async engine on ``url``; sessions run at READ COMMITTED in UTC.
+
+    ``max_overflow`` (default ``pool_size``) connections beyond the pool are opened under bursts
+    and closed when returned; a service under steady load sets it to 0 so it never pays for a
+    connection (and a Postgres backend) per burst.
+    """
     return create_async_engine(
         sqlalchemy_url(url),
         pool_size=pool_size,
-        max_overflow=pool_size,
+        max_overflow=pool_size if max_overflow is None else max_overflow,
         pool_pre_ping=True,
         connect_args={"options": "-c timezone=UTC"},
     )

@@ -1,0 +1,4 @@
+"""Typed clients of the services' internal REST, for the worker and the overflow.
+
+:mod:`pinecall_clients.calllog`: the call log's client and a call's one writer.
+"""

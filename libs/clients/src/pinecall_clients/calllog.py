@@ -1,0 +1,286 @@
+"""The call log's client, and a call's one writer (seed 002, "The gateway restarts").
+
+Retries (``shared/DESIGN.md``, "Numbers the runtime lives by"): a request is sent again, unchanged,
+backing off from 0.5 s to 5 s while nothing answers or a 5xx does; a 4xx is an answer and is never
+retried. A batch retries until it is answered (or the writer's ``batch_timeout_s``); a tool call
+within its own deadline; the end and the seal within 30 s. Retries are stamina's
+(``stamina.retry_context``), never a loop of our own.
+
+The writer: what is queued goes as one batch (up to 500 entries), after the writer's count; a batch
+whose answer was lost goes again unchanged after the same count, so the log writes it once. A 409
+refuses the whole batch: it is kept in :attr:`CallLogWriter.refused` and the writer goes on from
+the count the log said. A 404 (a call an older release opened) is answered by saying the call
+again once (``reopened``) and sending the batch again. A writer can follow on from another
+writer's count (``written=``): the job sent into a dead worker's room continues that log.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import httpx
+import msgspec
+import stamina
+
+from pinecall_clients.errors import (
+    BatchRefused,
+    CallLogRefused,
+    CallLogUnavailable,
+    CallUnknown,
+    refused,
+)
+from pinecall_contracts.base import Contract, decode, encode
+from pinecall_contracts.calls import (
+    MAX_BATCH,
+    BatchWritten,
+    CallEnd,
+    CallOpen,
+    CallRecord,
+    Entry,
+    EntryBatch,
+    Outcome,
+    Reopened,
+    ToolCall,
+    ToolResult,
+)
+
+R = TypeVar("R", bound=Contract)
+
+SEAL_WITHIN_S = 30.0
+"""The end and the seal retry this long (``shared/DESIGN.md``)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    """How long to wait between tries, in seconds: from ``first`` doubling to ``most``."""
+
+    first: float = 0.5
+    most: float = 5.0
+    jitter: float = 0.25
+
+
+class _ServerError(Exception):
+    """A 5xx: retried like silence."""
+
+    def __init__(self, response: httpx.Response) -> None:
+        super().__init__(f"{response.status_code} from {response.request.url}")
+        self.status = response.status_code
+
+
+def _retryable(exc: Exception) -> bool:
+    return isinstance(exc, httpx.TransportError | _ServerError)
+
+
+class CallLogClient:
+    """The call log's REST with one key (a fleet key for workers and the overflow).
+
+    ``transport`` is for tests (``httpx.ASGITransport`` of an in-process replica); by default the
+    client speaks HTTP to ``base_url``. Close with :meth:`aclose` (or ``async with``).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        key: str,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        backoff: Backoff = Backoff(),
+        request_timeout_s: float = 5.0,
+        limits: httpx.Limits | None = None,
+    ) -> None:
+        self.http = httpx.AsyncClient(
+            base_url=base_url,
+            transport=transport,
+            limits=limits or httpx.Limits(max_connections=100, max_keepalive_connections=20),
+            headers={"Authorization": f"Bearer {key}", "content-type": "application/json"},
+            timeout=request_timeout_s,
+        )
+        self.backoff = backoff
+        self.request_timeout_s = request_timeout_s
+
+    async def __aenter__(self) -> CallLogClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def request(
+        self,
+        path: str,
+        body: Contract | None,
+        reply: type[R],
+        *,
+        within_s: float | None,
+        method: str = "POST",
+    ) -> R:
+        """Send ``body`` unchanged until something other than silence or a 5xx answers.
+
+        ``within_s`` bounds the retries (None: until answered). Raises ``CallLogUnavailable``
+        when it runs out, a ``CallLogRefused`` for a 4xx.
+        """
+        content = b"" if body is None else encode(body)
+        timeout = max(self.request_timeout_s, within_s or 0.0)
+        response: httpx.Response | None = None
+        try:
+            async for attempt in stamina.retry_context(
+                on=_retryable,
+                attempts=None,
+                timeout=within_s,
+                wait_initial=self.backoff.first,
+                wait_max=self.backoff.most,
+                wait_jitter=self.backoff.jitter,
+            ):
+                with attempt:
+                    response = await self.http.request(
+                        method, path, content=content or None, timeout=timeout
+                    )
+                    if response.status_code >= 500:
+                        raise _ServerError(response)
+        except _ServerError as exc:
+            raise CallLogUnavailable(str(exc), exc.status) from exc
+        except httpx.TransportError as exc:
+            raise CallLogUnavailable(f"nothing answered at {path}: {exc!r}") from exc
+        assert response is not None
+        if response.status_code >= 400:
+            raise refused(response.status_code, response.content)
+        return decode(response.content, reply)
+
+    async def open(self, call: CallOpen, *, within_s: float | None = SEAL_WITHIN_S) -> CallRecord:
+        """Open a call (idempotent: a retry whose answer was lost gets the same record)."""
+        return await self.request("/v1/calls", call, CallRecord, within_s=within_s)
+
+    async def reopened(self, call: str, said: Reopened) -> CallRecord:
+        return await self.request(
+            f"/v1/calls/{call}/reopened", said, CallRecord, within_s=SEAL_WITHIN_S
+        )
+
+    async def end(self, call: str, outcome: Outcome, reason: str | None = None) -> CallRecord:
+        """End the call, retrying within 30 s (idempotent)."""
+        body = CallEnd(outcome=outcome, reason=reason)
+        return await self.request(f"/v1/calls/{call}/end", body, CallRecord, within_s=SEAL_WITHIN_S)
+
+    async def seal(self, call: str, outcome: Outcome | None = None) -> CallRecord:
+        """Seal the call, retrying within 30 s (idempotent)."""
+        body = CallEnd(outcome=outcome)
+        return await self.request(
+            f"/v1/calls/{call}/seal", body, CallRecord, within_s=SEAL_WITHIN_S
+        )
+
+    async def tool(self, call: str, tool: ToolCall) -> ToolResult:
+        """Run a tool once per id, retrying within its own deadline (``timeout_s``)."""
+        return await self.request(
+            f"/v1/calls/{call}/tools", tool, ToolResult, within_s=tool.timeout_s
+        )
+
+    def writer(
+        self,
+        call: str,
+        *,
+        written: int = 0,
+        reopen: Reopened | None = None,
+        batch_timeout_s: float | None = None,
+    ) -> CallLogWriter:
+        """The call's one writer, following on from ``written`` (0 for a new call)."""
+        return CallLogWriter(
+            self, call, written=written, reopen=reopen, batch_timeout_s=batch_timeout_s
+        )
+
+
+class CallLogWriter:
+    """A call's one writer: queue with :meth:`add`, send with :meth:`flush`.
+
+    ``written`` is the writer's count: entries the log took from it. One flush runs at a time.
+    """
+
+    def __init__(
+        self,
+        client: CallLogClient,
+        call: str,
+        *,
+        written: int = 0,
+        reopen: Reopened | None = None,
+        batch_timeout_s: float | None = None,
+    ) -> None:
+        self.client = client
+        self.call = call
+        self.written = written
+        self.refused: list[tuple[EntryBatch, BatchRefused]] = []
+        """Batches a 409 refused, with its answer; the writer went on without them."""
+        self._reopen = reopen
+        self._reopened = False
+        self._batch_timeout_s = batch_timeout_s
+        self._queue: list[Entry] = []
+        self._pending: EntryBatch | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def queued(self) -> int:
+        """Entries not yet taken by the log (queued, or in a batch still unanswered)."""
+        return len(self._queue) + (len(self._pending.entries) if self._pending else 0)
+
+    def add(
+        self, kind: str, data: dict[str, Any] | None = None, ts: dt.datetime | None = None
+    ) -> None:
+        """Queue an entry; ``ts`` (when it happened) defaults to now, in UTC."""
+        self._queue.append(Entry(kind=kind, ts=ts or dt.datetime.now(dt.UTC), data=data or {}))
+
+    def extend(self, entries: Sequence[Entry]) -> None:
+        self._queue.extend(entries)
+
+    async def flush(self) -> BatchWritten | None:
+        """Send the unanswered batch again, or what is queued as one batch; None if nothing
+        was queued or a 409 refused it. Raises ``CallLogUnavailable`` if the batch went
+        unanswered for ``batch_timeout_s`` (it is sent again, unchanged, by the next flush)."""
+        async with self._lock:
+            if self._pending is None:
+                if not self._queue:
+                    return None
+                entries, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
+                self._pending = EntryBatch(after=self.written, entries=entries)
+            batch = self._pending
+            try:
+                answer = await self._send(batch)
+            except BatchRefused as exc:
+                self._pending = None
+                self.refused.append((batch, exc))
+                if exc.written is not None:
+                    self.written = exc.written
+                return None
+            self._pending = None
+            self.written = answer.written
+            return answer
+
+    async def drain(self) -> None:
+        """Flush until nothing is queued."""
+        while self.queued:
+            await self.flush()
+
+    async def _send(self, batch: EntryBatch) -> BatchWritten:
+        path = f"/v1/calls/{self.call}/entries"
+        try:
+            return await self.client.request(
+                path, batch, BatchWritten, within_s=self._batch_timeout_s
+            )
+        except CallUnknown:
+            if self._reopen is None or self._reopened:
+                raise
+        said = msgspec.structs.replace(self._reopen, written=batch.after)
+        await self.client.reopened(self.call, said)
+        self._reopened = True
+        return await self.client.request(path, batch, BatchWritten, within_s=self._batch_timeout_s)
+
+
+__all__ = [
+    "Backoff",
+    "CallLogClient",
+    "CallLogRefused",
+    "CallLogUnavailable",
+    "CallLogWriter",
+]

@@ -1,0 +1,79 @@
+"""The clients' errors: one small tree, so a worker never catches an httpx or stamina type.
+
+::
+
+    CallLogError                      status
+    ├── CallLogUnavailable            None or 5xx   nothing answered, or a 5xx, until the
+    │                                               retry's time ran out (the request may be
+    │                                               sent again unchanged)
+    └── CallLogRefused                4xx           the service's answer (a problem detail)
+        ├── CallUnknown               404           the log does not hold the call
+        └── BatchRefused              409           a batch refused whole; says both counts
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from pinecall_contracts.problems import ProblemDetails
+
+
+class CallLogError(Exception):
+    """Base of the tree; ``status`` is the last HTTP status seen (None: nothing answered)."""
+
+    status: int | None = None
+
+
+class CallLogUnavailable(CallLogError):
+    def __init__(self, detail: str, status: int | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+
+
+class CallLogRefused(CallLogError):
+    """A 4xx; ``problem`` is the service's problem detail."""
+
+    def __init__(self, problem: ProblemDetails) -> None:
+        super().__init__(f"{problem.status} {problem.title}: {problem.detail or ''}".strip())
+        self.problem = problem
+        self.status = problem.status
+
+
+class CallUnknown(CallLogRefused):
+    pass
+
+
+class BatchRefused(CallLogRefused):
+    """A 409 on a batch: the log took ``written`` entries from the writer; the batch followed
+    ``after``. ``None`` where the 409 was not about counts (a sealed call)."""
+
+    @property
+    def written(self) -> int | None:
+        return _count(self.problem, "written")
+
+    @property
+    def after(self) -> int | None:
+        return _count(self.problem, "after")
+
+
+def _count(problem: ProblemDetails, name: str) -> int | None:
+    for error in problem.errors or []:
+        value: Any = error.get(name)
+        if isinstance(value, int):
+            return value
+    return None
+
+
+def refused(status: int, body: bytes) -> CallLogRefused:
+    """The error of a 4xx answer whose body is (or should be) a problem detail."""
+    try:
+        problem = msgspec.json.decode(body, type=ProblemDetails)
+    except msgspec.MsgspecError:
+        problem = ProblemDetails(title=body[:200].decode(errors="replace"), status=status)
+    if status == 404:
+        return CallUnknown(problem)
+    if status == 409:
+        return BatchRefused(problem)
+    return CallLogRefused(problem)

@@ -1,0 +1,259 @@
+"""The call log's wire: opening a call, batches of entries, the end and the seal, tool calls,
+callbacks and the agent log, and the events said on NATS.
+
+Source: seed 002 (whole: "A call is its agent's", "The gateway restarts"); seed 000, "Full, at the
+endpoint", "A worker that dies"; ``shared/DESIGN.md``, "Numbers the runtime lives by" (retries).
+
+A call's log has one writer. It counts what the log took from it (``written``); a batch says the
+count it follows (``after``). The service's own entries (``call.started``, ``call.ended``,
+``tool.call``, …) take seqs but are not counted, so ``seq`` and the writer's count differ.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated, Any, Literal
+
+import msgspec
+
+from pinecall_contracts.base import Contract
+from pinecall_contracts.ids import EnvironmentField
+
+MAX_BATCH = 500
+"""Entries in one batch, at most (a worker queues ~2 a second; 500 is minutes of a call)."""
+
+CallIdField = Annotated[
+    str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$", examples=["call_7Qm2x"])
+]
+AgentField = Annotated[
+    str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_.-]{0,127}$", examples=["support-bot"])
+]
+Kind = Annotated[
+    str,
+    msgspec.Meta(pattern=r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+){0,4}$", max_length=64),
+]
+"""An entry's kind: ``transcript.user``, ``tool.call``, ``call.ended``."""
+Timestamp = Annotated[dt.datetime, msgspec.Meta(tz=True)]
+"""An aware datetime (RFC 3339 with an offset); a naive one is refused."""
+Count = Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)]
+Seq = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
+Text = Annotated[str, msgspec.Meta(max_length=2000)]
+TimeoutS = Annotated[float, msgspec.Meta(gt=0.0, le=600.0)]
+
+Outcome = Literal["completed", "caller_hangup", "drained", "timeout", "failed", "overflow"]
+CallState = Literal["open", "ended", "sealed"]
+
+
+class Entry(Contract, frozen=True, kw_only=True, tag="calls.entry.v1"):
+    """One event of a call as its writer sends it; ``ts`` is when it happened (clamped on write
+    to the service's clock, never later than the service's now)."""
+
+    kind: Kind
+    ts: Timestamp
+    data: dict[str, Any] = {}
+
+
+class CallOpen(Contract, frozen=True, kw_only=True, tag="calls.open.v1"):
+    """``POST /v1/calls``: the worker that took the job opens the call (idempotent)."""
+
+    call: CallIdField
+    agent: AgentField
+    org: Annotated[str, msgspec.Meta(max_length=128)]
+    environment: EnvironmentField
+    room: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
+    worker: Annotated[str, msgspec.Meta(min_length=1, max_length=320)]
+    """The worker name that runs it; ``call.started`` names it."""
+    context: dict[str, Any] = {}
+    config: dict[str, Any] = {}
+    prompt_hash: Annotated[str, msgspec.Meta(max_length=128)] | None = None
+    """The log keeps a prompt's hash, not its text (seed 002)."""
+
+
+class Reopened(Contract, frozen=True, kw_only=True, tag="calls.reopened.v1"):
+    """``POST /v1/calls/{call}/reopened``: a worker says again a call an older release opened.
+
+    No quota is asked and no ``call.ringing`` or ``call.started`` is written. ``written`` is the
+    count the writer already holds, so its next batch follows on (0 for a writer that used
+    ``/events``, which counts nothing).
+    """
+
+    agent: AgentField
+    context: dict[str, Any] = {}
+    org: Annotated[str, msgspec.Meta(max_length=128)] = ""
+    room: Annotated[str, msgspec.Meta(max_length=256)] = ""
+    worker: Annotated[str, msgspec.Meta(max_length=320)] = ""
+    config: dict[str, Any] = {}
+    written: Count = 0
+
+
+class CallRecord(Contract, frozen=True, kw_only=True, tag="calls.record.v1"):
+    """What a call is and where its log stands."""
+
+    call: str
+    agent: str
+    org: str
+    environment: str
+    room: str
+    worker: str
+    state: CallState
+    written: int
+    """Entries the log took from the call's writer (its count)."""
+    last_seq: int
+    """The last seq taken, by the writer or the service; 0 for none."""
+    outcome: Outcome | None = None
+    opened_at: dt.datetime
+    ended_at: dt.datetime | None = None
+    sealed_at: dt.datetime | None = None
+    reopened: bool = False
+    prompt_hash: str | None = None
+
+
+class EntryBatch(Contract, frozen=True, kw_only=True, tag="calls.batch.v1"):
+    """``POST /v1/calls/{call}/entries``: the entries after the writer's count ``after``."""
+
+    after: Count
+    entries: Annotated[list[Entry], msgspec.Meta(max_length=MAX_BATCH)]
+
+
+class BatchWritten(Contract, frozen=True, kw_only=True, tag="calls.batch_written.v1"):
+    """The seqs a batch was given, in its order; ``replayed`` when it had been written before."""
+
+    seqs: list[int]
+    written: int
+    """The writer's count after the batch."""
+    replayed: bool = False
+
+
+class EventWritten(Contract, frozen=True, kw_only=True, tag="calls.event_written.v1"):
+    """``POST /v1/calls/{call}/events`` (older workers): the seq the one entry took."""
+
+    seq: int
+
+
+class LoggedEntry(Contract, frozen=True, kw_only=True, tag="calls.logged_entry.v1"):
+    """An entry on the log: ``counted`` is its place in the writer's count (None for the
+    service's own entries and for ``/events``)."""
+
+    seq: int
+    kind: str
+    ts: dt.datetime
+    data: dict[str, Any] = {}
+    counted: int | None = None
+
+
+class CallLog(Contract, frozen=True, kw_only=True, tag="calls.log.v1"):
+    """``GET /v1/calls/{call}/entries?after=<seq>``: entries in seq order."""
+
+    call: str
+    entries: list[LoggedEntry]
+    state: CallState
+
+
+class CallEnd(Contract, frozen=True, kw_only=True, tag="calls.end.v1"):
+    """``POST /v1/calls/{call}/end``; ``POST /v1/calls/{call}/seal`` with an optional outcome
+    (needed only when the call is still open)."""
+
+    outcome: Outcome | None = None
+    reason: Text | None = None
+
+
+class ToolCall(Contract, frozen=True, kw_only=True, tag="calls.tool_call.v1"):
+    """``POST /v1/calls/{call}/tools``: run ``name`` once per ``id``; answers its ToolResult."""
+
+    id: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
+    name: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.-]{1,128}$")]
+    arguments: dict[str, Any] = {}
+    timeout_s: TimeoutS = 10.0
+    """The tool's deadline, counted from its ``tool.call`` on the log."""
+
+
+class ToolAsked(Contract, frozen=True, kw_only=True, tag="calls.tool_asked.v1"):
+    """Said on NATS to the app holding the agent, once per tool call id."""
+
+    call: str
+    agent: str
+    environment: str
+    id: str
+    name: str
+    arguments: dict[str, Any] = {}
+    deadline: dt.datetime
+
+
+class ToolAnswer(Contract, frozen=True, kw_only=True, tag="calls.tool_answer.v1"):
+    """``POST /v1/calls/{call}/tools/{id}/result``: the app's answer (app key)."""
+
+    result: Any = None
+    error: Text | None = None
+
+
+class ToolResult(Contract, frozen=True, kw_only=True, tag="calls.tool_result.v1"):
+    """A tool call's one result, as the log holds it (``error="timeout"`` past its deadline)."""
+
+    call: str
+    id: str
+    result: Any = None
+    error: str | None = None
+    seq: int
+    """The seq of its ``tool.result`` entry."""
+
+
+class CallbackRequest(Contract, frozen=True, kw_only=True, tag="calls.callback_request.v1"):
+    """``POST /v1/callbacks``: call this caller back (seed 000, "Full, at the endpoint").
+
+    One call back per call: a second request naming the same call is answered with the first.
+    """
+
+    agent: AgentField
+    number: Annotated[str, msgspec.Meta(pattern=r"^\+?[0-9]{3,20}$")] | None = None
+    contact: Text | None = None
+    reason: Text = ""
+    call: CallIdField | None = None
+
+
+class AgentEntry(Contract, frozen=True, kw_only=True, tag="calls.agent_entry.v1"):
+    """An entry of an agent's log: ``fleet.full``, ``callback.requested``, ``agent.draining``."""
+
+    kind: Kind
+    data: dict[str, Any] = {}
+    seq: int = 0
+    """Its place on the agent's log (0 in a request: the service gives it)."""
+    ts: dt.datetime | None = None
+
+
+class AgentLog(Contract, frozen=True, kw_only=True, tag="calls.agent_log.v1"):
+    """``GET /v1/agents/{agent}/log?after=<seq>``."""
+
+    agent: str
+    environment: str
+    entries: list[AgentEntry]
+
+
+class CallEvent(Contract, frozen=True, kw_only=True, tag="calls.event.v1"):
+    """Said on NATS as ``call.opened``, ``call.ended`` or ``call.sealed`` (the subject says
+    which; ``what`` repeats it) for the other services: the dispatcher clears its offers on
+    ``call.opened``."""
+
+    what: Literal["opened", "ended", "sealed"]
+    call: str
+    agent: str
+    environment: str
+    room: str
+    worker: str
+    outcome: Outcome | None = None
+    at: dt.datetime
+
+
+class LogToken(Contract, frozen=True, kw_only=True, tag="calls.log_token.v1"):
+    """``POST /v1/calls/{call}/log-token``: what a page follows its call's stream with
+    (``GET /v1/calls/{call}/stream?log_token=…``)."""
+
+    call: str
+    token: str
+    expires_at: dt.datetime
+
+
+class Appended(Contract, frozen=True, kw_only=True, tag="calls.appended.v1"):
+    """Said on NATS after entries are written: the last seq, so followers read on."""
+
+    call: str
+    last_seq: int

@@ -1,0 +1,259 @@
+"""The call log's HTTP API (seed 002, "The gateway restarts"; seed 000, "Full, at the endpoint").
+
+=========================================  ================  ==================================
+route                                      key               answer
+=========================================  ================  ==================================
+POST /v1/calls                             fleet             CallRecord (CallOpen; idempotent)
+GET  /v1/calls/{call}                      fleet, operator   CallRecord
+POST /v1/calls/{call}/entries              fleet             BatchWritten (EntryBatch)
+GET  /v1/calls/{call}/entries?after=<seq>  fleet, operator   CallLog
+POST /v1/calls/{call}/events               fleet             EventWritten (one Entry, not counted)
+POST /v1/calls/{call}/reopened             fleet             CallRecord (Reopened)
+POST /v1/calls/{call}/end                  fleet, operator   CallRecord (CallEnd)
+POST /v1/calls/{call}/seal                 fleet, operator   CallRecord (CallEnd or none)
+POST /v1/calls/{call}/tools                fleet             ToolResult (ToolCall); waits
+POST /v1/calls/{call}/tools/{id}/result    app               ToolResult (ToolAnswer)
+POST /v1/callbacks                         fleet, app        AgentEntry (CallbackRequest)
+POST /v1/agents/{agent}/log                fleet, operator   AgentEntry (AgentEntry)
+GET  /v1/agents/{agent}/log?after=<seq>    fleet, app, op.   AgentLog
+POST /v1/calls/{call}/log-token            app, operator     LogToken
+GET  /v1/calls/{call}/stream?log_token=    the log token     Server-Sent Events (Last-Event-ID)
+=========================================  ================  ==================================
+
+Keys: the workers (and the overflow, and the dispatcher writing ``fleet.full``) use their
+environment's fleet key; the app answering a tool call, and a page's server asking a call back,
+use the app key of its environment; an operator key acts on any call. A fleet or app key of
+another environment than the call's is 403. An operator names the environment of an agent's log
+with ``?environment=`` (production by default). Every error is a problem detail, and a refused
+request writes nothing: a 409 says why (sealed, or both counts of a batch).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Collection
+from typing import Annotated
+
+from litestar import Request, get, post
+from litestar.datastructures import State
+from litestar.params import FromQuery, JSONBody, PathParameter, QueryParameter
+from litestar.response import ServerSentEvent
+
+from pinecall_call_log import stream
+from pinecall_call_log.service import CallLogService
+from pinecall_contracts.calls import (
+    AgentEntry,
+    AgentLog,
+    BatchWritten,
+    CallbackRequest,
+    CallEnd,
+    CallLog,
+    CallOpen,
+    CallRecord,
+    Entry,
+    EntryBatch,
+    EventWritten,
+    LogToken,
+    Reopened,
+    ToolAnswer,
+    ToolCall,
+    ToolResult,
+)
+from pinecall_contracts.keys import KeyInfo, KeyKind
+from pinecall_servicekit.db import utcnow
+from pinecall_servicekit.errors import Forbidden, Unprocessable
+from pinecall_servicekit.keys import bearer
+
+AnyRequest = Request[object, object, State]
+CallPath = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")]
+AgentPath = Annotated[str, PathParameter(pattern=r"^[a-z0-9][a-z0-9_.-]{0,127}$")]
+After = Annotated[int, QueryParameter(ge=0, le=2**31 - 1)]
+
+WORKER: tuple[KeyKind, ...] = ("fleet",)
+WORKER_OR_OPERATOR: tuple[KeyKind, ...] = ("fleet", "operator")
+APP: tuple[KeyKind, ...] = ("app",)
+
+
+def _service(request: AnyRequest) -> CallLogService:
+    service: CallLogService = request.app.state.call_log
+    return service
+
+
+async def _key(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
+    return await _service(request).keyring.verify(
+        bearer(request.headers.get("authorization")), kinds=kinds
+    )
+
+
+def _environment(key: KeyInfo, environment: FromQuery[str | None] = None) -> str:
+    if key.kind == "operator":
+        return environment or "production"
+    if key.environment is None or (environment and environment != key.environment):
+        raise Forbidden(f"a key of {key.environment} cannot act for {environment}")
+    return key.environment
+
+
+async def _call(request: AnyRequest, call: str, kinds: Collection[KeyKind]) -> CallRecord:
+    """Verify the key, then find the call (404), then the key's environment against it (403)."""
+    key = await _key(request, kinds)
+    record = await _service(request).identity(call)
+    _environment(key, record.environment)
+    return record
+
+
+@post("/v1/calls", status_code=200)
+async def open_call(request: AnyRequest, data: JSONBody[CallOpen]) -> CallRecord:
+    """Open a call: the worker that took the job, with its environment's fleet key."""
+    _environment(await _key(request, WORKER), data.environment)
+    return await _service(request).open(data)
+
+
+@get("/v1/calls/{call:str}")
+async def call_record(request: AnyRequest, call: CallPath) -> CallRecord:
+    """What the call is and where its log stands (read now, not from memory)."""
+    await _call(request, call, WORKER_OR_OPERATOR)
+    record = await _service(request).store.calls.record(call)
+    assert record is not None  # calls are never deleted
+    return record
+
+
+@post("/v1/calls/{call:str}/entries", status_code=200)
+async def write_entries(
+    request: AnyRequest, call: CallPath, data: JSONBody[EntryBatch]
+) -> BatchWritten:
+    """A batch of the call's writer: written whole, answered as a replay, or 409."""
+    await _call(request, call, WORKER)
+    return await _service(request).write(call, data.after, data.entries)
+
+
+@get("/v1/calls/{call:str}/entries")
+async def read_entries(request: AnyRequest, call: CallPath, after: After = 0) -> CallLog:
+    """The call's entries with seq above ``after``, in order (10 000 at most)."""
+    await _call(request, call, WORKER_OR_OPERATOR)
+    return await _service(request).store.calls.read(call, after)
+
+
+@post("/v1/calls/{call:str}/events", status_code=200)
+async def write_event(request: AnyRequest, call: CallPath, data: JSONBody[Entry]) -> EventWritten:
+    """One entry from a worker of an older release: takes a seq, counts nothing."""
+    await _call(request, call, WORKER)
+    return EventWritten(seq=await _service(request).event(call, data))
+
+
+@post("/v1/calls/{call:str}/reopened", status_code=200)
+async def reopened(request: AnyRequest, call: CallPath, data: JSONBody[Reopened]) -> CallRecord:
+    """A call an older release opened, said again once: no quota, no second ``call.ringing``."""
+    environment = _environment(await _key(request, WORKER))
+    return await _service(request).reopen(call, data, environment)
+
+
+@post("/v1/calls/{call:str}/end", status_code=200)
+async def end_call(request: AnyRequest, call: CallPath, data: JSONBody[CallEnd]) -> CallRecord:
+    """End the call with its outcome (idempotent; 409 once sealed)."""
+    await _call(request, call, WORKER_OR_OPERATOR)
+    return await _service(request).end(call, data.outcome, data.reason, seal=False)
+
+
+@post("/v1/calls/{call:str}/seal", status_code=200)
+async def seal_call(
+    request: AnyRequest, call: CallPath, data: JSONBody[CallEnd | None] = None
+) -> CallRecord:
+    """Seal the call (ending it first if it is open: then name the outcome). Idempotent."""
+    await _call(request, call, WORKER_OR_OPERATOR)
+    body = data or CallEnd()
+    return await _service(request).end(call, body.outcome, body.reason, seal=True)
+
+
+@post("/v1/calls/{call:str}/tools", status_code=200)
+async def run_tool(request: AnyRequest, call: CallPath, data: JSONBody[ToolCall]) -> ToolResult:
+    """Run a tool once per id: a retry joins the round trip or gets the logged result."""
+    await _call(request, call, WORKER)
+    return await _service(request).run_tool(call, data)
+
+
+@post("/v1/calls/{call:str}/tools/{tool_id:str}/result", status_code=200)
+async def answer_tool(
+    request: AnyRequest,
+    call: CallPath,
+    tool_id: Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")],
+    data: JSONBody[ToolAnswer],
+) -> ToolResult:
+    """The app's answer to a tool call (its app key); a second answer gets the first."""
+    await _call(request, call, APP)
+    return await _service(request).answer_tool(call, tool_id, data.result, data.error)
+
+
+@post("/v1/callbacks", status_code=200)
+async def callbacks(request: AnyRequest, data: JSONBody[CallbackRequest]) -> AgentEntry:
+    """Call this caller back: ``callback.requested`` on the agent's log, once per call."""
+    environment = _environment(await _key(request, ("fleet", "app")))
+    if data.number is None and data.contact is None:
+        raise Unprocessable("name the caller's number or contact")
+    entry, _ = await _service(request).store.agents.callback(environment, data, utcnow())
+    return entry
+
+
+@post("/v1/agents/{agent:str}/log", status_code=200)
+async def agent_append(
+    request: AnyRequest,
+    agent: AgentPath,
+    data: JSONBody[AgentEntry],
+    environment: FromQuery[str | None] = None,
+) -> AgentEntry:
+    """An entry on the agent's log (``fleet.full``, ``agent.draining``)."""
+    env = _environment(await _key(request, WORKER_OR_OPERATOR), environment)
+    return await _service(request).store.agents.append(env, agent, data.kind, data.data, utcnow())
+
+
+@get("/v1/agents/{agent:str}/log")
+async def agent_log(
+    request: AnyRequest,
+    agent: AgentPath,
+    after: After = 0,
+    environment: FromQuery[str | None] = None,
+) -> AgentLog:
+    """The agent's log after ``after``, in order."""
+    env = _environment(await _key(request, ("fleet", "app", "operator")), environment)
+    return await _service(request).store.agents.agent_log(env, agent, after)
+
+
+@post("/v1/calls/{call:str}/log-token", status_code=200)
+async def log_token(request: AnyRequest, call: CallPath) -> LogToken:
+    """A token a page follows this call's stream with (minted by its app's server)."""
+    await _call(request, call, ("app", "operator"))
+    settings = _service(request).settings
+    token, exp = stream.mint(settings.log_token_secret, call, settings.log_token_ttl_s)
+    return LogToken(call=call, token=token, expires_at=dt.datetime.fromtimestamp(exp, dt.UTC))
+
+
+@get("/v1/calls/{call:str}/stream")
+async def follow(
+    request: AnyRequest, call: CallPath, log_token: FromQuery[str | None] = None
+) -> ServerSentEvent:
+    """The call's entries as Server-Sent Events from ``Last-Event-ID`` (a seq) on, to the seal."""
+    service = _service(request)
+    stream.verify(service.settings.log_token_secret, log_token, call)
+    await service.identity(call)
+    last = request.headers.get("last-event-id", "0")
+    if not last.isdigit():
+        raise Unprocessable("Last-Event-ID is the seq of the last entry seen")
+    return ServerSentEvent(stream.follow(service.store.calls, service.bus, call, int(last)))
+
+
+ROUTES = [
+    open_call,
+    call_record,
+    write_entries,
+    read_entries,
+    write_event,
+    reopened,
+    end_call,
+    seal_call,
+    run_tool,
+    answer_tool,
+    callbacks,
+    agent_append,
+    agent_log,
+    log_token,
+    follow,
+]

@@ -1,0 +1,116 @@
+"""The call log's pure rules: whether a batch is written, a replay, or refused; the clock clamp.
+
+Seed 002, "The gateway restarts": a call's log has one writer, which sends its entries in order and
+says how many the log already took from it (``after``); the log's head counts them (``written``).
+
+=====================================  ========================================================
+the batch (``after``, ``n`` entries)    answer
+=====================================  ========================================================
+``after == written``, n > 0             written whole under the next seqs (``Write``)
+``after == written``, n == 0            nothing to write: the seqs ``[]`` (``Write`` of nothing)
+``after + n <= written``, n > 0         the same batch again if each entry is the one the log
+                                        took at that place: its seqs, nothing written (``Replay``)
+anything else                           409 saying both counts (``Conflict``): a gap
+                                        (``after > written``), an overlap (``after < written <
+                                        after + n``), an empty batch behind the count, or a
+                                        different batch claiming a place already taken
+=====================================  ========================================================
+
+It is Kafka's idempotent producer applied to one call (platform notes, "Postgres, the append-only
+call log"): the count is the sequence number, the call is the partition.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+from pinecall_contracts.calls import CallState, Entry, Outcome
+
+_encoder = msgspec.json.Encoder(order="sorted")
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """Write the batch at the head: it takes the writer's places ``after ..< after + n``."""
+
+    after: int
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """The batch's places were taken before: answer the seqs stored at ``after ..< after + n``
+    if the stored entries are this batch's (see :func:`same_entries`), else it is a conflict."""
+
+    after: int
+    size: int
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """Refused whole: ``written`` is the log's count, ``after`` the writer's."""
+
+    written: int
+    after: int
+
+    @property
+    def detail(self) -> str:
+        return (
+            f"the log took {self.written} entries from this call's writer;"
+            f" the batch follows {self.after}"
+        )
+
+    @property
+    def counts(self) -> dict[str, int | str]:
+        """Both counts, as the problem detail's ``errors`` item the writer reads."""
+        return {"path": "$.after", "written": self.written, "after": self.after}
+
+
+Verdict = Write | Replay | Conflict
+
+
+def judge(written: int, after: int, size: int) -> Verdict:
+    """The verdict on a batch of ``size`` entries after ``after``, at a head counting
+    ``written``. Counts are non-negative integers."""
+    if after == written:
+        return Write(after)
+    if size > 0 and after + size <= written:
+        return Replay(after, size)
+    return Conflict(written, after)
+
+
+def digest(entry: Entry) -> bytes:
+    """16 bytes that tell an entry as its writer sent it (kind, its own ts, data) from another.
+
+    Taken before the clamp, so a replay of the same entry always has the same digest.
+    """
+    return hashlib.blake2b(_encoder.encode(entry), digest_size=16).digest()
+
+
+def same_entries(sent: Sequence[bytes], stored: Sequence[bytes]) -> bool:
+    """Whether the stored digests at a replay's places are the sent batch's, one for one."""
+    return len(sent) == len(stored) and all(a == b for a, b in zip(sent, stored, strict=True))
+
+
+def clamp(ts: dt.datetime, now: dt.datetime) -> dt.datetime:
+    """The writer's ``ts``, never later than the service's ``now`` (both aware), in UTC."""
+    return min(ts, now).astimezone(dt.UTC)
+
+
+OUTCOMES: tuple[Outcome, ...] = (
+    "completed",
+    "caller_hangup",
+    "drained",
+    "timeout",
+    "failed",
+    "overflow",
+)
+
+
+def state_of(ended: bool, sealed: bool) -> CallState:
+    """``open``, ``ended`` or ``sealed``."""
+    return "sealed" if sealed else "ended" if ended else "open"

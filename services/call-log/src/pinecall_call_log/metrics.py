@@ -1,0 +1,43 @@
+"""The call log's Prometheus metrics, read from the replica at each scrape.
+
+``pinecall_call_log_batches_total`` (batches answered, written or replayed),
+``pinecall_call_log_entries_total`` (entries written from batches and ``/events``) and
+``pinecall_call_log_calls_cached`` (calls whose identity this replica holds in memory).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from pinecall_call_log.service import CallLogService
+
+
+class CallLogCollector(Collector):
+    """Reads one replica's counters when Prometheus scrapes it."""
+
+    def __init__(self, service: Callable[[], CallLogService | None]) -> None:
+        self.service = service
+
+    def collect(self) -> Iterator[Metric]:
+        service = self.service()
+        if service is None:  # scraped before the lifespan started
+            return
+        yield CounterMetricFamily(
+            "pinecall_call_log_batches", "batches answered", value=service.batches
+        )
+        yield CounterMetricFamily(
+            "pinecall_call_log_entries", "entries written", value=service.entries
+        )
+        yield GaugeMetricFamily(
+            "pinecall_call_log_calls_cached", "calls held in memory", value=service.cached
+        )
+
+
+def registry_for(service: Callable[[], CallLogService | None]) -> CollectorRegistry:
+    registry = CollectorRegistry()
+    registry.register(CallLogCollector(service))
+    return registry

@@ -1,0 +1,225 @@
+"""One call-log replica: the store, what each call is (kept in memory), NATS, tool round trips.
+
+Tool calls (seed 002, "The gateway restarts"): ``tool.call`` is written once per id; the app
+holding the agent hears it once on NATS (``<ns>.calls.tool.asked.<env>.<agent>``, a ToolAsked)
+and answers through the service, ``POST /v1/calls/{call}/tools/{id}/result`` with its app key. The
+result is written once, as ``tool.result``, and said on ``<ns>.calls.tool.result.<call>``; every
+replica listens there, so a retry of the same id waiting on any replica wakes at once. A waiter
+registers, then reads the log, then waits out what is left of the deadline counted from the
+``tool.call``: a result that lands between the read and the wait is heard, one that landed before
+is read. Past the deadline the log gets ``tool.result`` with ``error: "timeout"`` (once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict, defaultdict
+from typing import Any
+
+from pinecall_call_log import domain
+from pinecall_call_log.settings import CallLogSettings
+from pinecall_call_log.store import Store
+from pinecall_contracts.calls import (
+    Appended,
+    BatchWritten,
+    CallEvent,
+    CallOpen,
+    CallRecord,
+    Entry,
+    Outcome,
+    Reopened,
+    ToolAsked,
+    ToolCall,
+    ToolResult,
+)
+from pinecall_servicekit import db
+from pinecall_servicekit.bus import Bus
+from pinecall_servicekit.changes import Changes
+from pinecall_servicekit.errors import NotFound
+from pinecall_servicekit.keys import KeyRing
+
+
+class CallLogService:
+    """The call log of one replica; :meth:`start` subscribes, :meth:`stop` lets go."""
+
+    def __init__(self, settings: CallLogSettings, bus: Bus, store: Store, keyring: KeyRing) -> None:
+        self.settings = settings
+        self.bus = bus
+        self.store = store
+        self.keyring = keyring
+        self._calls: OrderedDict[str, CallRecord] = OrderedDict()
+        self._waiters: dict[tuple[str, str], list[asyncio.Future[ToolResult]]] = defaultdict(list)
+        self.batches = 0
+        """Batches answered (written or replayed), for metrics."""
+        self.entries = 0
+        """Entries written from batches and ``/events``, for metrics."""
+        self.changes = Changes()
+        """Notified when a tool call's waiter starts waiting here (for tests and ops)."""
+
+    async def start(self) -> None:
+        await self.keyring.start()
+        await self.bus.subscribe(self.bus.subjects.tool_results, ToolResult, self._heard)
+
+    async def stop(self) -> None:
+        for futures in self._waiters.values():
+            for future in futures:
+                future.cancel()
+
+    # -- what a call is ---------------------------------------------------------------------
+
+    @property
+    def cached(self) -> int:
+        """Calls whose identity this replica holds in memory."""
+        return len(self._calls)
+
+    def _keep(self, record: CallRecord) -> CallRecord:
+        self._calls[record.call] = record
+        self._calls.move_to_end(record.call)
+        while len(self._calls) > self.settings.cache_calls:
+            self._calls.popitem(last=False)
+        return record
+
+    async def identity(self, call: str) -> CallRecord:
+        """What ``call`` is (agent, environment, room, worker): from memory, or one read.
+
+        Only the fields written at open are to be read from it, never where the log stands.
+        Raises ``NotFound`` for a call this log does not hold.
+        """
+        held = self._calls.get(call)
+        if held is not None:
+            return held
+        record = await self.store.calls.record(call)
+        if record is None:
+            raise NotFound(f"no call {call} on this log (an older release's call: say it reopened)")
+        return self._keep(record)
+
+    # -- the log ----------------------------------------------------------------------------
+
+    async def open(self, o: CallOpen) -> CallRecord:
+        record, made = await self.store.calls.open(o, db.utcnow())
+        self._keep(record)
+        if made:
+            await self._event("opened", record)
+            await self._appended(record.call, record.last_seq)
+        return record
+
+    async def reopen(self, call: str, r: Reopened, environment: str) -> CallRecord:
+        record, _ = await self.store.calls.reopen(call, r, environment, db.utcnow())
+        return self._keep(record)
+
+    async def write(self, call: str, after: int, entries: list[Entry]) -> BatchWritten:
+        digests = [domain.digest(e) for e in entries]
+        answer = await self.store.calls.write_batch(call, after, entries, digests, db.utcnow())
+        self.batches += 1
+        if answer.seqs and not answer.replayed:
+            self.entries += len(answer.seqs)
+            await self._appended(call, answer.seqs[-1])
+        return answer
+
+    async def event(self, call: str, entry: Entry) -> int:
+        seq = await self.store.calls.write_event(call, entry, db.utcnow())
+        self.entries += 1
+        await self._appended(call, seq)
+        return seq
+
+    async def end(
+        self, call: str, outcome: Outcome | None, reason: str | None, *, seal: bool
+    ) -> CallRecord:
+        record, done = await self.store.calls.end(call, outcome, reason, db.utcnow(), seal=seal)
+        for what in done:
+            await self._event(what, record)
+        if done:
+            await self._appended(call, record.last_seq)
+        return record
+
+    # -- tool calls -------------------------------------------------------------------------
+
+    async def run_tool(self, call: str, tool: ToolCall) -> ToolResult:
+        """The tool call's one result: asked once, joined by every retry, on any replica."""
+        record = await self.identity(call)
+        state = await self.store.agents.ask_tool(call, tool, db.utcnow())
+        if state.result is not None:
+            return state.result
+        key = (call, tool.id)
+        future: asyncio.Future[ToolResult] = asyncio.get_running_loop().create_future()
+        self._waiters[key].append(future)
+        await self.changes.notify()
+        try:
+            if state.asked:
+                asked = ToolAsked(
+                    call=call,
+                    agent=record.agent,
+                    environment=record.environment,
+                    id=tool.id,
+                    name=tool.name,
+                    arguments=tool.arguments,
+                    deadline=state.deadline,
+                )
+                await self.bus.publish(
+                    self.bus.subjects.tool_asked(record.environment, record.agent), asked
+                )
+            held = await self.store.agents.tool_result(call, tool.id)
+            if held is not None:
+                return held
+            left = (state.deadline - db.utcnow()).total_seconds()
+            try:
+                return await asyncio.wait_for(asyncio.shield(future), max(left, 0.0))
+            except TimeoutError:
+                result, wrote = await self.store.agents.finish_tool(
+                    call, tool.id, None, "timeout", db.utcnow()
+                )
+                if wrote:
+                    await self._tool_done(result)
+                return result
+        finally:
+            self._waiters[key].remove(future)
+            if not self._waiters[key]:
+                del self._waiters[key]
+
+    async def answer_tool(
+        self, call: str, tool_id: str, result: Any, error: str | None
+    ) -> ToolResult:
+        """The app's answer: written once; a second answer gets the first."""
+        answer, wrote = await self.store.agents.finish_tool(
+            call, tool_id, result, error, db.utcnow()
+        )
+        if wrote:
+            await self._tool_done(answer)
+        return answer
+
+    def waiting(self, call: str, tool_id: str) -> int:
+        """Requests of this tool call waiting on this replica now."""
+        return len(self._waiters.get((call, tool_id), []))
+
+    async def _tool_done(self, result: ToolResult) -> None:
+        self._wake(result)
+        await self.bus.publish(self.bus.subjects.tool_result(result.call), result)
+        await self._appended(result.call, result.seq)
+
+    async def _heard(self, result: ToolResult) -> None:
+        self._wake(result)
+
+    def _wake(self, result: ToolResult) -> None:
+        for future in self._waiters.get((result.call, result.id), []):
+            if not future.done():
+                future.set_result(result)
+
+    # -- NATS -------------------------------------------------------------------------------
+
+    async def _event(self, what: str, record: CallRecord) -> None:
+        event = CallEvent(
+            what=what,  # type: ignore[arg-type]
+            call=record.call,
+            agent=record.agent,
+            environment=record.environment,
+            room=record.room,
+            worker=record.worker,
+            outcome=record.outcome,
+            at=db.utcnow(),
+        )
+        await self.bus.publish(self.bus.subjects.call_event(what, record.call), event)
+
+    async def _appended(self, call: str, last_seq: int) -> None:
+        await self.bus.publish(
+            self.bus.subjects.appended(call), Appended(call=call, last_seq=last_seq)
+        )

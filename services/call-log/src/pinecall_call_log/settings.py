@@ -1,0 +1,23 @@
+"""The call log's settings, read once from the environment in ``main.py``."""
+
+from __future__ import annotations
+
+from pinecall_servicekit.settings import Settings
+
+
+class CallLogSettings(Settings, frozen=True, kw_only=True):
+    """Where the call log listens and the numbers it keeps."""
+
+    host: str = "127.0.0.1"
+    port: int = 8102
+    key_cache_s: float = 5.0
+    """Seconds a verified key is remembered (seed 000, "Three planes")."""
+    db_pool_size: int = 16
+    """Postgres connections per replica, all kept open (no overflow: a connection made per
+    burst costs more than a request waiting for one)."""
+    cache_calls: int = 100_000
+    """Calls whose identity (agent, environment, room, worker) a replica keeps in memory."""
+    log_token_secret: str = ""
+    """Signs the pages' log tokens; the same on every replica. Empty: no token is minted."""
+    log_token_ttl_s: float = 3600.0
+    """Seconds a log token lets a page follow its call."""

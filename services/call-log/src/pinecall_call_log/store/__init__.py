@@ -1,0 +1,31 @@
+"""The call log's Postgres: tables (:mod:`.tables`), calls and entries (:mod:`.calls`), tool
+calls, the agent log and callbacks (:mod:`.agents`). The only package of the service that speaks
+SQL; driver errors leave it as ``StoreUnavailable``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pinecall_call_log.store.agents import AgentStore, ToolState
+from pinecall_call_log.store.calls import CallStore
+from pinecall_call_log.store.tables import SCHEMA
+from pinecall_servicekit import db
+
+__all__ = ["AgentStore", "CallStore", "Store", "ToolState", "migrate"]
+
+
+def migrate(url: str) -> None:
+    """The call log's migrations on ``url`` (the ``pinecall_runtime.migrations`` entry point)."""
+    db.migrate(url, Path(__file__).parent.parent / "migrations", SCHEMA)
+
+
+class Store:
+    """Both stores on one engine."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.calls = CallStore(engine)
+        self.agents = AgentStore(engine)

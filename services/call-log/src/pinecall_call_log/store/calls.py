@@ -1,0 +1,260 @@
+"""Calls and their entries: open, batches, ``/events``, end, seal, reads (the only SQL of them).
+
+Every change to a call's log runs in one transaction that first locks the call's head row at READ
+COMMITTED: two replicas retrying one batch at once queue on that row, and the second reads the
+head the first committed, so it finds a replay and writes nothing (platform notes, "Postgres, the
+append-only call log"). A batch's common case locks and moves the head in one statement (``UPDATE
+… WHERE written = after RETURNING last_seq``); anything else falls back to ``SELECT … FOR UPDATE``
+and :func:`domain.judge`. The keys of ``entries`` back it up.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pinecall_call_log import domain
+from pinecall_call_log.store.head import append_own, insert_entries, lock_head, record_of
+from pinecall_call_log.store.tables import CALLS, ENTRIES
+from pinecall_contracts.calls import (
+    BatchWritten,
+    CallLog,
+    CallOpen,
+    CallRecord,
+    Entry,
+    LoggedEntry,
+    Outcome,
+    Reopened,
+)
+from pinecall_servicekit import db
+from pinecall_servicekit.errors import Conflict, NotFound, Unprocessable
+
+
+class CallStore:
+    """Calls and entries in Postgres; driver errors become ``StoreUnavailable`` (503)."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def open(self, o: CallOpen, now: dt.datetime) -> tuple[CallRecord, bool]:
+        """Open ``o.call`` and write ``call.started`` (naming the worker) as its seq 1.
+
+        Returns the record and whether this request opened it. Opening again with the same
+        agent, environment, room and worker answers the record (a retry whose answer was lost);
+        anything else is ``Conflict``.
+        """
+        async with db.translate_errors("opening a call"), self.engine.begin() as conn:
+            values = {
+                "call_id": o.call,
+                "agent": o.agent,
+                "org": o.org,
+                "environment": o.environment,
+                "room": o.room,
+                "worker": o.worker,
+                "context": o.context,
+                "config": o.config,
+                "prompt_hash": o.prompt_hash,
+                "opened_at": now,
+            }
+            made = (
+                await conn.execute(
+                    insert(CALLS).values(values).on_conflict_do_nothing().returning(CALLS.c.call_id)
+                )
+            ).first()
+            head = await lock_head(conn, o.call, changing=made is None)
+            if made is None:
+                same = (head.agent, head.environment, head.room, head.worker) == (
+                    o.agent,
+                    o.environment,
+                    o.room,
+                    o.worker,
+                )
+                if not same:
+                    raise Conflict(f"call {o.call} was opened by {head.worker} in {head.room}")
+                return record_of(head), False
+            data = {"worker": o.worker, "room": o.room, "agent": o.agent}
+            await append_own(conn, head, "call.started", data, now)
+            return record_of(await lock_head(conn, o.call, changing=False)), True
+
+    async def reopen(
+        self, call: str, r: Reopened, environment: str, now: dt.datetime
+    ) -> tuple[CallRecord, bool]:
+        """Hold a call an older release opened; writes ``call.reopened`` only (no ringing, no
+        started), and starts the writer's count at ``r.written``. A call already held is
+        answered as it is (said once; a second time changes nothing)."""
+        async with db.translate_errors("reopening a call"), self.engine.begin() as conn:
+            made = (
+                await conn.execute(
+                    insert(CALLS)
+                    .values(
+                        call_id=call,
+                        agent=r.agent,
+                        org=r.org,
+                        environment=environment,
+                        room=r.room,
+                        worker=r.worker,
+                        context=r.context,
+                        config=r.config,
+                        reopened=True,
+                        written=r.written,
+                        opened_at=now,
+                    )
+                    .on_conflict_do_nothing()
+                    .returning(CALLS.c.call_id)
+                )
+            ).first()
+            head = await lock_head(conn, call)
+            if made is None:
+                if head.environment != environment:
+                    raise NotFound(f"no call {call} in {environment}")
+                return record_of(head), False
+            await append_own(conn, head, "call.reopened", {"agent": r.agent}, now)
+            return record_of(await lock_head(conn, call)), True
+
+    async def record(self, call: str) -> CallRecord | None:
+        async with db.translate_errors("reading a call"), self.engine.connect() as conn:
+            row = (await conn.execute(sa.select(CALLS).where(CALLS.c.call_id == call))).first()
+        return None if row is None else record_of(row)
+
+    async def write_batch(
+        self,
+        call: str,
+        after: int,
+        entries: Sequence[Entry],
+        digests: Sequence[bytes],
+        now: dt.datetime,
+    ) -> BatchWritten:
+        """A writer's batch, by :func:`domain.judge`: written whole, answered as a replay, or
+        ``Conflict`` (409) naming both counts. ``NotFound`` / ``Conflict`` for an unknown or
+        sealed call. ``digests`` are :func:`domain.digest` of ``entries``."""
+        async with db.translate_errors("writing entries"), self.engine.begin() as conn:
+            if entries:
+                # The common case in one statement: the head moves on only if it stands at the
+                # batch's count (an UPDATE at READ COMMITTED waits for the row and re-reads its
+                # newest version), and this transaction then owns the places it took.
+                moved = (
+                    await conn.execute(
+                        sa.update(CALLS)
+                        .where(
+                            CALLS.c.call_id == call,
+                            CALLS.c.written == after,
+                            CALLS.c.sealed_at.is_(None),
+                        )
+                        .values(
+                            written=CALLS.c.written + len(entries),
+                            last_seq=CALLS.c.last_seq + len(entries),
+                        )
+                        .returning(CALLS.c.last_seq)
+                    )
+                ).first()
+                if moved is not None:
+                    first = int(moved.last_seq) - len(entries) + 1
+                    return await insert_entries(conn, call, after, first, entries, digests, now)
+            head = await lock_head(conn, call)
+            verdict = domain.judge(int(head.written), after, len(entries))
+            if isinstance(verdict, domain.Conflict):
+                raise Conflict(verdict.detail, errors=[verdict.counts])
+            if isinstance(verdict, domain.Replay):
+                rows = (
+                    await conn.execute(
+                        sa.select(ENTRIES.c.seq, ENTRIES.c.digest)
+                        .where(
+                            ENTRIES.c.call_id == call,
+                            ENTRIES.c.counted >= after,
+                            ENTRIES.c.counted < after + len(entries),
+                        )
+                        .order_by(ENTRIES.c.counted)
+                    )
+                ).all()
+                if not domain.same_entries(digests, [bytes(r.digest) for r in rows]):
+                    refused = domain.Conflict(int(head.written), after)
+                    raise Conflict(
+                        refused.detail + "; the entries at those places are another batch's",
+                        errors=[refused.counts],
+                    )
+                return BatchWritten(
+                    seqs=[r.seq for r in rows], written=int(head.written), replayed=True
+                )
+            if not entries:
+                return BatchWritten(seqs=[], written=int(head.written))
+            # the head moved to this count after the first statement missed it
+            first = int(head.last_seq) + 1
+            await conn.execute(
+                sa.update(CALLS)
+                .where(CALLS.c.call_id == call)
+                .values(written=after + len(entries), last_seq=first + len(entries) - 1)
+            )
+            return await insert_entries(conn, call, after, first, entries, digests, now)
+
+    async def write_event(self, call: str, entry: Entry, now: dt.datetime) -> int:
+        """An older worker's one entry (``/events``): takes a seq, counts nothing."""
+        async with db.translate_errors("writing an event"), self.engine.begin() as conn:
+            head = await lock_head(conn, call)
+            return await append_own(conn, head, entry.kind, entry.data, domain.clamp(entry.ts, now))
+
+    async def end(
+        self,
+        call: str,
+        outcome: Outcome | None,
+        reason: str | None,
+        now: dt.datetime,
+        *,
+        seal: bool,
+    ) -> tuple[CallRecord, list[str]]:
+        """End (and with ``seal``, seal) a call; returns the record and what changed, in order
+        (``["ended", "sealed"]``, or ``[]`` for a repeat). Idempotent: ending an ended call or
+        sealing a sealed one changes nothing; ending a sealed call is ``Conflict``. Ending an
+        open call needs an ``outcome`` (``Unprocessable`` otherwise)."""
+        async with db.translate_errors("ending a call"), self.engine.begin() as conn:
+            head = await lock_head(conn, call, changing=not seal)
+            done: list[str] = []
+            if head.ended_at is None:
+                if outcome is None:
+                    raise Unprocessable(f"call {call} is open: name its outcome")
+                data: dict[str, Any] = {"outcome": outcome}
+                if reason:
+                    data["reason"] = reason
+                await append_own(conn, head, "call.ended", data, now)
+                await conn.execute(
+                    sa.update(CALLS)
+                    .where(CALLS.c.call_id == call)
+                    .values(ended_at=now, outcome=outcome)
+                )
+                done.append("ended")
+                head = await lock_head(conn, call, changing=False)
+            if seal and head.sealed_at is None:
+                await append_own(conn, head, "call.sealed", {}, now)
+                await conn.execute(
+                    sa.update(CALLS).where(CALLS.c.call_id == call).values(sealed_at=now)
+                )
+                done.append("sealed")
+            row = await lock_head(conn, call, changing=False)
+            return record_of(row), done
+
+    async def read(self, call: str, after: int = 0, limit: int = 10_000) -> CallLog:
+        """Entries of ``call`` with seq above ``after``, in seq order; ``NotFound`` if unknown."""
+        async with db.translate_errors("reading a log"), self.engine.connect() as conn:
+            head = (await conn.execute(sa.select(CALLS).where(CALLS.c.call_id == call))).first()
+            if head is None:
+                raise NotFound(f"no call {call}")
+            rows = (
+                await conn.execute(
+                    sa.select(ENTRIES)
+                    .where(ENTRIES.c.call_id == call, ENTRIES.c.seq > after)
+                    .order_by(ENTRIES.c.seq)
+                    .limit(limit)
+                )
+            ).all()
+        return CallLog(
+            call=call,
+            state=record_of(head).state,
+            entries=[
+                LoggedEntry(seq=r.seq, kind=r.kind, ts=r.ts, data=r.data, counted=r.counted)
+                for r in rows
+            ],
+        )

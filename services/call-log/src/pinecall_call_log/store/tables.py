@@ -1,0 +1,98 @@
+"""The call log's tables, in schema ``calllog`` (owned and migrated by this service only).
+
+``calls`` is each call's head: what the call is (written once, at open) and where its log stands
+(``written``: the writer's count; ``last_seq``: the last seq taken). Every write to a call's log
+locks that row ``FOR UPDATE`` at READ COMMITTED, so the writes of one call go one at a time on any
+replica; ``entries`` has ``PRIMARY KEY (call_id, seq)`` and ``UNIQUE (call_id, counted)``, so even
+a bug in the head could not write a seq or a writer's place twice.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+
+from pinecall_servicekit import db
+
+SCHEMA = "calllog"
+METADATA = db.metadata(SCHEMA)
+
+CALLS = sa.Table(
+    "calls",
+    METADATA,
+    sa.Column("call_id", sa.String(128), primary_key=True),
+    sa.Column("agent", sa.String(128), nullable=False),
+    sa.Column("org", sa.String(128), nullable=False),
+    sa.Column("environment", sa.String(32), nullable=False),
+    sa.Column("room", sa.String(256), nullable=False),
+    sa.Column("worker", sa.String(320), nullable=False),
+    sa.Column("context", JSONB, nullable=False),
+    sa.Column("config", JSONB, nullable=False),
+    sa.Column("prompt_hash", sa.String(128), nullable=True),
+    sa.Column("reopened", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("written", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("last_seq", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("outcome", sa.String(32), nullable=True),
+    sa.Column("opened_at", db.UTC_TIMESTAMP, nullable=False),
+    sa.Column("ended_at", db.UTC_TIMESTAMP, nullable=True),
+    sa.Column("sealed_at", db.UTC_TIMESTAMP, nullable=True),
+)
+
+ENTRIES = sa.Table(
+    "entries",
+    METADATA,
+    sa.Column("call_id", sa.String(128), primary_key=True),
+    sa.Column("seq", sa.Integer, primary_key=True),
+    sa.Column("counted", sa.Integer, nullable=True),
+    sa.Column("kind", sa.String(64), nullable=False),
+    sa.Column("ts", db.UTC_TIMESTAMP, nullable=False),
+    sa.Column("data", JSONB, nullable=False),
+    sa.Column("digest", sa.LargeBinary(16), nullable=True),
+    sa.UniqueConstraint("call_id", "counted", name="uq_entries_call_id_counted"),
+)
+
+TOOL_CALLS = sa.Table(
+    "tool_calls",
+    METADATA,
+    sa.Column("call_id", sa.String(128), primary_key=True),
+    sa.Column("tool_id", sa.String(128), primary_key=True),
+    sa.Column("name", sa.String(128), nullable=False),
+    sa.Column("arguments", JSONB, nullable=False),
+    sa.Column("deadline", db.UTC_TIMESTAMP, nullable=False),
+    sa.Column("call_seq", sa.Integer, nullable=False),
+    sa.Column("result", JSONB, nullable=True),
+    sa.Column("error", sa.Text, nullable=True),
+    sa.Column("result_seq", sa.Integer, nullable=True),
+)
+
+AGENT_ENTRIES = sa.Table(
+    "agent_entries",
+    METADATA,
+    sa.Column("seq", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("environment", sa.String(32), nullable=False),
+    sa.Column("agent", sa.String(128), nullable=False),
+    sa.Column("kind", sa.String(64), nullable=False),
+    sa.Column("ts", db.UTC_TIMESTAMP, nullable=False),
+    sa.Column("data", JSONB, nullable=False),
+    sa.Index("ix_agent_entries_agent", "environment", "agent", "seq"),
+)
+
+CALLBACKS = sa.Table(
+    "callbacks",
+    METADATA,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("environment", sa.String(32), nullable=False),
+    sa.Column("agent", sa.String(128), nullable=False),
+    sa.Column("call_id", sa.String(128), nullable=True),
+    sa.Column("number", sa.String(24), nullable=True),
+    sa.Column("contact", sa.Text, nullable=True),
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("agent_seq", sa.BigInteger, nullable=False),
+    sa.Column("requested_at", db.UTC_TIMESTAMP, nullable=False),
+    sa.Index(
+        "uq_callbacks_call_id",
+        "call_id",
+        unique=True,
+        postgresql_where=sa.text("call_id IS NOT NULL"),
+    ),
+)

@@ -1,0 +1,105 @@
+"""The page's stream: a log token minted for a call, and its entries as Server-Sent Events
+(seed 002, "The page").
+
+A log token is ``<payload>.<signature>``: the payload is base64url JSON ``{"call", "exp"}`` (exp
+in Unix seconds), the signature HMAC-SHA256 of the payload with ``PINECALL_LOG_TOKEN_SECRET``,
+which every replica shares, so any replica verifies a token another minted, with no read.
+
+Each event is one entry: ``id`` is its seq, ``event`` its kind, ``data`` the LoggedEntry as JSON.
+A page that reconnects sends ``Last-Event-ID`` and gets every entry with a higher seq, from
+Postgres, whichever replica it reaches: no gap, no repeat. The stream follows the log by
+``<ns>.calls.appended.<call>`` notices (subscribed before each read, so none is missed between a
+read and the wait; a lost notice costs at most ``poll_s`` of delay) and ends after the seal.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import time
+from collections.abc import AsyncIterator
+
+import msgspec
+from litestar.response import ServerSentEventMessage
+
+from pinecall_call_log.store import CallStore
+from pinecall_contracts.calls import Appended
+from pinecall_servicekit.bus import Bus
+from pinecall_servicekit.errors import Unauthorized, Unavailable
+
+
+class _Claims(msgspec.Struct, frozen=True):
+    call: str
+    exp: int
+
+
+def _b64(data: bytes) -> str:
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def _unb64(text: str) -> bytes:
+    return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+
+
+def mint(secret: str, call: str, ttl_s: float, now: float | None = None) -> tuple[str, int]:
+    """A log token for ``call``, valid ``ttl_s`` seconds; returns it and its expiry (Unix s).
+    ``Unavailable`` when no secret is set."""
+    if not secret:
+        raise Unavailable("no PINECALL_LOG_TOKEN_SECRET: this call log mints no log tokens")
+    exp = int((now if now is not None else time.time()) + ttl_s)
+    payload = _b64(msgspec.json.encode(_Claims(call=call, exp=exp)))
+    signature = hmac.new(secret.encode(), payload.encode(), hashlib.sha256).digest()
+    return f"{payload}.{_b64(signature)}", exp
+
+
+def verify(secret: str, token: str | None, call: str, now: float | None = None) -> None:
+    """Raise ``Unauthorized`` unless ``token`` is a live log token of ``call``."""
+    if not secret or not token or token.count(".") != 1:
+        raise Unauthorized("no log token: mint one for this call")
+    payload, signature = token.split(".")
+    wanted = hmac.new(secret.encode(), payload.encode(), hashlib.sha256).digest()
+    try:
+        good = hmac.compare_digest(_unb64(signature), wanted)
+        claims = msgspec.json.decode(_unb64(payload), type=_Claims) if good else None
+    except (ValueError, msgspec.MsgspecError):
+        claims = None
+    if claims is None or claims.call != call:
+        raise Unauthorized("not a log token of this call")
+    if claims.exp < (now if now is not None else time.time()):
+        raise Unauthorized("the log token expired: mint another")
+
+
+async def follow(
+    store: CallStore, bus: Bus, call: str, after: int, *, poll_s: float = 15.0
+) -> AsyncIterator[ServerSentEventMessage]:
+    """Every entry of ``call`` with seq above ``after``, then each one written, until the seal.
+
+    ``NotFound`` for an unknown call (raised before the first event).
+    """
+    notice = asyncio.Event()
+
+    async def heard(_: Appended) -> None:
+        notice.set()
+
+    subscription = await bus.subscribe(bus.subjects.appended(call), Appended, heard)
+    try:
+        while True:
+            notice.clear()
+            log = await store.read(call, after, limit=500)
+            for entry in log.entries:
+                yield ServerSentEventMessage(
+                    id=entry.seq, event=entry.kind, data=msgspec.json.encode(entry).decode()
+                )
+                after = entry.seq
+            if log.entries:
+                continue  # read on until the log has nothing newer
+            if log.state == "sealed":
+                return
+            try:
+                await asyncio.wait_for(notice.wait(), poll_s)
+            except TimeoutError:
+                yield ServerSentEventMessage(comment="keep-alive")
+    finally:
+        await subscription.unsubscribe()

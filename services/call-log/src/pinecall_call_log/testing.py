@@ -1,0 +1,199 @@
+"""Test support for the call log and for tests of other services that need one (no fixtures
+here: they are in the tests' conftest). Used only by tests."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any, cast
+
+import httpx
+import msgspec
+import sqlalchemy as sa
+from litestar import Litestar
+
+from pinecall_contracts.keys import KeyKind
+from pinecall_servicekit import db
+from pinecall_servicekit.keys import KEYS, new_secret
+
+TS = "2026-11-30T06:49:19+00:00"
+
+
+class Keys(msgspec.Struct, frozen=True, kw_only=True):
+    operator: str
+    production: str
+    sandbox: str
+    app: str
+    app_sandbox: str
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+async def make_keys(database_url: str) -> Keys:
+    """One key of each kind, written straight into ``roster.keys`` (the roster owns the table;
+    this service only reads it)."""
+    engine = db.create_engine(database_url, pool_size=1)
+    made: dict[str, str] = {}
+    wanted: dict[str, tuple[KeyKind, str | None]] = {
+        "operator": ("operator", None),
+        "production": ("fleet", "production"),
+        "sandbox": ("fleet", "sandbox"),
+        "app": ("app", "production"),
+        "app_sandbox": ("app", "sandbox"),
+    }
+    try:
+        async with engine.begin() as conn:
+            for name, (kind, environment) in wanted.items():
+                key_id, token, digest = new_secret()
+                await conn.execute(
+                    sa.insert(KEYS).values(
+                        id=key_id,
+                        kind=kind,
+                        name=name,
+                        environment=environment,
+                        secret_sha256=digest,
+                        created_at=db.utcnow(),
+                    )
+                )
+                made[name] = token
+    finally:
+        await engine.dispose()
+    return Keys(**made)
+
+
+def opening(call: str = "call_1", **extra: object) -> dict[str, object]:
+    """A ``POST /v1/calls`` body."""
+    body: dict[str, object] = {
+        "call": call,
+        "agent": "support-bot",
+        "org": "org_acme",
+        "environment": "production",
+        "room": f"room-{call}",
+        "worker": "pinecall/worker-a.1791067258",
+        "context": {"caller": "+15550100"},
+        "config": {"voice": "alloy"},
+        "prompt_hash": "sha256:5b1c0e",
+    }
+    return body | extra
+
+
+def entry(n: int, kind: str = "transcript.user", ts: str = TS) -> dict[str, Any]:
+    """The writer's ``n``-th entry (its data says ``n``, so the log can be checked against it)."""
+    return {"kind": kind, "ts": ts, "data": {"n": n}}
+
+
+def batch(after: int, size: int) -> dict[str, Any]:
+    """The writer's entries ``after ..< after + size`` as one batch."""
+    return {"after": after, "entries": [entry(n) for n in range(after, after + size)]}
+
+
+def later(seconds: float) -> str:
+    return (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=seconds)).isoformat()
+
+
+class Replica(httpx.AsyncClient):
+    """An HTTP client of one in-process call-log replica, with the app at hand (``.app``)."""
+
+    app: Litestar
+
+
+@asynccontextmanager
+async def running(app: Litestar) -> AsyncIterator[Replica]:
+    """Run ``app``'s lifespan in this event loop and yield a client of it over ASGI.
+
+    The app, its NATS callbacks and the test share one loop, so a test can await the app's own
+    notices. The lifespan runs in a task of its own (anyio's cancel scopes must exit in the task
+    that entered them).
+    """
+    started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    stop = asyncio.Event()
+
+    async def hold() -> None:
+        try:
+            async with app.lifespan():
+                started.set_result(None)
+                await stop.wait()
+        except BaseException as exc:
+            if not started.done():
+                started.set_exception(exc)
+            raise
+
+    task = asyncio.create_task(hold(), name="call-log-lifespan")
+    try:
+        await started
+        transport = httpx.ASGITransport(app=cast(Any, app))
+        async with Replica(transport=transport, base_url="http://call-log.test") as client:
+            client.app = app
+            yield client
+    finally:
+        stop.set()
+        await task
+
+
+class Process(msgspec.Struct, kw_only=True):
+    """A replica served by Granian in processes of its own (``call-log serve``): its main
+    process and workers form one process group, so :meth:`kill` takes them all."""
+
+    url: str
+    proc: Any
+
+    def kill(self) -> None:
+        """SIGKILL the replica's process group: nothing of it runs on, nothing is cleaned up."""
+        import os
+        import signal
+
+        os.killpg(self.proc.pid, signal.SIGKILL)
+
+
+@asynccontextmanager
+async def served(env: dict[str, str], count: int = 2) -> AsyncIterator[list[Process]]:
+    """``count`` replicas as real processes, started together; each is stopped (SIGTERM, then
+    SIGKILL) when the test ends. Ready means ``/readyz`` answers 200: a server gives no other
+    sign that it listens."""
+    import os
+    import signal
+    import sys
+
+    import stamina
+
+    from pinecall_servicekit.platform import free_port
+
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")} | env
+    replicas = []
+    for _ in range(count):
+        port = free_port()
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "pinecall_runtime",
+            "call-log",
+            "serve",
+            env=base | {"PINECALL_PORT": str(port), "PINECALL_LOG_LEVEL": "WARNING"},
+            start_new_session=True,
+        )
+        replicas.append(Process(url=f"http://127.0.0.1:{port}", proc=proc))
+    try:
+        async with httpx.AsyncClient() as http:
+            for replica in replicas:
+                async for attempt in stamina.retry_context(
+                    on=httpx.HTTPError, attempts=None, timeout=60, wait_initial=0.1, wait_max=0.3
+                ):
+                    with attempt:
+                        assert replica.proc.returncode is None, "the replica exited"
+                        (await http.get(f"{replica.url}/readyz", timeout=1)).raise_for_status()
+        yield replicas
+    finally:
+        for replica in replicas:
+            if replica.proc.returncode is None:
+                os.killpg(replica.proc.pid, signal.SIGTERM)
+        for replica in replicas:
+            try:
+                async with asyncio.timeout(30):
+                    await replica.proc.wait()
+            except TimeoutError:
+                replica.kill()
+                await replica.proc.wait()

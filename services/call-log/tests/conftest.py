@@ -1,0 +1,52 @@
+"""Call-log replicas on real Postgres and NATS, each test on its own database and namespace."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+import pytest
+
+from pinecall_call_log.app import create_app
+from pinecall_call_log.settings import CallLogSettings
+from pinecall_call_log.testing import Keys, Replica, make_keys, running
+
+
+@pytest.fixture
+def call_log_settings(database_url: str, nats_url: str, nats_namespace: str) -> CallLogSettings:
+    return CallLogSettings.from_env(
+        {},
+        database_url=database_url,
+        nats_url=nats_url,
+        nats_namespace=nats_namespace,
+        log_format="text",
+        db_pool_size=4,
+        log_token_secret="a secret of the test",
+    )
+
+
+@pytest.fixture
+def replica(
+    call_log_settings: CallLogSettings,
+) -> Callable[[], AbstractAsyncContextManager[Replica]]:
+    """Start a call-log replica (as many as a test wants) on the test's database and NATS."""
+
+    @asynccontextmanager
+    async def start() -> AsyncIterator[Replica]:
+        async with running(create_app(call_log_settings)) as client:
+            yield client
+
+    return start
+
+
+@pytest.fixture
+async def call_log(
+    replica: Callable[[], AbstractAsyncContextManager[Replica]],
+) -> AsyncIterator[Replica]:
+    async with replica() as client:
+        yield client
+
+
+@pytest.fixture
+async def keys(database_url: str) -> Keys:
+    return await make_keys(database_url)

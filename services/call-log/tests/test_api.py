@@ -1,0 +1,221 @@
+"""The log through one replica: open, batches, replays, 409s, /events, reopened, end and seal."""
+
+from __future__ import annotations
+
+import pytest
+
+from pinecall_call_log.testing import Keys, Replica, batch, bearer, entry, later, opening
+
+
+async def opened(call_log: Replica, keys: Keys, call: str = "call_1") -> dict:
+    r = await call_log.post("/v1/calls", json=opening(call), headers=bearer(keys.production))
+    assert r.status_code == 200, r.text
+    return r.json()
+
+
+async def log_of(call_log: Replica, keys: Keys, call: str = "call_1") -> list[dict]:
+    r = await call_log.get(f"/v1/calls/{call}/entries", headers=bearer(keys.operator))
+    assert r.status_code == 200, r.text
+    return r.json()["entries"]
+
+
+async def test_opening_writes_call_started_naming_the_worker_and_is_idempotent(
+    call_log: Replica, keys: Keys
+) -> None:
+    record = await opened(call_log, keys)
+    assert (record["state"], record["written"], record["last_seq"]) == ("open", 0, 1)
+    again = await opened(call_log, keys)
+    assert again["opened_at"] == record["opened_at"]
+    (started,) = await log_of(call_log, keys)
+    assert started["kind"] == "call.started"
+    assert started["data"]["worker"] == "pinecall/worker-a.1791067258"
+    assert started["counted"] is None
+    other = await call_log.post(
+        "/v1/calls",
+        json=opening(worker="pinecall/worker-b.1791067258"),
+        headers=bearer(keys.production),
+    )
+    assert other.status_code == 409
+
+
+async def test_batches_take_the_next_seqs_and_a_replay_writes_nothing(
+    call_log: Replica, keys: Keys
+) -> None:
+    await opened(call_log, keys)
+    path, auth = "/v1/calls/call_1/entries", bearer(keys.production)
+    first = await call_log.post(path, json=batch(0, 3), headers=auth)
+    assert first.json() == {
+        "type": "calls.batch_written.v1",
+        "seqs": [2, 3, 4],
+        "written": 3,
+        "replayed": False,
+    }
+    second = await call_log.post(path, json=batch(3, 2), headers=auth)
+    assert second.json()["seqs"] == [5, 6]
+    again = await call_log.post(path, json=batch(0, 3), headers=auth)  # its answer was lost
+    assert again.status_code == 200
+    assert (again.json()["seqs"], again.json()["replayed"]) == ([2, 3, 4], True)
+    entries = await log_of(call_log, keys)
+    assert [e["seq"] for e in entries] == [1, 2, 3, 4, 5, 6]
+    assert [e["data"].get("n") for e in entries[1:]] == [0, 1, 2, 3, 4]
+    assert [e["counted"] for e in entries[1:]] == [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    ("body", "written", "after"),
+    [
+        (batch(7, 2), 5, 7),  # a gap
+        (batch(4, 3), 5, 4),  # an overlap
+        ({"after": 3, "entries": []}, 5, 3),  # an empty batch behind the count
+        ({"after": 0, "entries": [entry(9), entry(1)]}, 5, 0),  # another batch at taken places
+    ],
+    ids=["gap", "overlap", "empty-behind", "different-batch"],
+)
+async def test_anything_else_is_a_409_that_says_both_counts(
+    call_log: Replica, keys: Keys, body: dict, written: int, after: int
+) -> None:
+    await opened(call_log, keys)
+    auth = bearer(keys.production)
+    await call_log.post("/v1/calls/call_1/entries", json=batch(0, 5), headers=auth)
+    r = await call_log.post("/v1/calls/call_1/entries", json=body, headers=auth)
+    assert r.status_code == 409
+    problem = r.json()
+    assert problem["errors"] == [{"path": "$.after", "written": written, "after": after}]
+    assert len(await log_of(call_log, keys)) == 6
+
+
+async def test_an_empty_batch_at_the_count_answers_no_seqs(call_log: Replica, keys: Keys) -> None:
+    await opened(call_log, keys)
+    r = await call_log.post(
+        "/v1/calls/call_1/entries",
+        json={"after": 0, "entries": []},
+        headers=bearer(keys.production),
+    )
+    assert r.json()["seqs"] == []
+    assert len(await log_of(call_log, keys)) == 1
+
+
+async def test_an_entry_keeps_the_writer_ts_clamped_to_the_service_clock(
+    call_log: Replica, keys: Keys
+) -> None:
+    await opened(call_log, keys)
+    future = later(3600)
+    body = {"after": 0, "entries": [entry(0), entry(1, ts=future)]}
+    await call_log.post("/v1/calls/call_1/entries", json=body, headers=bearer(keys.production))
+    _, past, clamped = await log_of(call_log, keys)
+    assert past["ts"].startswith("2026-11-30T06:49:19")
+    assert clamped["ts"] < future.replace("+00:00", "Z")
+
+
+async def test_events_of_older_workers_take_a_seq_and_count_nothing(
+    call_log: Replica, keys: Keys
+) -> None:
+    await opened(call_log, keys)
+    auth = bearer(keys.production)
+    r = await call_log.post("/v1/calls/call_1/events", json=entry(0), headers=auth)
+    assert r.json() == {"type": "calls.event_written.v1", "seq": 2}
+    # the writer's count is untouched: its batch still starts at 0
+    b = await call_log.post("/v1/calls/call_1/entries", json=batch(0, 1), headers=auth)
+    assert b.json()["seqs"] == [3]
+
+
+async def test_end_and_seal_are_idempotent_and_a_sealed_call_is_409_everywhere(
+    call_log: Replica, keys: Keys
+) -> None:
+    await opened(call_log, keys)
+    auth = bearer(keys.production)
+    ended = await call_log.post("/v1/calls/call_1/end", json={"outcome": "completed"}, headers=auth)
+    assert (ended.json()["state"], ended.json()["outcome"]) == ("ended", "completed")
+    again = await call_log.post("/v1/calls/call_1/end", json={"outcome": "failed"}, headers=auth)
+    assert again.json()["outcome"] == "completed"
+    # an ended call still takes its writer's last entries until it is sealed
+    late = await call_log.post("/v1/calls/call_1/entries", json=batch(0, 1), headers=auth)
+    assert late.status_code == 200
+    sealed = await call_log.post("/v1/calls/call_1/seal", headers=auth)
+    assert sealed.json()["state"] == "sealed"
+    assert (await call_log.post("/v1/calls/call_1/seal", headers=auth)).status_code == 200
+    before = await log_of(call_log, keys)
+    assert [e["kind"] for e in before] == [
+        "call.started",
+        "call.ended",
+        "transcript.user",
+        "call.sealed",
+    ]
+    refusals = {
+        "entries": await call_log.post("/v1/calls/call_1/entries", json=batch(1, 1), headers=auth),
+        "replay": await call_log.post("/v1/calls/call_1/entries", json=batch(0, 1), headers=auth),
+        "events": await call_log.post("/v1/calls/call_1/events", json=entry(5), headers=auth),
+        "end": await call_log.post(
+            "/v1/calls/call_1/end", json={"outcome": "failed"}, headers=auth
+        ),
+        "open": await call_log.post("/v1/calls", json=opening(), headers=auth),
+        "reopened": await call_log.post(
+            "/v1/calls/call_1/reopened", json={"agent": "support-bot"}, headers=auth
+        ),
+        "tools": await call_log.post(
+            "/v1/calls/call_1/tools", json={"id": "t1", "name": "book"}, headers=auth
+        ),
+        "tool result": await call_log.post(
+            "/v1/calls/call_1/tools/t1/result", json={"result": 1}, headers=bearer(keys.app)
+        ),
+    }
+    assert {name: r.status_code for name, r in refusals.items()} == dict.fromkeys(refusals, 409)
+    assert all(
+        r.headers["content-type"].startswith("application/problem+json") for r in refusals.values()
+    )
+    assert await log_of(call_log, keys) == before
+
+
+async def test_seal_of_an_open_call_ends_it_with_the_outcome_named(
+    call_log: Replica, keys: Keys
+) -> None:
+    await opened(call_log, keys)
+    auth = bearer(keys.production)
+    assert (await call_log.post("/v1/calls/call_1/seal", headers=auth)).status_code == 422
+    r = await call_log.post("/v1/calls/call_1/seal", json={"outcome": "drained"}, headers=auth)
+    assert (r.json()["state"], r.json()["outcome"]) == ("sealed", "drained")
+
+
+async def test_a_call_an_older_release_opened_is_404_until_reopened_once(
+    call_log: Replica, keys: Keys
+) -> None:
+    auth = bearer(keys.production)
+    r = await call_log.post("/v1/calls/old_1/entries", json=batch(0, 1), headers=auth)
+    assert r.status_code == 404
+    body = {"agent": "support-bot", "context": {"caller": "+15550100"}, "written": 4}
+    record = (await call_log.post("/v1/calls/old_1/reopened", json=body, headers=auth)).json()
+    assert (record["reopened"], record["written"], record["environment"]) == (
+        True,
+        4,
+        "production",
+    )
+    again = await call_log.post("/v1/calls/old_1/reopened", json=body, headers=auth)
+    assert again.json()["last_seq"] == record["last_seq"]
+    b = await call_log.post("/v1/calls/old_1/entries", json=batch(4, 2), headers=auth)
+    assert b.json()["seqs"] == [2, 3]
+    kinds = [e["kind"] for e in await log_of(call_log, keys, "old_1")]
+    assert kinds == ["call.reopened", "transcript.user", "transcript.user"]
+    assert "call.ringing" not in kinds
+    assert "call.started" not in kinds
+
+
+async def test_call_events_are_said_on_nats(call_log: Replica, keys: Keys) -> None:
+    import asyncio
+
+    from pinecall_contracts.calls import CallEvent
+
+    bus = call_log.app.state.call_log.bus
+    heard: asyncio.Queue[CallEvent] = asyncio.Queue()
+    for what in ("opened", "ended", "sealed"):
+        await bus.subscribe(bus.subjects.call_events(what), CallEvent, heard.put)
+    await bus.client.flush()
+    await opened(call_log, keys)
+    auth = bearer(keys.production)
+    await call_log.post("/v1/calls/call_1/seal", json={"outcome": "caller_hangup"}, headers=auth)
+    events = [await asyncio.wait_for(heard.get(), 5) for _ in range(3)]
+    assert [(e.what, e.call) for e in events] == [
+        ("opened", "call_1"),
+        ("ended", "call_1"),
+        ("sealed", "call_1"),
+    ]
+    assert events[1].outcome == "caller_hangup"

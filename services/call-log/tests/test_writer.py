@@ -1,0 +1,158 @@
+"""The workers' writer (``pinecall_clients.calllog``) against two real replicas (issue 5, "The
+writer, for workers"): answers lost, nothing answering, 5xx, retries landing on the other replica;
+409 and 404 as answers; a writer following on from another's count; tool calls and the seal."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+
+import pytest
+
+from pinecall_call_log.faults import FaultyTransport
+from pinecall_call_log.testing import Keys, Replica, bearer
+from pinecall_clients.calllog import Backoff, CallLogClient
+from pinecall_clients.errors import CallUnknown
+from pinecall_contracts.calls import CallOpen, Reopened, ToolAsked, ToolCall
+
+Start = Callable[[], AbstractAsyncContextManager[Replica]]
+QUICK = Backoff(first=0.01, most=0.02, jitter=0.0)
+OPEN = CallOpen(
+    call="call_1",
+    agent="support-bot",
+    org="org_acme",
+    environment="production",
+    room="room-1",
+    worker="pinecall/worker-a.1791067258",
+)
+
+
+@pytest.fixture
+async def pair(replica: Start) -> AsyncIterator[tuple[Replica, Replica]]:
+    async with replica() as a, replica() as b:
+        yield a, b
+
+
+def client(pair: tuple[Replica, Replica], keys: Keys) -> tuple[CallLogClient, FaultyTransport]:
+    transport = FaultyTransport([pair[0].app, pair[1].app])
+    return (
+        CallLogClient("http://call-log.test", keys.production, transport=transport, backoff=QUICK),
+        transport,
+    )
+
+
+async def counted(replica: Replica, keys: Keys, call: str = "call_1") -> list[int]:
+    log = (await replica.get(f"/v1/calls/{call}/entries", headers=bearer(keys.operator))).json()
+    return [e["data"]["n"] for e in log["entries"] if e["counted"] is not None]
+
+
+async def test_lost_answers_silence_and_5xx_are_retried_unchanged_and_write_once(
+    pair: tuple[Replica, Replica], keys: Keys
+) -> None:
+    log, transport = client(pair, keys)
+    async with log:
+        await log.open(OPEN)
+        writer = log.writer("call_1")
+        n = 0
+        for faults in (["lose"], ["drop", "503", "lose"], ["502", "lose", "502"], [], ["lose"]):
+            transport.then(*faults)
+            for _ in range(3):
+                writer.add("transcript.user", {"n": n})
+                n += 1
+            answer = await writer.flush()
+            assert answer is not None
+            assert len(answer.seqs) == 3
+        assert writer.written == n == 15
+        assert await counted(pair[0], keys) == list(range(15))
+        # every retry was the same batch after the same count
+        posted = [p for m, p, _ in transport.sent if p.endswith("/entries")]
+        assert len(posted) == 5 + 1 + 3 + 3 + 0 + 1
+
+
+async def test_a_409_refuses_the_whole_batch_and_the_writer_goes_on_from_the_log_count(
+    pair: tuple[Replica, Replica], keys: Keys
+) -> None:
+    log, _ = client(pair, keys)
+    async with log:
+        await log.open(OPEN)
+        writer = log.writer("call_1", written=3)  # a count the log never gave
+        writer.add("transcript.user", {"n": 99})
+        assert await writer.flush() is None
+        ((batch, refusal),) = writer.refused
+        assert (batch.after, refusal.written, refusal.after) == (3, 0, 3)
+        writer.add("transcript.user", {"n": 0})
+        assert (await writer.flush()) is not None
+        assert await counted(pair[1], keys) == [0]
+
+
+async def test_a_writer_follows_on_from_another_writers_count(
+    pair: tuple[Replica, Replica], keys: Keys
+) -> None:
+    log, _ = client(pair, keys)
+    async with log:
+        await log.open(OPEN)
+        first = log.writer("call_1")
+        for n in range(4):
+            first.add("transcript.user", {"n": n})
+        await first.flush()
+        record = (await pair[0].get("/v1/calls/call_1", headers=bearer(keys.operator))).json()
+        overflow = log.writer("call_1", written=record["written"])  # the dispatch carries it
+        overflow.add("overflow.said", {"n": 4})
+        await overflow.flush()
+        assert await counted(pair[0], keys) == [0, 1, 2, 3, 4]
+
+
+async def test_a_call_the_log_does_not_hold_is_said_again_once(
+    pair: tuple[Replica, Replica], keys: Keys
+) -> None:
+    log, transport = client(pair, keys)
+    async with log:
+        said = Reopened(agent="support-bot", context={"caller": "+15550100"})
+        writer = log.writer("old_1", written=7, reopen=said)
+        writer.add("transcript.user", {"n": 7})
+        answer = await writer.flush()
+        assert answer is not None
+        assert answer.written == 8
+        writer.add("transcript.user", {"n": 8})
+        await writer.flush()
+        reopens = [p for _, p, _ in transport.sent if p.endswith("/reopened")]
+        assert reopens == ["/v1/calls/old_1/reopened"]
+        assert await counted(pair[0], keys, "old_1") == [7, 8]
+        # without what to say, a 404 is the answer
+        stranger = log.writer("old_2")
+        stranger.add("transcript.user")
+        with pytest.raises(CallUnknown):
+            await stranger.flush()
+
+
+async def test_a_tool_retried_after_its_answer_was_lost_gets_the_logged_result_once(
+    pair: tuple[Replica, Replica], keys: Keys
+) -> None:
+    a, _ = pair
+    bus = a.app.state.call_log.bus
+    heard: asyncio.Queue[ToolAsked] = asyncio.Queue()
+
+    async def app(asked: ToolAsked) -> None:  # the app: hears the tool call, answers it
+        await heard.put(asked)
+        await a.post(
+            f"/v1/calls/{asked.call}/tools/{asked.id}/result",
+            json={"result": {"booked": True}},
+            headers=bearer(keys.app),
+        )
+
+    await bus.subscribe(bus.subjects.tool_asked("production", "support-bot"), ToolAsked, app)
+    await bus.client.flush()
+    log, transport = client(pair, keys)
+    async with log:
+        await log.open(OPEN)
+        transport.then("lose", "503")
+        result = await log.tool("call_1", ToolCall(id="tc_1", name="book_slot", timeout_s=10))
+        assert result.result == {"booked": True}
+        assert heard.qsize() == 1
+        transport.then("lose")
+        sealed = await log.seal("call_1", "completed")
+        assert sealed.state == "sealed"
+    entries = (await a.get("/v1/calls/call_1/entries", headers=bearer(keys.operator))).json()
+    kinds = [e["kind"] for e in entries["entries"]]
+    assert kinds == ["call.started", "tool.call", "tool.result", "call.ended", "call.sealed"]
