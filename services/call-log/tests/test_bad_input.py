@@ -54,6 +54,14 @@ CASES: list[tuple[str, str, str, Any, str | None, int]] = [
         400,
     ),
     (
+        "entries after as a numeric string",
+        "POST",
+        f"{CALL}/entries",
+        {"after": "2", "entries": [entry(2)]},
+        "production",
+        400,
+    ),
+    (
         "entries after text",
         "POST",
         f"{CALL}/entries",

@@ -62,6 +62,7 @@ from pinecall_contracts.calls import (
 from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.errors import Forbidden, Unprocessable
+from pinecall_servicekit.http import strict_body
 from pinecall_servicekit.keys import bearer
 
 AnyRequest = Request[object, object, State]
@@ -104,6 +105,7 @@ async def _call(request: AnyRequest, call: str, kinds: Collection[KeyKind]) -> C
 @post("/v1/calls", status_code=200)
 async def open_call(request: AnyRequest, data: JSONBody[CallOpen]) -> CallRecord:
     """Open a call: the worker that took the job, with its environment's fleet key."""
+    data = await strict_body(request, CallOpen)
     _environment(await _key(request, WORKER), data.environment)
     return await _service(request).open(data)
 
@@ -122,6 +124,7 @@ async def write_entries(
     request: AnyRequest, call: CallPath, data: JSONBody[EntryBatch]
 ) -> BatchWritten:
     """A batch of the call's writer: written whole, answered as a replay, or 409."""
+    data = await strict_body(request, EntryBatch)
     await _call(request, call, WORKER)
     return await _service(request).write(call, data.after, data.entries)
 
@@ -136,6 +139,7 @@ async def read_entries(request: AnyRequest, call: CallPath, after: After = 0) ->
 @post("/v1/calls/{call:str}/events", status_code=200)
 async def write_event(request: AnyRequest, call: CallPath, data: JSONBody[Entry]) -> EventWritten:
     """One entry from a worker of an older release: takes a seq, counts nothing."""
+    data = await strict_body(request, Entry)
     await _call(request, call, WORKER)
     return EventWritten(seq=await _service(request).event(call, data))
 
@@ -143,6 +147,7 @@ async def write_event(request: AnyRequest, call: CallPath, data: JSONBody[Entry]
 @post("/v1/calls/{call:str}/reopened", status_code=200)
 async def reopened(request: AnyRequest, call: CallPath, data: JSONBody[Reopened]) -> CallRecord:
     """A call an older release opened, said again once: no quota, no second ``call.ringing``."""
+    data = await strict_body(request, Reopened)
     environment = _environment(await _key(request, WORKER))
     return await _service(request).reopen(call, data, environment)
 
@@ -150,6 +155,7 @@ async def reopened(request: AnyRequest, call: CallPath, data: JSONBody[Reopened]
 @post("/v1/calls/{call:str}/end", status_code=200)
 async def end_call(request: AnyRequest, call: CallPath, data: JSONBody[CallEnd]) -> CallRecord:
     """End the call with its outcome (idempotent; 409 once sealed)."""
+    data = await strict_body(request, CallEnd)
     await _call(request, call, WORKER_OR_OPERATOR)
     return await _service(request).end(call, data.outcome, data.reason, seal=False)
 
@@ -159,6 +165,7 @@ async def seal_call(
     request: AnyRequest, call: CallPath, data: JSONBody[CallEnd | None] = None
 ) -> CallRecord:
     """Seal the call (ending it first if it is open: then name the outcome). Idempotent."""
+    data = await strict_body(request, CallEnd) if await request.body() else None
     await _call(request, call, WORKER_OR_OPERATOR)
     body = data or CallEnd()
     return await _service(request).end(call, body.outcome, body.reason, seal=True)
@@ -167,6 +174,7 @@ async def seal_call(
 @post("/v1/calls/{call:str}/tools", status_code=200)
 async def run_tool(request: AnyRequest, call: CallPath, data: JSONBody[ToolCall]) -> ToolResult:
     """Run a tool once per id: a retry joins the round trip or gets the logged result."""
+    data = await strict_body(request, ToolCall)
     await _call(request, call, WORKER)
     return await _service(request).run_tool(call, data)
 
@@ -179,6 +187,7 @@ async def answer_tool(
     data: JSONBody[ToolAnswer],
 ) -> ToolResult:
     """The app's answer to a tool call (its app key); a second answer gets the first."""
+    data = await strict_body(request, ToolAnswer)
     await _call(request, call, APP)
     return await _service(request).answer_tool(call, tool_id, data.result, data.error)
 
@@ -186,6 +195,7 @@ async def answer_tool(
 @post("/v1/callbacks", status_code=200)
 async def callbacks(request: AnyRequest, data: JSONBody[CallbackRequest]) -> AgentEntry:
     """Call this caller back: ``callback.requested`` on the agent's log, once per call."""
+    data = await strict_body(request, CallbackRequest)
     environment = _environment(await _key(request, ("fleet", "app")))
     if data.number is None and data.contact is None:
         raise Unprocessable("name the caller's number or contact")
@@ -201,6 +211,7 @@ async def agent_append(
     environment: FromQuery[str | None] = None,
 ) -> AgentEntry:
     """An entry on the agent's log (``fleet.full``, ``agent.draining``)."""
+    data = await strict_body(request, AgentEntry)
     env = _environment(await _key(request, WORKER_OR_OPERATOR), environment)
     return await _service(request).store.agents.append(env, agent, data.kind, data.data, utcnow())
 
