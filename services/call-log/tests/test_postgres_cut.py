@@ -14,26 +14,13 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
 import psycopg
-import stamina
 
-from pinecall_call_log.faults import FaultyTransport
+from pinecall_call_log.faults import FaultyTransport, a_batch_waits_on_a_lock
 from pinecall_call_log.testing import Keys, Replica, bearer
 from pinecall_clients.calllog import Backoff, CallLogClient, CallLogWriter
 from pinecall_contracts.calls import CallOpen
 
 Start = Callable[[], AbstractAsyncContextManager[Replica]]
-
-
-async def a_batch_waits_on_a_lock(database_url: str) -> None:
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as probe:
-        async for attempt in stamina.retry_context(
-            on=AssertionError, attempts=None, timeout=20, wait_initial=0.02, wait_max=0.1
-        ):
-            with attempt:  # no event says "a backend waits on this lock": ask Postgres
-                cursor = await probe.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
-                row = await cursor.fetchone()
-                assert row is not None
-                assert row[0] >= 1
 
 
 async def cut_every_connection(database_url: str) -> int:

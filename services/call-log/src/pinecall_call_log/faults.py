@@ -22,6 +22,8 @@ from collections.abc import Iterable
 from typing import Any, Literal, cast
 
 import httpx
+import psycopg
+import stamina
 from litestar import Litestar
 
 Fault = Literal["drop", "lose", "503", "502"]
@@ -57,3 +59,16 @@ class FaultyTransport(httpx.AsyncBaseTransport):
         if fault == "502":
             return httpx.Response(502, json={"title": "test", "status": 502}, request=request)
         return response
+
+
+async def a_batch_waits_on_a_lock(database_url: str) -> None:
+    """Return once some backend of the database waits on a lock (a batch caught mid-transaction)."""
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as probe:
+        async for attempt in stamina.retry_context(
+            on=AssertionError, attempts=None, timeout=20, wait_initial=0.02, wait_max=0.1
+        ):
+            with attempt:  # no event says "a backend waits on this lock": ask Postgres
+                cursor = await probe.execute("SELECT count(*) FROM pg_locks WHERE NOT granted")
+                row = await cursor.fetchone()
+                assert row is not None
+                assert row[0] >= 1
