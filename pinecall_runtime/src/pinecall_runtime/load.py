@@ -33,6 +33,7 @@ import psycopg
 
 from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts.calls import CallOpen, ToolCall
+from pinecall_runtime.processes import run_cli, wait_ready
 from pinecall_servicekit.operator import OperatorSettings, table
 from pinecall_servicekit.platform import ensure_platform, free_port
 
@@ -193,8 +194,8 @@ def load(
         }
         procs: list[subprocess.Popen[bytes]] = []
         try:
-            _run("migrate", env=env)
-            key = _run(
+            run_cli("migrate", env=env)
+            key = run_cli(
                 "keys", "create", "--kind", "fleet", "--name", "load",
                 "--environment", "production", env=env,
             )  # fmt: skip
@@ -205,7 +206,7 @@ def load(
                 procs.append(subprocess.Popen(cmd, env=env | {"PINECALL_PORT": str(port)}))
                 urls.append(f"http://127.0.0.1:{port}")
             for u, p in zip(urls, procs, strict=True):
-                _wait_ready(u, p)
+                wait_ready(u, p)
             before = _backend_cpu_s(url, name)
             replicas_before = _tree_cpu_s(procs)
             driver_before = time.process_time()
@@ -275,28 +276,3 @@ def _dsn_to_url(conninfo: str) -> str:
     password = f":{parts['password']}" if parts.get("password") else ""
     auth = f"{user}{password}@" if user else ""
     return f"{auth}{parts.get('host', '127.0.0.1')}:{parts.get('port', 5432)}/{parts['dbname']}"
-
-
-def _run(*args: str, env: dict[str, str]) -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "pinecall_runtime", *args],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return out.stdout.strip()
-
-
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], deadline_s: float = 60) -> None:
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise click.ClickException(f"{url}: the process exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)  # a server gives no other signal that it listens
-    raise click.ClickException(f"{url} was not ready in {deadline_s:.0f} s")

@@ -24,33 +24,9 @@ import click
 import httpx
 import msgspec
 
+from pinecall_runtime.processes import run_cli, wait_ready
 from pinecall_servicekit.operator import OperatorSettings, UpState, table
 from pinecall_servicekit.platform import ensure_platform, free_port
-
-
-def _cli(*args: str, env: dict[str, str]) -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "pinecall_runtime", *args],
-        env=env,
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return out.stdout.strip()
-
-
-def _wait_ready(url: str, proc: subprocess.Popen[bytes], deadline_s: float = 60) -> None:
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise click.ClickException(f"{url}: the process exited with {proc.returncode}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)  # a server gives no other signal that it listens
-    raise click.ClickException(f"{url} was not ready in {deadline_s:.0f} s")
 
 
 def _fleet_table(urls: list[str], key: str) -> tuple[str, Any]:
@@ -101,7 +77,7 @@ class Supervised:
         self._signal(signal.SIGKILL)  # whatever is left of its group (an orphaned worker)
         self.restarts += 1
         self.proc = self._spawn()
-        _wait_ready(self.url, self.proc)
+        wait_ready(self.url, self.proc)
 
     def _signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -153,10 +129,12 @@ def up(roster_replicas: int, duration: float | None, report: Path | None, every:
         click.echo(
             f"nats:     {platform.nats_url}{' (embedded)' if platform.embedded_nats else ''}"
         )
-        click.echo(_cli("migrate", env=env))
-        keys = {"operator": _cli("keys", "create", "--kind", "operator", "--name", "up", env=env)}
+        click.echo(run_cli("migrate", env=env))
+        keys = {
+            "operator": run_cli("keys", "create", "--kind", "operator", "--name", "up", env=env)
+        }
         for environment in ("production", "sandbox"):
-            keys[f"fleet-{environment}"] = _cli(
+            keys[f"fleet-{environment}"] = run_cli(
                 "keys", "create", "--kind", "fleet", "--name", "up",
                 "--environment", environment, env=env,
             )  # fmt: skip
@@ -179,7 +157,7 @@ def up(roster_replicas: int, duration: float | None, report: Path | None, every:
                     f"http://127.0.0.1:{port}",
                 )
                 services.append(service)
-                _wait_ready(service.url, service.proc)
+                wait_ready(service.url, service.proc)
                 click.echo(f"{service.name}: {service.url}")
             rosters = [s.url for s in services]
             state = UpState(

@@ -6,8 +6,8 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any, cast
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
 
 import httpx
 import msgspec
@@ -17,6 +17,8 @@ from litestar import Litestar
 from pinecall_contracts.keys import KeyKind
 from pinecall_servicekit import db
 from pinecall_servicekit.keys import KEYS, new_secret
+from pinecall_servicekit.testing.apps import Replica
+from pinecall_servicekit.testing.apps import running as run_app
 
 TS = "2026-11-30T06:49:19+00:00"
 
@@ -95,43 +97,9 @@ def later(seconds: float) -> str:
     return (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=seconds)).isoformat()
 
 
-class Replica(httpx.AsyncClient):
-    """An HTTP client of one in-process call-log replica, with the app at hand (``.app``)."""
-
-    app: Litestar
-
-
-@asynccontextmanager
-async def running(app: Litestar) -> AsyncIterator[Replica]:
-    """Run ``app``'s lifespan in this event loop and yield a client of it over ASGI.
-
-    The app, its NATS callbacks and the test share one loop, so a test can await the app's own
-    notices. The lifespan runs in a task of its own (anyio's cancel scopes must exit in the task
-    that entered them).
-    """
-    started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    stop = asyncio.Event()
-
-    async def hold() -> None:
-        try:
-            async with app.lifespan():
-                started.set_result(None)
-                await stop.wait()
-        except BaseException as exc:
-            if not started.done():
-                started.set_exception(exc)
-            raise
-
-    task = asyncio.create_task(hold(), name="call-log-lifespan")
-    try:
-        await started
-        transport = httpx.ASGITransport(app=cast(Any, app))
-        async with Replica(transport=transport, base_url="http://call-log.test") as client:
-            client.app = app
-            yield client
-    finally:
-        stop.set()
-        await task
+def running(app: Litestar) -> AbstractAsyncContextManager[Replica]:
+    """The app's lifespan run in this event loop, reached over ASGI (see servicekit's testing)."""
+    return run_app(app, base_url="http://call-log.test")
 
 
 class Process(msgspec.Struct, kw_only=True):

@@ -3,14 +3,13 @@ they are in the tests' conftest). Used only by tests."""
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any, cast
+from contextlib import AbstractAsyncContextManager
 
-import httpx
 import msgspec
 from litestar import Litestar
+
+from pinecall_servicekit.testing.apps import Replica
+from pinecall_servicekit.testing.apps import running as run_app
 
 
 class Keys(msgspec.Struct, frozen=True):
@@ -65,41 +64,6 @@ def heartbeat(
     return body | extra
 
 
-class Replica(httpx.AsyncClient):
-    """An HTTP client of one in-process roster replica, with the app at hand (``.app``)."""
-
-    app: Litestar
-
-
-@asynccontextmanager
-async def running(app: Litestar) -> AsyncIterator[Replica]:
-    """Run ``app``'s lifespan in this event loop and yield a client of it over ASGI.
-
-    Litestar's own test client runs the app in a thread of its own; here the app, its NATS
-    callbacks and the test share one loop, so a test can await the app's own change notices.
-    The lifespan runs in a task of its own (anyio's cancel scopes must exit in the task that
-    entered them, and pytest may tear a fixture down in another).
-    """
-    started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    stop = asyncio.Event()
-
-    async def hold() -> None:
-        try:
-            async with app.lifespan():
-                started.set_result(None)
-                await stop.wait()
-        except BaseException as exc:
-            if not started.done():
-                started.set_exception(exc)
-            raise
-
-    task = asyncio.create_task(hold(), name="replica-lifespan")
-    try:
-        await started
-        transport = httpx.ASGITransport(app=cast(Any, app))  # Litestar's scope types are narrower
-        async with Replica(transport=transport, base_url="http://roster.test") as client:
-            client.app = app
-            yield client
-    finally:
-        stop.set()
-        await task
+def running(app: Litestar) -> AbstractAsyncContextManager[Replica]:
+    """The app's lifespan run in this event loop, reached over ASGI (see servicekit's testing)."""
+    return run_app(app, base_url="http://roster.test")

@@ -1,0 +1,53 @@
+"""The processes ``up`` and ``load`` start: the CLI itself for one-off verbs, services until ready."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import click
+import httpx
+import stamina
+
+
+def run_cli(*args: str, env: dict[str, str]) -> str:
+    """``pinecall-runtime ARGS`` in a child process; its standard output, stripped.
+
+    Raises ``subprocess.CalledProcessError`` when it exits non-zero.
+    """
+    out = subprocess.run(
+        [sys.executable, "-m", "pinecall_runtime", *args],
+        env=env, check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    return out.stdout.strip()
+
+
+def wait_ready(url: str, proc: subprocess.Popen[bytes], deadline_s: float = 60) -> None:
+    """Return once ``url``'s ``/readyz`` answers 200 (a server gives no other sign it listens).
+
+    Raises ``click.ClickException`` when the process exits first or ``deadline_s`` passes.
+    """
+
+    class NotReady(Exception):
+        pass
+
+    try:
+        for attempt in stamina.retry_context(
+            on=NotReady,
+            attempts=None,
+            timeout=deadline_s,
+            wait_initial=0.1,
+            wait_max=0.5,
+            wait_jitter=0.0,
+        ):
+            with attempt:
+                if proc.poll() is not None:
+                    raise click.ClickException(f"{url}: the process exited with {proc.returncode}")
+                try:
+                    if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                        return
+                except httpx.HTTPError:
+                    pass
+                raise NotReady(url)
+    except NotReady as exc:
+        raise click.ClickException(f"{url} was not ready in {deadline_s:.0f} s") from exc
