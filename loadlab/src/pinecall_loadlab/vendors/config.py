@@ -78,6 +78,9 @@ class CartesiaConfig(VendorConfig, frozen=True, kw_only=True):
     chars_per_s: float = 15.0
     """Speaking rate: a transcript of n characters lasts n / chars_per_s seconds (≈ 150 words a
     minute)."""
+    max_chars: int = 5000
+    """The longest transcript one context (or one ``/tts/bytes`` request) may carry; longer is
+    a 400, as a bad request to Cartesia is (5000 characters ≈ 5½ minutes of speech)."""
 
 
 class VendorsConfig(msgspec.Struct, frozen=True, kw_only=True):
