@@ -124,3 +124,53 @@ async def test_cartesia_long_text_is_made_chunk_by_chunk(vendor_fakes: VendorFak
     first = next(chunks)
     assert len(first) == 2400 * 2
     assert first + b"".join(chunks) == speech_like(2.0, 24000)
+
+
+# -- Deepgram ------------------------------------------------------------------------------------
+
+LISTEN = "encoding=linear16&sample_rate=16000&channels=1&interim_results=true&endpointing=25"
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        "sample_rate=abc",
+        "sample_rate=50",
+        "sample_rate=0",
+        "endpointing=true",
+        "endpointing=-5",
+        "utterance_end_ms=soon",
+        "interim_results=yes",
+        "encoding=opus",
+        "channels=2",
+    ],
+)
+async def test_deepgram_refuses_a_bad_query_at_the_handshake_with_400(
+    vendor_fakes: VendorFakes, http_session: aiohttp.ClientSession, query: str
+) -> None:
+    name, value = query.split("=")
+    params = dict(p.split("=") for p in LISTEN.split("&")) | {name: value}
+    url = f"{vendor_fakes.deepgram_url}?" + "&".join(f"{k}={v}" for k, v in params.items())
+    with pytest.raises(aiohttp.WSServerHandshakeError) as err:
+        await http_session.ws_connect(url)
+    assert err.value.status == 400
+    async with http_session.get(url) as resp:  # the same refusal, read as plain HTTP
+        assert resp.status == 400
+        body = await resp.json()
+    assert body["err_code"] == "Bad Request"
+    assert name in body["err_msg"]
+    assert vendor_fakes.deepgram.opened == []
+
+
+@pytest.mark.parametrize("garbage", ["not json", "[1, 2]", '"KeepAlive"'])
+async def test_deepgram_closes_with_1008_and_a_reason_on_garbage(
+    vendor_fakes: VendorFakes, http_session: aiohttp.ClientSession, garbage: str
+) -> None:
+    async with asyncio.timeout(20):
+        ws = await http_session.ws_connect(f"{vendor_fakes.deepgram_url}?{LISTEN}")
+        await ws.send_str(garbage)
+        msg = await ws.receive()
+        await ws.close()
+    assert msg.type == aiohttp.WSMsgType.CLOSE
+    assert ws.close_code == 1008
+    assert "not JSON" in str(msg.extra)
