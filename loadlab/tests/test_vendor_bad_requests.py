@@ -4,6 +4,7 @@ silent hang or a dropped connection — and cannot make a fake build unbounded a
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from typing import Any
 
@@ -174,3 +175,40 @@ async def test_deepgram_closes_with_1008_and_a_reason_on_garbage(
     assert msg.type == aiohttp.WSMsgType.CLOSE
     assert ws.close_code == 1008
     assert "not JSON" in str(msg.extra)
+
+
+# -- Anthropic -----------------------------------------------------------------------------------
+
+MESSAGE = {
+    "model": "claude-haiku-4-5",
+    "max_tokens": 64,
+    "stream": True,
+    "messages": [{"role": "user", "content": "hi"}],
+}
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"{nope",
+        b"",
+        b"[1, 2]",
+        json.dumps({**MESSAGE, "messages": 5}).encode(),
+        json.dumps({**MESSAGE, "messages": []}).encode(),
+        json.dumps({**MESSAGE, "max_tokens": "many"}).encode(),
+        json.dumps({k: v for k, v in MESSAGE.items() if k != "model"}).encode(),
+    ],
+)
+async def test_anthropic_refuses_a_malformed_request_with_400(
+    vendor_fakes: VendorFakes, http_session: aiohttp.ClientSession, raw: bytes
+) -> None:
+    url = f"{vendor_fakes.anthropic_url}/v1/messages"
+    headers = {"content-type": "application/json"}
+    async with http_session.post(url, data=raw, headers=headers) as resp:
+        assert resp.status == 400
+        assert resp.headers["request-id"].startswith("req_")
+        body = await resp.json()
+    assert body["type"] == "error"
+    assert body["error"]["type"] == "invalid_request_error"
+    assert body["error"]["message"]
+    assert vendor_fakes.anthropic.state.attempts == 1
