@@ -252,6 +252,9 @@ async def test_cartesia_retries_until_audio(
         (Fault(kind="status", status=503), APIStatusError),
         (Fault(kind="stall"), APITimeoutError),
         (Fault(kind="malformed", after=0), APIConnectionError),
+        # the plugin reads an error event's ``done: true`` before its ``type`` (tts.py L520-523
+        # vs L556-561), so the context just ends with no audio, and the framework raises the base
+        # APIError "no audio frames were pushed" — exactly that type, no subclass
         (Fault(kind="error_event", after=0), APIError),
     ],
 )
@@ -259,9 +262,44 @@ async def test_cartesia_gives_up_after_its_retries(
     vendor_fakes: VendorFakes, lab_plugins: LabPlugins, fault: Fault, error: type[APIError]
 ) -> None:
     vendor_fakes.cartesia.state.inject(fault, fault, fault)
-    with pytest.raises(error):
+    with pytest.raises(error) as err:
         async with asyncio.timeout(20):
             await speech_seconds(lab_plugins)
+    assert type(err.value) is error
+    if fault.kind == "error_event":
+        assert "no audio frames were pushed" in err.value.message
+    assert vendor_fakes.cartesia.state.attempts == 3
+
+
+async def bytes_seconds(plugins: LabPlugins, text: str = "Your order arrives Thursday.") -> float:
+    """Synthesize through ``POST /tts/bytes`` (the plugin's ChunkedStream)."""
+    async with plugins.tts.synthesize(text, conn_options=FAST) as stream:
+        return sum([ev.frame.duration async for ev in stream])
+
+
+@pytest.mark.parametrize(
+    "fault", [Fault(kind="status", status=503), Fault(kind="status", status=429)]
+)
+async def test_cartesia_bytes_retries_until_audio(
+    vendor_fakes: VendorFakes, lab_plugins: LabPlugins, fault: Fault
+) -> None:
+    vendor_fakes.cartesia.state.inject(fault, fault)
+    async with asyncio.timeout(20):
+        assert await bytes_seconds(lab_plugins) > 1.0
+    assert vendor_fakes.cartesia.state.attempts == 3
+    assert vendor_fakes.cartesia.state.faults_applied == [fault, fault]
+
+
+async def test_cartesia_bytes_gives_up_after_its_retries(
+    vendor_fakes: VendorFakes, lab_plugins: LabPlugins
+) -> None:
+    """The ChunkedStream re-raises the last attempt's own error (not wrapped)."""
+    fault = Fault(kind="status", status=503)
+    vendor_fakes.cartesia.state.inject(fault, fault, fault)
+    with pytest.raises(APIStatusError) as err:
+        async with asyncio.timeout(20):
+            await bytes_seconds(lab_plugins)
+    assert err.value.status_code == 503
     assert vendor_fakes.cartesia.state.attempts == 3
 
 

@@ -5,9 +5,14 @@ Heavy imports happen inside each command, so listing the CLI does not load the l
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
 
 from pinecall_loadlab.livekit.policy import AffinityFormula
+
+if TYPE_CHECKING:
+    from pinecall_loadlab.vendors import VendorsConfig
 
 
 def _key_pair(
@@ -123,9 +128,58 @@ def _faults(
     return out
 
 
+_VENDORS_PORT = 7890
+"""`pinecall_loadlab.vendors.config.DEFAULT_PORT`, kept here so ``--help`` loads no lab code
+(a test holds them equal)."""
+
+
+def vendors_config(
+    config_file: str | None,
+    host: str,
+    port: int | None,
+    latencies: dict[tuple[str, str], float | None],
+    faults: list[tuple[str, str, int | None]],
+) -> VendorsConfig:
+    """The config `lab vendors` serves: the file's (or the defaults), then the flags over it.
+    A file that is not a `VendorsConfig` — an unknown key, a bad value — is a usage error."""
+    from pathlib import Path
+
+    import msgspec
+
+    from pinecall_loadlab.vendors import Fault, VendorsConfig, load_config
+
+    try:
+        config = load_config(Path(config_file)) if config_file else VendorsConfig()
+    except (msgspec.ValidationError, msgspec.DecodeError) as e:
+        raise click.BadParameter(f"{config_file}: {e}", param_hint="--config") from None
+    replace = msgspec.structs.replace
+    config = replace(config, host=host, port=config.port if port is None else port)
+    changes: dict[str, dict[str, object]] = {v: {} for v in _VENDORS}
+    for (vendor, field), value in latencies.items():
+        if value is not None:
+            changes[vendor][field] = value
+    for vendor, kind, n in faults:
+        key = "status" if kind in ("status", "error_event") else "after"
+        try:
+            fault = msgspec.convert({"kind": kind, **({key: n} if n is not None else {})}, Fault)
+        except msgspec.ValidationError as e:
+            raise click.BadParameter(f"{vendor}:{kind}:{n}: {e}", param_hint="--fault") from None
+        planned = changes[vendor].get("faults", getattr(config, vendor).faults)
+        changes[vendor]["faults"] = (*planned, fault)  # type: ignore[misc]
+    return replace(config, **{v: replace(getattr(config, v), **c) for v, c in changes.items()})
+
+
+_SECONDS = click.FloatRange(min=0)
+
+
 @lab.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=None, type=int, help="Port (0 picks a free one). Default 7890.")
+@click.option(
+    "--port",
+    default=None,
+    type=click.IntRange(0, 65535),
+    help=f"Port (0 picks a free one). Default: the config file's, else {_VENDORS_PORT}.",
+)
 @click.option(
     "--config",
     "config_file",
@@ -133,12 +187,12 @@ def _faults(
     help="A JSON or TOML VendorsConfig; flags override it.",
 )
 @click.option(
-    "--stt-final", type=float, help="Deepgram: seconds from an utterance's end to its final."
+    "--stt-final", type=_SECONDS, help="Deepgram: seconds from an utterance's end to its final."
 )
-@click.option("--llm-ttft", type=float, help="Anthropic: seconds to the first text delta.")
-@click.option("--llm-chunk", type=float, help="Anthropic: seconds between deltas.")
-@click.option("--tts-ttfb", type=float, help="Cartesia: seconds to the first audio chunk.")
-@click.option("--tts-chunk", type=float, help="Cartesia: seconds between audio chunks.")
+@click.option("--llm-ttft", type=_SECONDS, help="Anthropic: seconds to the first text delta.")
+@click.option("--llm-chunk", type=_SECONDS, help="Anthropic: seconds between deltas.")
+@click.option("--tts-ttfb", type=_SECONDS, help="Cartesia: seconds to the first audio chunk.")
+@click.option("--tts-chunk", type=_SECONDS, help="Cartesia: seconds between audio chunks.")
 @click.option(
     "--fault",
     "faults",
@@ -167,32 +221,18 @@ def vendors(
     import asyncio
     import logging
     import signal
-    from pathlib import Path
 
-    import msgspec
+    from pinecall_loadlab.vendors import VendorFakes
 
-    from pinecall_loadlab.vendors import Fault, VendorFakes, VendorsConfig, load_config
-
+    latencies = {
+        ("deepgram", "first_s"): stt_final,
+        ("anthropic", "first_s"): llm_ttft,
+        ("anthropic", "chunk_s"): llm_chunk,
+        ("cartesia", "first_s"): tts_ttfb,
+        ("cartesia", "chunk_s"): tts_chunk,
+    }
+    config = vendors_config(config_file, host, port, latencies, faults)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
-    config = load_config(Path(config_file)) if config_file else VendorsConfig(port=7890)
-    replace = msgspec.structs.replace
-    config = replace(config, host=host, port=config.port if port is None else port)
-    changes: dict[str, dict[str, object]] = {v: {} for v in _VENDORS}
-    for vendor, field, value in [
-        ("deepgram", "first_s", stt_final),
-        ("anthropic", "first_s", llm_ttft),
-        ("anthropic", "chunk_s", llm_chunk),
-        ("cartesia", "first_s", tts_ttfb),
-        ("cartesia", "chunk_s", tts_chunk),
-    ]:
-        if value is not None:
-            changes[vendor][field] = value
-    for vendor, kind, n in faults:
-        key = "status" if kind in ("status", "error_event") else "after"
-        fault = Fault(kind=kind, **({key: n} if n is not None else {}))  # type: ignore[arg-type]
-        planned = changes[vendor].get("faults", getattr(config, vendor).faults)
-        changes[vendor]["faults"] = (*planned, fault)  # type: ignore[misc]
-    config = replace(config, **{v: replace(getattr(config, v), **c) for v, c in changes.items()})
 
     async def serve() -> None:
         stop = asyncio.Event()

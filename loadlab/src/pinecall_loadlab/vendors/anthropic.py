@@ -13,13 +13,18 @@ Served: ``message_start`` → per block ``content_block_start``, deltas,
 ``content_block_stop`` → ``message_delta`` (``stop_reason``, output tokens) → ``message_stop``,
 with a ``ping`` after the first block starts, as the API does. A request whose body does not ask
 for ``stream`` gets one JSON message. Errors are the API's JSON (``{"type": "error",
-"error": {"type": "overloaded_error", …}}``) with a ``request-id`` header.
+"error": {"type": "overloaded_error", …}}``) with a ``request-id`` header. A malformed request
+(a body that is not a JSON object; ``model`` not a string; ``max_tokens`` not a positive whole
+number; ``messages`` not a non-empty list of objects; ``stream`` not a boolean) gets the API's
+400 ``invalid_request_error`` — which the plugin does not retry — counted as an attempt, taking
+no fault.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import uuid
 from collections import deque
 from typing import Any
@@ -29,6 +34,8 @@ from aiohttp import web
 
 from .config import AnthropicConfig
 from .state import VendorState, cut, status_response
+
+log = logging.getLogger(__name__)
 
 ERROR_TYPES = {
     400: "invalid_request_error",
@@ -62,6 +69,25 @@ def _sse(event: str, data: dict[str, Any]) -> bytes:
     return f"event: {event}\ndata: {json.dumps(data)}\n\n".encode()
 
 
+def _invalid(body: Any) -> str | None:
+    """Why the Messages API would refuse `body` with a 400, or None."""
+    if not isinstance(body, dict):
+        return "request body must be a JSON object"
+    if not isinstance(body.get("model"), str):
+        return "model: Field required (a string)"
+    max_tokens = body.get("max_tokens")
+    if type(max_tokens) is not int or max_tokens < 1:
+        return "max_tokens: Field required (a whole number >= 1)"
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        return "messages: Field required (a non-empty list)"
+    if not all(isinstance(m, dict) for m in messages):
+        return "messages: each message must be an object"
+    if not isinstance(body.get("stream", False), bool):
+        return "stream: Input should be a valid boolean"
+    return None
+
+
 def _chunks(text: str, words: int = 3) -> list[str]:
     parts = text.split(" ")
     return [
@@ -84,10 +110,20 @@ class AnthropicFake:
         self._replies.extend(replies)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        body = await request.json()
+        rid = f"req_{uuid.uuid4().hex[:24]}"
+        try:
+            body = json.loads(await request.read())
+        except ValueError:
+            why: str | None = "request body is not valid JSON"
+        else:
+            why = _invalid(body)
+        if why is not None:
+            self.state.attempt(kinds=frozenset())  # counted, takes no fault
+            log.warning("anthropic fake: bad request: %s", why)
+            err = {"type": "error", "error": {"type": "invalid_request_error", "message": why}}
+            return web.json_response(err, status=400, headers={"request-id": rid})
         self.requests.append(body)
         fault = self.state.attempt()
-        rid = f"req_{uuid.uuid4().hex[:24]}"
         if fault is not None and fault.kind == "status":
             kind = ERROR_TYPES.get(fault.status, "api_error")
             err = {"type": "error", "error": {"type": kind, "message": f"injected {fault.status}"}}

@@ -16,8 +16,16 @@ As livekit-plugins-cartesia 1.8.9 speaks it (``livekit/plugins/cartesia/tts.py``
 - ``POST /tts/bytes`` (``ChunkedStream``, L380-423) answers the whole transcript as raw PCM.
 
 The audio is a 220 Hz tone shaped like syllables (4 Hz), as long as the text takes to say at
-`CartesiaConfig.chars_per_s`. Faults: ``status`` refuses a handshake or a bytes request; the
-others apply to the next synthesis context (a ``stall`` says nothing for it).
+`CartesiaConfig.chars_per_s`, made one chunk at a time as it is sent. Faults: ``status`` refuses
+a handshake or a bytes request; the others apply to the next synthesis context (a ``stall`` says
+nothing for it).
+
+A bad request gets what Cartesia answers: HTTP 400 with a JSON error on ``/tts/bytes``; on the
+WebSocket an error event ``{"type": "error", "done": true, "status_code": 400, "error", …}`` for
+the context (the socket stays open). Bad is: a message that is not a JSON object, a transcript
+that is not a string or is longer than `CartesiaConfig.max_chars` (per context), an
+``output_format`` that is not raw ``pcm_s16le`` at one of `SAMPLE_RATES`. A bad request is
+counted as an attempt but takes no fault.
 """
 
 from __future__ import annotations
@@ -25,7 +33,9 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -34,14 +44,61 @@ from aiohttp import WSMsgType, web
 from .config import CartesiaConfig, Fault
 from .state import VendorState, cut, status_response
 
+log = logging.getLogger(__name__)
+
 _STREAM_FAULTS = frozenset({"stall", "drop", "malformed", "error_event"})
+SAMPLE_RATES = frozenset({8000, 16000, 22050, 24000, 44100, 48000})
+"""The raw PCM rates Cartesia offers."""
+
+
+class BadRequest(Exception):
+    """A request Cartesia would answer with 400; the message says why."""
 
 
 def speech_like(seconds: float, rate: int) -> bytes:
     """`seconds` of s16le mono at `rate`: a 220 Hz tone with a 4 Hz syllable envelope."""
-    t = np.arange(int(seconds * rate)) / rate
+    return _tone(0, int(seconds * rate), rate)
+
+
+def _tone(start: int, n: int, rate: int) -> bytes:
+    """Samples `start` … `start + n` of `speech_like` (consecutive pieces join seamlessly)."""
+    t = (start + np.arange(n)) / rate
     wave = 0.3 * np.sin(2 * np.pi * 220 * t) * (0.6 + 0.4 * np.sin(2 * np.pi * 4 * t))
     return (wave * 32767).astype("<i2").tobytes()
+
+
+def speech_chunks(seconds: float, rate: int, chunk_s: float) -> Iterator[bytes]:
+    """`speech_like(seconds, rate)` made and yielded `chunk_s` at a time, never the whole clip
+    at once."""
+    total = int(seconds * rate)
+    step = max(1, int(chunk_s * rate))
+    for start in range(0, total, step):
+        yield _tone(start, min(step, total - start), rate)
+
+
+def sample_rate_of(request: Any) -> int:
+    """The ``output_format`` of a request (a decoded JSON object): its sample rate, or
+    `BadRequest`."""
+    fmt = request.get("output_format", {"sample_rate": 24000})
+    if not isinstance(fmt, dict):
+        raise BadRequest("output_format must be an object")
+    if fmt.get("container", "raw") != "raw" or fmt.get("encoding", "pcm_s16le") != "pcm_s16le":
+        raise BadRequest("this fake speaks only raw pcm_s16le")
+    rate = fmt.get("sample_rate")
+    if type(rate) is not int or rate not in SAMPLE_RATES:
+        raise BadRequest(f"output_format.sample_rate must be one of {sorted(SAMPLE_RATES)}")
+    return rate
+
+
+def transcript_of(request: Any, cfg: CartesiaConfig, said: int = 0) -> str:
+    """The ``transcript`` of a request, checked against the per-context length cap (`said`
+    characters already in the context), or `BadRequest`."""
+    text = request.get("transcript", "")
+    if not isinstance(text, str):
+        raise BadRequest("transcript must be a string")
+    if said + len(text) > cfg.max_chars:
+        raise BadRequest(f"transcript longer than {cfg.max_chars} characters")
+    return text
 
 
 def duration_of(text: str, cfg: CartesiaConfig) -> float:
@@ -70,24 +127,50 @@ class CartesiaFake:
         self.state.sockets.add(ws)
         contexts: dict[str, asyncio.Queue[tuple[str, bool] | None]] = {}
         tasks: dict[str, asyncio.Task[None]] = {}
+        said: dict[str, int] = {}
+        failed: set[str] = set()
         try:
             async for msg in ws:
                 if msg.type != WSMsgType.TEXT:
                     continue
-                pkt = json.loads(msg.data)
+                try:
+                    pkt = json.loads(msg.data)
+                except ValueError:
+                    pkt = None
+                if not isinstance(pkt, dict):
+                    await self._refuse(ws, None, "message is not a JSON object")
+                    continue
                 cid = pkt.get("context_id", "")
+                if not isinstance(cid, str):
+                    await self._refuse(ws, None, "context_id must be a string")
+                    continue
                 if pkt.get("cancel"):
                     if cid in tasks:
                         tasks.pop(cid).cancel()
+                    continue
+                if cid in failed:
+                    continue  # its error event ended it
+                try:
+                    text = transcript_of(pkt, self.state.config, said.get(cid, 0))
+                    if cid not in contexts:
+                        rate = sample_rate_of(pkt)
+                except BadRequest as e:
+                    if cid not in contexts:
+                        self.state.attempt(kinds=frozenset())  # counted, takes no fault
+                    elif cid in tasks:
+                        tasks.pop(cid).cancel()
+                    failed.add(cid)
+                    await self._refuse(ws, cid, str(e))
                     continue
                 if cid not in contexts:
                     contexts[cid] = asyncio.Queue()
                     ctx_fault = self.state.attempt(kinds=_STREAM_FAULTS)
                     tasks[cid] = asyncio.create_task(
-                        self._context(request, ws, cid, pkt, contexts[cid], ctx_fault)
+                        self._context(request, ws, cid, pkt, rate, contexts[cid], ctx_fault)
                     )
-                self.transcripts.append(pkt.get("transcript", ""))
-                contexts[cid].put_nowait((pkt.get("transcript", ""), bool(pkt.get("continue"))))
+                said[cid] = said.get(cid, 0) + len(text)
+                self.transcripts.append(text)
+                contexts[cid].put_nowait((text, bool(pkt.get("continue"))))
         finally:
             for task in tasks.values():
                 task.cancel()
@@ -95,18 +178,27 @@ class CartesiaFake:
             self.state.sockets.discard(ws)
         return ws
 
+    async def _refuse(self, ws: web.WebSocketResponse, cid: str | None, why: str) -> None:
+        """Cartesia's answer to a bad message: an error event (for its context, if any); the
+        socket stays open."""
+        log.warning("cartesia fake: bad request (context %r): %s", cid, why)
+        event: dict[str, Any] = {"type": "error", "done": True, "status_code": 400, "error": why}
+        if cid is not None:
+            event["context_id"] = cid
+        await ws.send_json(event)
+
     async def _context(
         self,
         request: web.Request,
         ws: web.WebSocketResponse,
         cid: str,
         first: dict[str, Any],
+        rate: int,
         parts: asyncio.Queue[tuple[str, bool] | None],
         fault: Fault | None,
     ) -> None:
         """Speak one context's parts in order; ``done`` after the part with continue false."""
         cfg = self.state.config
-        rate = int(first.get("output_format", {}).get("sample_rate", 24000))
         stamps = bool(first.get("add_timestamps"))
         if fault is not None and fault.kind == "stall":
             await self.state.stall()
@@ -116,9 +208,7 @@ class CartesiaFake:
         due = time.monotonic() + cfg.first_s
         while (item := await parts.get()) is not None:
             text, more = item
-            pcm = speech_like(duration_of(text, cfg), rate)
-            step = int(cfg.chunk_audio_s * rate) * 2
-            for i in range(0, len(pcm), step):
+            for chunk in speech_chunks(duration_of(text, cfg), rate, cfg.chunk_audio_s):
                 await asyncio.sleep(max(0.0, due - time.monotonic()))
                 if fault is not None and sent >= fault.after:
                     if fault.kind == "drop":
@@ -138,7 +228,7 @@ class CartesiaFake:
                             }
                         )
                         return
-                data = base64.b64encode(pcm[i : i + step]).decode()
+                data = base64.b64encode(chunk).decode()
                 await ws.send_json(
                     {
                         "type": "chunk",
@@ -175,27 +265,40 @@ class CartesiaFake:
                 return
 
     async def handle_bytes(self, request: web.Request) -> web.StreamResponse:
-        body = await request.json()
-        fault = self.state.attempt()
         cfg = self.state.config
+        try:
+            try:
+                body = json.loads(await request.read())
+            except ValueError:
+                raise BadRequest("body is not JSON") from None
+            if not isinstance(body, dict):
+                raise BadRequest("body is not a JSON object")
+            text = transcript_of(body, cfg)
+            rate = sample_rate_of(body)
+        except BadRequest as e:
+            self.state.attempt(kinds=frozenset())  # counted, takes no fault
+            log.warning("cartesia fake: bad /tts/bytes request: %s", e)
+            msg = json.dumps(
+                {"error_code": "invalid_request", "title": "Bad Request", "message": str(e)}
+            )
+            return web.Response(status=400, body=msg.encode(), content_type="application/json")
+        fault = self.state.attempt()
         if fault is not None and fault.kind == "status":
             msg = json.dumps({"error_code": None, "title": "Injected", "message": "fault"})
             return status_response(fault, msg.encode(), "application/json")
         if fault is not None and fault.kind == "stall":
             await self.state.stall()
             return web.Response(status=503)
-        self.transcripts.append(body.get("transcript", ""))
-        rate = int(body.get("output_format", {}).get("sample_rate", 24000))
-        pcm = speech_like(duration_of(body.get("transcript", ""), cfg), rate)
+        self.transcripts.append(text)
         await asyncio.sleep(cfg.first_s)
         resp = web.StreamResponse(headers={"content-type": "application/octet-stream"})
         await resp.prepare(request)
-        step = int(cfg.chunk_audio_s * rate) * 2
-        for n, i in enumerate(range(0, len(pcm), step)):
+        chunks = speech_chunks(duration_of(text, cfg), rate, cfg.chunk_audio_s)
+        for n, chunk in enumerate(chunks):
             if fault is not None and n >= fault.after:
                 cut(request)
                 return resp
-            await resp.write(pcm[i : i + step])
+            await resp.write(chunk)
             await asyncio.sleep(cfg.chunk_s)
         await resp.write_eof()
         return resp

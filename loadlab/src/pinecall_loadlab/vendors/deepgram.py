@@ -18,6 +18,13 @@ ended by `silence_s` of quiet (never less than the client's ``endpointing``). Wh
 comes from `DeepgramFake.script` (per ``tag``, else the default queue), else filler words at
 2.5 a second. Times in messages are seconds of audio received on this connection. Deepgram
 closes a socket that hears nothing (no audio, no KeepAlive) for 10 s with 1011; so does this.
+
+Bad requests: a query Deepgram would refuse (``sample_rate`` not a whole number from 8000 to
+48000, ``encoding`` other than ``linear16``, ``channels`` other than 1 — the fake hears mono
+only —, ``endpointing`` not ``false`` or whole milliseconds, ``utterance_end_ms`` not whole
+milliseconds, ``interim_results`` / ``vad_events`` not ``true`` / ``false``) is refused at the
+handshake with HTTP 400 and Deepgram's JSON error (counted as an attempt, taking no fault); a
+text message that is not a JSON object closes the socket with 1008 and a reason.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import time
 import uuid
 from collections import defaultdict, deque
@@ -36,6 +44,8 @@ from aiohttp import WSMsgType, web
 
 from .config import DeepgramConfig, Fault
 from .state import VendorState, cut, status_response
+
+log = logging.getLogger(__name__)
 
 WORDS_PER_S = 2.5
 IDLE_CLOSE_S = 10.0
@@ -83,13 +93,59 @@ class DeepgramFake:
         self.sent: list[str] = []
         """The ``type`` of every message sent, in order, over all sockets."""
 
+    @staticmethod
+    def _options(q: Any, cfg: DeepgramConfig) -> _Conn:
+        """The socket's options from its query, or `ValueError` saying what is wrong."""
+
+        def whole(name: str, default: str, low: int, high: int) -> int:
+            raw = q.get(name, default)
+            if not raw.isdigit() or not low <= int(raw) <= high:
+                raise ValueError(f"{name}={raw!r} is not a whole number from {low} to {high}")
+            return int(raw)
+
+        def flag(name: str) -> bool:
+            raw = q.get(name, "false")
+            if raw not in ("true", "false"):
+                raise ValueError(f"{name}={raw!r} is not true or false")
+            return raw == "true"
+
+        if q.get("encoding", "linear16") != "linear16":
+            raise ValueError(f"encoding={q['encoding']!r}: this fake hears linear16 only")
+        if whole("channels", "1", 1, 16) != 1:
+            raise ValueError("channels: this fake hears mono only")
+        endpointing = q.get("endpointing", "10")
+        endpoint_s = 0.0 if endpointing == "false" else whole("endpointing", "10", 0, 60000) / 1e3
+        return _Conn(
+            rate=whole("sample_rate", "16000", 8000, 48000),
+            interim=flag("interim_results"),
+            vad_events=flag("vad_events"),
+            endpoint_s=max(cfg.silence_s, endpoint_s),
+            utterance_end_s=(
+                whole("utterance_end_ms", "0", 1, 60000) / 1e3 if "utterance_end_ms" in q else None
+            ),
+            tag=q.get("tag"),
+        )
+
     def script(self, *lines: str, tag: str | None = None) -> None:
         """Queue what the next utterances say: on sockets opened with ``tag=<tag>``, or any."""
         self._scripts[tag].extend(lines)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
-        fault = self.state.attempt()
         cfg = self.state.config
+        try:
+            conn = self._options(request.query, cfg)
+        except ValueError as e:
+            self.state.attempt(kinds=frozenset())  # counted, takes no fault
+            log.warning("deepgram fake: bad request: %s", e)
+            rid = str(uuid.uuid4())
+            body = json.dumps({"err_code": "Bad Request", "err_msg": str(e), "request_id": rid})
+            return web.Response(
+                status=400,
+                body=body.encode(),
+                content_type="application/json",
+                headers={"dg-request-id": rid},
+            )
+        fault = self.state.attempt()
         if fault is not None and fault.kind == "status":
             body = json.dumps({"err_code": "FAULT", "err_msg": f"injected {fault.status}"})
             return status_response(fault, body.encode(), "application/json")
@@ -97,15 +153,6 @@ class DeepgramFake:
             await self.state.stall()
             return web.Response(status=503)
         q = request.query
-        endpointing = q.get("endpointing", "10")
-        conn = _Conn(
-            rate=int(q.get("sample_rate", "16000")),
-            interim=q.get("interim_results") == "true",
-            vad_events=q.get("vad_events") == "true",
-            endpoint_s=max(cfg.silence_s, 0 if endpointing == "false" else int(endpointing) / 1e3),
-            utterance_end_s=int(q["utterance_end_ms"]) / 1e3 if "utterance_end_ms" in q else None,
-            tag=q.get("tag"),
-        )
         ws = web.WebSocketResponse(autoping=True)
         ws.headers["dg-request-id"] = conn.request_id
         await ws.prepare(request)
@@ -135,7 +182,15 @@ class DeepgramFake:
             if msg.type == WSMsgType.BINARY:
                 self._hear(conn, msg.data, out)
             elif msg.type == WSMsgType.TEXT:
-                kind = json.loads(msg.data).get("type")
+                try:
+                    pkt = json.loads(msg.data)
+                except ValueError:
+                    pkt = None
+                if not isinstance(pkt, dict):
+                    log.warning("deepgram fake: closing on a text message that is not JSON")
+                    await ws.close(code=1008, message=b"DATA-0000: text message is not JSON")
+                    return
+                kind = str(pkt.get("type"))
                 self.control.append(kind)
                 if kind == "Finalize" and conn.utterance is not None:
                     self._final(conn, out, speech_final=False, from_finalize=True)

@@ -1,6 +1,6 @@
 """The vendor fakes as one loopback server.
 
-    async with VendorFakes(VendorsConfig()) as fakes:
+    async with VendorFakes(VendorsConfig(port=0)) as fakes:
         deepgram.STT(base_url=fakes.deepgram_url, api_key="lab")
         anthropic.LLM(base_url=fakes.anthropic_url, api_key="lab")
         cartesia.TTS(base_url=fakes.cartesia_url, api_key="lab")
@@ -31,7 +31,8 @@ log = logging.getLogger(__name__)
 
 
 class VendorFakes:
-    """Deepgram, Anthropic and Cartesia on `config.host`:`config.port` while open."""
+    """Deepgram, Anthropic and Cartesia on `config.host`:`config.port` (by default
+    `DEFAULT_PORT`; 0 picks a free one) while open."""
 
     def __init__(self, config: VendorsConfig | None = None) -> None:
         self.config = config or VendorsConfig()

@@ -65,6 +65,7 @@ class LabPlugins:
 def vendors_config() -> VendorsConfig:
     """Port 0 and latencies short enough for tests (the defaults are a real vendor's)."""
     return VendorsConfig(
+        port=0,
         deepgram=DeepgramConfig(first_s=0.05),
         anthropic=AnthropicConfig(first_s=0.05, chunk_s=0.005),
         cartesia=CartesiaConfig(first_s=0.05, chunk_s=0.005),
