@@ -6,6 +6,7 @@ import asyncio
 import wave
 
 import msgspec
+import numpy as np
 
 from pinecall_labroom import LabRoom
 from pinecall_loadlab.callers import (
@@ -34,7 +35,31 @@ def test_every_line_is_a_short_16_khz_mono_recording() -> None:
             seconds = w.getnframes() / w.getframerate()
         assert 1.0 < seconds < 5.0
         assert len(line_pcm(line)) == w.getnframes() * 3 * 2  # 48 kHz in the room
-        assert any(line_pcm(line))  # speech, not silence
+        assert sounds_like_speech(line_pcm(line)), line
+
+
+def sounds_like_speech(pcm: bytes, rate: int = 48_000) -> bool:
+    """Speech, not silence nor a tone: it pauses (some 20 ms windows under -40 dBFS, most over),
+    and its zero-crossing rate varies across the voiced windows as vowels and consonants do (a
+    tone's is constant)."""
+    x = np.frombuffer(pcm, dtype="<i2").astype(np.float64)
+    width = rate // 50
+    windows = x[: len(x) // width * width].reshape(-1, width)
+    dbfs = 20 * np.log10(np.sqrt((windows**2).mean(axis=1)) / 32768 + 1e-12)
+    voiced = dbfs > -40
+    if not 0.3 < voiced.mean() < 0.95:
+        return False
+    crossings = (np.diff(np.sign(windows[voiced]), axis=1) != 0).mean(axis=1)
+    return bool(crossings.std() / crossings.mean() > 0.3)
+
+
+def test_the_speech_check_refuses_a_tone_even_with_pauses() -> None:
+    t = np.arange(48_000 * 2) / 48_000
+    tone = 0.3 * 32767 * np.sin(2 * np.pi * 440 * t)
+    gapped = np.where(t % 0.5 < 0.3, tone, 0.0)
+    assert not sounds_like_speech(tone.astype("<i2").tobytes())
+    assert not sounds_like_speech(gapped.astype("<i2").tobytes())
+    assert not sounds_like_speech(bytes(48_000 * 2))
 
 
 def test_a_script_is_json() -> None:
