@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from livekit import api
 from livekit.agents import Agent, AgentSession, ConversationItemAddedEvent
 from livekit.plugins import silero
 
@@ -15,7 +14,7 @@ from pinecall_labroom import LabRoom
 from pinecall_labroom.agents import wire_session
 from pinecall_loadlab.callers import LINES, Say, WaitForAgent, play
 from pinecall_loadlab.livekit import StandIn
-from pinecall_loadlab.livekit.callers import caller_token
+from pinecall_loadlab.livekit.callers import agent_token, caller_token
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.vendors import Reply, VendorFakes
 from pinecall_loadlab.vendors.testing import LabPlugins
@@ -26,14 +25,9 @@ ADDED_TTFT_S = 1.0
 async def test_a_spoken_question_gets_a_spoken_answer_and_metrics_follow_the_model(
     standin: StandIn, vendor_fakes: VendorFakes, lab_plugins: LabPlugins
 ) -> None:
-    agent_token = (
-        api.AccessToken(API_KEY, API_SECRET)
-        .with_identity("agent-AJ_turn")
-        .with_kind("agent")
-        .with_grants(api.VideoGrants(room_join=True, room="call-1", agent=True))
-        .to_jwt()
+    agent_room = await LabRoom.connect(
+        standin.url, agent_token(API_KEY, API_SECRET, room="call-1", identity="agent-AJ_turn")
     )
-    agent_room = await LabRoom.connect(standin.url, agent_token)
     caller = await LabRoom.connect(
         standin.url, caller_token(API_KEY, API_SECRET, room="call-1", identity="caller")
     )

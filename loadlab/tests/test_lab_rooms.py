@@ -14,7 +14,7 @@ from pinecall_labroom import FRAME_SAMPLES, SAMPLE_RATE, JoinError, LabRoom
 from pinecall_labroom.agents import wire_session
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
-from pinecall_loadlab.livekit.callers import caller_token, sip_call
+from pinecall_loadlab.livekit.callers import agent_token, caller_token, sip_call
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET, WebhookSink
 
 receiver = api.WebhookReceiver(api.TokenVerifier(API_KEY, API_SECRET))
@@ -121,14 +121,9 @@ class _EarStream(stt.RecognizeStream):
 async def test_audio_flows_both_ways_between_a_caller_and_an_agent_session(
     standin: StandIn,
 ) -> None:
-    agent_token = (
-        api.AccessToken(API_KEY, API_SECRET)
-        .with_identity("agent-AJ_lab")
-        .with_kind("agent")
-        .with_grants(api.VideoGrants(room_join=True, room="call-1", agent=True))
-        .to_jwt()
+    agent_room = await LabRoom.connect(
+        standin.url, agent_token(API_KEY, API_SECRET, room="call-1", identity="agent-AJ_lab")
     )
-    agent_room = await LabRoom.connect(standin.url, agent_token)
     caller = await LabRoom.connect(
         standin.url, caller_token(API_KEY, API_SECRET, room="call-1", identity="caller")
     )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 
 import pytest
 
@@ -30,13 +30,7 @@ def replica(
     call_log_settings: CallLogSettings,
 ) -> Callable[[], AbstractAsyncContextManager[Replica]]:
     """Start a call-log replica (as many as a test wants) on the test's database and NATS."""
-
-    @asynccontextmanager
-    async def start() -> AsyncIterator[Replica]:
-        async with running(create_app(call_log_settings)) as client:
-            yield client
-
-    return start
+    return lambda: running(create_app(call_log_settings))
 
 
 @pytest.fixture

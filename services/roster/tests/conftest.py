@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from contextlib import AbstractAsyncContextManager
 
 import pytest
 
@@ -26,13 +26,7 @@ def roster_settings(database_url: str, nats_url: str, nats_namespace: str) -> Ro
 @pytest.fixture
 def replica(roster_settings: RosterSettings) -> Callable[[], AbstractAsyncContextManager[Replica]]:
     """Start a roster replica (as many as a test wants) on the test's database and NATS."""
-
-    @asynccontextmanager
-    async def start() -> AsyncIterator[Replica]:
-        async with running(create_app(roster_settings)) as client:
-            yield client
-
-    return start
+    return lambda: running(create_app(roster_settings))
 
 
 @pytest.fixture

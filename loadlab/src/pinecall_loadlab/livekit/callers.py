@@ -34,6 +34,18 @@ def caller_token(
     return tok.to_jwt()
 
 
+def agent_token(api_key: str, api_secret: str, *, room: str, identity: str) -> str:
+    """An agent participant's join token for `room` (kind agent, the `agent` grant), as LiveKit
+    mints one for a job (``shared/reference/livekit-protocol.md`` §1.5)."""
+    return (
+        api.AccessToken(api_key, api_secret)
+        .with_identity(identity)
+        .with_kind("agent")
+        .with_grants(api.VideoGrants(room_join=True, room=room, agent=True))
+        .to_jwt()
+    )
+
+
 async def sip_call(
     lkapi: api.LiveKitAPI,
     url: str,

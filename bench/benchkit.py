@@ -1,0 +1,235 @@
+"""What the roster benchmark stands on: the platform of one run (its database, namespace, keys and
+replicas) and CPU accounting from Linux's /proc. Not a test, never imported by production code."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import resource
+import secrets
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import nats
+import psycopg
+from sqlalchemy.engine import make_url
+
+from pinecall_contracts.subjects import Subjects
+from pinecall_servicekit.platform import Endpoints, free_port
+
+FLEET = "pinecall"
+"""The production fleet (the roster's default fleets row ``pinecall=production``)."""
+SEATS = 8
+"""Seats of every simulated worker (``max_jobs``)."""
+REFERENCE_RATE = 200.0
+"""Heartbeats per second of 1 000 workers at one heartbeat each 5 s."""
+START = int(time.time())
+"""The ``<start>`` of every simulated worker's name."""
+
+
+def log(message: str) -> None:
+    """Progress, on stderr (stdout holds only the results)."""
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------- CPU accounting (Linux /proc)
+
+
+def tree_cpu_s(root: int) -> float | None:
+    """User + system CPU seconds of process ``root`` and its descendants (None without /proc)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    stats: dict[int, tuple[int, float]] = {}
+    try:
+        entries = [p for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return None
+    for entry in entries:
+        try:
+            text = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue  # exited meanwhile
+        fields = text.rsplit(")", 1)[1].split()
+        # after "pid (comm)": state ppid ... utime(14th) stime(15th) of the full line
+        stats[int(entry)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / ticks)
+    if root not in stats:
+        return None
+    total, stack = 0.0, [root]
+    while stack:
+        pid = stack.pop()
+        total += stats[pid][1]
+        stack.extend(child for child, (ppid, _) in stats.items() if ppid == pid)
+    return total
+
+
+def machine_busy_s() -> float | None:
+    """CPU seconds every core of the machine spent busy since boot (``/proc/stat``)."""
+    try:
+        with open("/proc/stat") as stat:
+            fields = stat.readline().split()
+    except OSError:
+        return None
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (int(v) for v in fields[1:9])
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def self_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+# ---------------------------------------------------------------------------- the platform
+
+
+@dataclass
+class Bench:
+    """The run's own database, namespace, keys and replicas."""
+
+    platform: Endpoints
+    workdir: Path
+    namespace: str
+    database: str
+    database_url: str
+    env: dict[str, str]
+    operator_key: str = ""
+    fleet_key: str = ""
+    replicas: dict[str, tuple[str, subprocess.Popen[bytes]]] = field(default_factory=dict)
+    exit_codes: dict[str, int | None] = field(default_factory=dict)
+
+    def cli(self, *args: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "pinecall_runtime", *args],
+            env=self.env,
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return out.stdout.strip()
+
+    def start_replica(self, name: str) -> str:
+        """Start ``roster serve`` (one Granian worker) on a free port; wait for ``/readyz``."""
+        port = free_port()
+        url = f"http://127.0.0.1:{port}"
+        logfile = (self.workdir / f"roster-{name}.log").open("wb")
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "pinecall_runtime", "roster", "serve", "--workers", "1"],
+            env=self.env
+            | {
+                "PINECALL_PORT": str(port),
+                "PINECALL_LOG_FORMAT": "text",
+                "PINECALL_LOG_LEVEL": "WARNING",
+            },
+            stdout=logfile,
+            stderr=subprocess.STDOUT,
+        )
+        logfile.close()  # the child holds its own descriptor
+        self.replicas[name] = (url, proc)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"replica {name} exited with {proc.returncode}: {self.tail(name)}"
+                )
+            try:
+                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    log(f"replica {name}: {url} ready (pid {proc.pid})")
+                    return url
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)  # a server gives no other signal that it listens
+        raise RuntimeError(f"replica {name} at {url} was not ready in 60 s: {self.tail(name)}")
+
+    def tail(self, name: str) -> str:
+        path = self.workdir / f"roster-{name}.log"
+        return path.read_text(errors="replace")[-2000:] if path.exists() else ""
+
+    def stop_replicas(self) -> None:
+        """SIGTERM every replica, wait up to 30 s each, SIGKILL one that is still up."""
+        for _, proc in self.replicas.values():
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for name, (_, proc) in self.replicas.items():
+            try:
+                self.exit_codes[name] = proc.wait(30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                self.exit_codes[name] = proc.wait(10)
+                log(f"replica {name} did not stop on SIGTERM in 30 s: killed")
+        log(f"replicas stopped: {self.exit_codes}")
+
+
+@contextlib.contextmanager
+def bench_platform(platform: Endpoints) -> Iterator[Bench]:
+    """A database and a NATS namespace of the run's own, removed when the context ends."""
+    token = secrets.token_hex(4)
+    namespace = f"bench{token}"
+    database = f"pcbench_{token}"
+    admin = platform.database_url
+    database_url = make_url(admin).set(database=database).render_as_string(hide_password=False)
+    with tempfile.TemporaryDirectory(prefix="pinecall-bench-") as tmp:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")}
+        env |= {
+            "PINECALL_DATABASE_URL": database_url,
+            "PINECALL_NATS_URL": platform.nats_url,
+            "PINECALL_NATS_NAMESPACE": namespace,
+            "PINECALL_STATE_DIR": tmp,  # never read a developer's .state/up.json
+        }
+        bench = Bench(
+            platform=platform,
+            workdir=Path(tmp),
+            namespace=namespace,
+            database=database,
+            database_url=database_url,
+            env=env,
+        )
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{database}"')
+        log(f"database {database} created; NATS namespace {namespace}")
+        try:
+            bench.cli("migrate")
+            bench.operator_key = bench.cli(
+                "keys", "create", "--kind", "operator", "--name", "bench"
+            )
+            bench.fleet_key = bench.cli(
+                "keys",
+                "create",
+                "--kind",
+                "fleet",
+                "--name",
+                "bench",
+                "--environment",
+                "production",
+            )
+            yield bench
+        finally:
+            try:
+                bench.stop_replicas()
+            finally:
+                with psycopg.connect(admin, autocommit=True) as conn:
+                    conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
+                log(f"database {database} dropped")
+                asyncio.run(delete_bucket(platform.nats_url, Subjects(namespace).cordons_bucket))
+
+
+async def delete_bucket(nats_url: str, bucket: str) -> None:
+    """Delete the run's cordons KV bucket (best effort: a leftover is only litter)."""
+    try:
+        client = await nats.connect(nats_url, connect_timeout=2, allow_reconnect=False)
+    except Exception as exc:  # nats-py raises a handful of unrelated types here
+        log(f"NATS: could not delete bucket {bucket}: {exc}")
+        return
+    try:
+        await client.jetstream().delete_key_value(bucket)
+        log(f"NATS bucket {bucket} deleted")
+    except Exception as exc:
+        log(f"NATS: could not delete bucket {bucket}: {exc}")
+    finally:
+        await client.close()
