@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from pinecall_contracts import calls, fleet, keys, livekit, problems, worker
+from pinecall_contracts import calls, dispatch, fleet, keys, livekit, problems, worker
 
 CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     fleet.WorkerMinute,
@@ -54,6 +54,8 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     calls.CallEvent,
     calls.Appended,
     calls.LogToken,
+    dispatch.CallRing,
+    dispatch.JobOffer,
 )
 """Every wire type; a test holds this list to the modules so none is forgotten."""
 
