@@ -79,3 +79,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             return msgspec.convert(raw, cls, strict=False)
         except msgspec.ValidationError as exc:
             raise SettingsError(f"{cls.__name__}: {exc}") from exc
+
+
+def by_environment(text: str, setting: str) -> dict[str, str]:
+    """``production=A,sandbox=B`` as ``{"production": "A", "sandbox": "B"}`` (blanks ignored);
+    ``SettingsError`` naming ``setting`` for an item that is not ``<environment>=<value>``."""
+    found: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        environment, sep, value = item.partition("=")
+        if not (sep and environment.strip() and value.strip()):
+            raise SettingsError(f"{setting}: not <environment>=<value>: {item!r}")
+        found[environment.strip()] = value.strip()
+    return found

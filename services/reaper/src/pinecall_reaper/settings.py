@@ -1,0 +1,82 @@
+"""The reaper's settings, read once from the environment in ``main.py``.
+
+LiveKit per environment as webhook-ingest reads its keys: ``PINECALL_LIVEKIT_KEYS`` names each
+environment's ``KEY:SECRET`` (``LIVEKIT_API_KEY``/``_SECRET`` are production's when it names no
+production), and ``PINECALL_LIVEKIT_URLS`` each environment's URL (``LIVEKIT_URL`` for any it does
+not name). The environments reaped are those with keys.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from pinecall_servicekit.settings import Settings, SettingsError, by_environment
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LiveKit:
+    """One LiveKit: its URL and an API key that may list and delete rooms (``roomList``,
+    ``roomAdmin``, ``roomCreate``)."""
+
+    url: str
+    api_key: str
+    api_secret: str
+
+
+class ReaperSettings(Settings, frozen=True, kw_only=True):
+    """Where the reaper listens, what it reads, and the seeds' numbers it reaps by."""
+
+    ENV_NAMES: ClassVar = {
+        "livekit_url": "LIVEKIT_URL",
+        "livekit_api_key": "LIVEKIT_API_KEY",
+        "livekit_api_secret": "LIVEKIT_API_SECRET",
+    }
+
+    host: str = "127.0.0.1"
+    port: int = 8105
+    call_log_url: str = "http://127.0.0.1:8102"
+    operator_key: str | None = None
+    """``PINECALL_OPERATOR_KEY``: the reaper lists, ends and seals calls of every environment,
+    as an operator does."""
+    reap_every_s: float = 60.0
+    """Seconds between two sweeps (seed 002, "The reaper looks every minute")."""
+    quiet_s: float = 300.0
+    """Seconds a call with no agent in its room stays quiet before it ends drained; also the
+    age at which a room no unsealed call names is taken down (seed 002: five minutes)."""
+    max_call_seconds: float = 1800.0
+    """``MAX_CALL_SECONDS``: a call older than this ends ``timeout`` (seed 003: 30 minutes)."""
+    livekit_url: str = "ws://127.0.0.1:7880"
+    livekit_urls: str = ""
+    """``production=URL,sandbox=URL``: each environment's LiveKit, where not ``LIVEKIT_URL``."""
+    livekit_api_key: str | None = None
+    livekit_api_secret: str | None = None
+    livekit_keys: str = ""
+    """``production=KEY:SECRET,sandbox=KEY:SECRET``, as webhook-ingest reads it."""
+
+    def livekits(self) -> dict[str, LiveKit]:
+        """``{environment: LiveKit}``; ``SettingsError`` when malformed or when none has keys."""
+        keys = {}
+        for environment, pair in by_environment(self.livekit_keys, "PINECALL_LIVEKIT_KEYS").items():
+            key, colon, secret = pair.partition(":")
+            if not (colon and key and secret):
+                raise SettingsError(f"PINECALL_LIVEKIT_KEYS: not <key>:<secret> for {environment}")
+            keys[environment] = (key, secret)
+        if "production" not in keys and self.livekit_api_key and self.livekit_api_secret:
+            keys["production"] = (self.livekit_api_key, self.livekit_api_secret)
+        if not keys:
+            raise SettingsError(
+                "no LiveKit keys: set LIVEKIT_API_KEY/SECRET or PINECALL_LIVEKIT_KEYS"
+            )
+        urls = by_environment(self.livekit_urls, "PINECALL_LIVEKIT_URLS")
+        return {
+            env: LiveKit(url=urls.get(env, self.livekit_url), api_key=key, api_secret=secret)
+            for env, (key, secret) in keys.items()
+        }
+
+    def check(self) -> ReaperSettings:
+        """These settings, or ``SettingsError`` naming what the reaper cannot run without."""
+        if not self.operator_key:
+            raise SettingsError("the reaper needs PINECALL_OPERATOR_KEY")
+        self.livekits()
+        return self
