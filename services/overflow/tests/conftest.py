@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import pytest
 from livekit import api
@@ -74,9 +75,8 @@ async def sealed(nats_url: str, nats_namespace: str) -> AsyncIterator[Sealed]:
     await bus.close()
 
 
-@pytest.fixture
-def overflow_settings(
-    standin: StandIn, vendor_fakes: VendorFakes, call_log: Process, keys: Keys
+def settings_for(
+    standin: StandIn, vendor_fakes: VendorFakes, keys: Keys, call_log_url: str
 ) -> OverflowSettings:
     return OverflowSettings.from_env(
         {},
@@ -87,7 +87,7 @@ def overflow_settings(
         livekit_url=standin.url,
         livekit_api_key=API_KEY,
         livekit_api_secret=API_SECRET,
-        call_log_url=call_log.url,
+        call_log_url=call_log_url,
         cartesia_url=vendor_fakes.cartesia_url,
         cartesia_api_key="lab",
         lab_rooms=True,
@@ -96,18 +96,29 @@ def overflow_settings(
     )
 
 
-@pytest.fixture
-async def overflow(overflow_settings: OverflowSettings) -> AsyncIterator[Overflow]:
-    o = Overflow(overflow_settings, num_idle_processes=4)  # 4 offers at once from idle
+@asynccontextmanager
+async def overflow_of(settings: OverflowSettings) -> AsyncIterator[Overflow]:
+    """An overflow running in this loop (its jobs in threads), registered; stopped after."""
+    o = Overflow(settings, num_idle_processes=4)  # 4 offers at once from idle
     running = asyncio.create_task(o.run())
     o.exit = running  # type: ignore[attr-defined]
     async with asyncio.timeout(60):
         await o.registered.wait()
-    yield o
-    if not running.done():
-        o.stop()
-    async with asyncio.timeout(60):
-        await running
+    try:
+        yield o
+    finally:
+        if not running.done():
+            o.stop()
+        async with asyncio.timeout(60):
+            await running
+
+
+@pytest.fixture
+async def overflow(
+    standin: StandIn, vendor_fakes: VendorFakes, keys: Keys, call_log: Process
+) -> AsyncIterator[Overflow]:
+    async with overflow_of(settings_for(standin, vendor_fakes, keys, call_log.url)) as o:
+        yield o
 
 
 def job_offer(call: str, room: str, **extra: object) -> JobOffer:

@@ -17,7 +17,7 @@ from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.vendors import VendorFakes
 from pinecall_overflow.server import Overflow
 
-from .conftest import SAYS, Sealed, heard, job_offer, loud, offer_to
+from .conftest import SAYS, Sealed, heard, job_offer, loud, offer_to, overflow_of, settings_for
 
 
 async def test_an_answer_job_says_the_sentence_writes_the_call_back_ends_overflow_and_hangs_up(
@@ -91,3 +91,19 @@ async def test_the_health_port_answers_once_livekit_registered_it(overflow: Over
     overflow.registered.clear()  # as before the registration
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{overflow.health.port}") as http:
         assert (await http.get("/healthz")).status_code == 503
+
+
+async def test_a_call_log_that_does_not_answer_does_not_keep_the_caller_in_silence(
+    standin: StandIn, livekit_api: api.LiveKitAPI, vendor_fakes: VendorFakes, keys: Keys
+) -> None:
+    """Nothing answers at the call log's address: the open is retried for its 10 s, then the
+    sentence is said anyway and the caller hung up; the call is the reaper's."""
+    settings = settings_for(standin, vendor_fakes, keys, "http://127.0.0.1:9")
+    async with overflow_of(settings) as overflow, asyncio.timeout(90):
+        caller = await sip_call(
+            livekit_api, standin.url, API_KEY, API_SECRET, room="room-3", fleet="pinecall"
+        )
+        await offer_to(livekit_api, overflow.name, job_offer("call_3", "room-3"))
+        await caller.closed.wait()
+    assert caller.removed_reason == "ROOM_DELETED"
+    assert loud(heard(caller))

@@ -158,10 +158,10 @@ class CallLogClient:
         """Open a call (idempotent: a retry whose answer was lost gets the same record)."""
         return await self.request("/v1/calls", call, CallRecord, within_s=within_s)
 
-    async def record(self, call: str) -> CallRecord:
+    async def record(self, call: str, *, within_s: float | None = SEAL_WITHIN_S) -> CallRecord:
         """What the call is and where its log stands; ``CallUnknown`` if the log has no such call."""
         return await self.request(
-            f"/v1/calls/{call}", None, CallRecord, within_s=SEAL_WITHIN_S, method="GET"
+            f"/v1/calls/{call}", None, CallRecord, within_s=within_s, method="GET"
         )
 
     async def callback(self, request: CallbackRequest) -> AgentEntry:

@@ -10,7 +10,9 @@ In order, each step idempotent so a job that dies half way leaves what the reape
 
 1. the writer: after ``offer.written``; with none, after the count the log holds (``GET``), or
    from 0 on a call this job opens (``answer``, or a call the log never heard of). A call opened
-   by another worker is ``CallTaken``: that worker has the caller, the job says nothing;
+   by another worker is ``CallTaken``: that worker has the caller, the job says nothing. A log
+   that does not answer within 10 s does not keep the caller in silence: the sentence is said,
+   nothing is written, the room still goes, and the call is the reaper's;
 2. join the room and say the sentence with an ``AgentSession`` that has a voice (Cartesia) and
    nothing else: no ears, no model (``session.say``, awaited to the end of its playout);
 3. ``transcript.agent`` ``{"text", "job"}`` on the call's log, counted after the writer's count
@@ -31,8 +33,8 @@ from typing import Any
 from livekit.agents import Agent, AgentSession, JobContext, tts
 from livekit.plugins import cartesia
 
-from pinecall_clients.calllog import CallLogClient, CallLogWriter
-from pinecall_clients.errors import CallLogRefused, CallUnknown
+from pinecall_clients.calllog import SEAL_WITHIN_S, CallLogClient, CallLogWriter
+from pinecall_clients.errors import CallLogRefused, CallLogUnavailable, CallUnknown
 from pinecall_contracts.calls import CallOpen, Outcome
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_jobs.errors import CallTaken
@@ -42,6 +44,9 @@ _log = logging.getLogger(__name__)
 
 SAID = "transcript.agent"
 """The entry kind of what an agent said; ``data``: ``{"text", "job"}``."""
+OPEN_WITHIN_S = 10.0
+"""Seconds the job retries opening or reading its call before it speaks anyway: the caller
+waits in silence while it does."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -67,7 +72,8 @@ class Said:
 
     call: str
     opened: bool
-    written: int
+    written: int | None
+    """None when the call log did not answer: nothing was written."""
     interrupted: bool
     callers: list[Caller]
 
@@ -91,28 +97,41 @@ async def say_sentence(
     """Run the sentence job of ``offer`` in ``ctx``'s room (the steps in the module docstring).
 
     ``outcome`` ends the call if it is still open (``drained`` for a dead worker's call,
-    ``overflow`` for the overflow's). Raises ``CallTaken`` before saying anything, the call
-    log's errors (:mod:`pinecall_clients.errors`) when it refuses or does not answer. The job is
-    shut down when this returns or raises.
+    ``overflow`` for the overflow's). Raises ``CallTaken`` before saying anything. No caller in
+    silence: a call log that does not answer (``CallLogUnavailable``) at the start does not stop
+    the sentence, and whatever the log answers after it the room is deleted; the log's error is
+    raised then, and the call left to the reaper. The job shuts down when this returns or raises.
     """
     try:
-        writer, opened = await _writer(offer, sentence.worker, log)
+        try:
+            writer: CallLogWriter | None
+            writer, opened = await _writer(offer, sentence.worker, log)
+        except CallLogUnavailable as exc:
+            _log.error(
+                "call %s: the call log did not answer (%s); saying it anyway", offer.call, exc
+            )
+            writer, opened = None, False
         room = await JobRoom.join(ctx, lab_rooms=sentence.lab_rooms)
         interrupted = await _say(room, sentence)
-        writer.add(SAID, {"text": sentence.says, "job": offer.job})
-        await _drain_once_more(writer)
         callers = room.callers()
-        if then is not None:
-            await then(callers)
-        sealed = await _end(log, offer.call, outcome, f"the {offer.job} job said its sentence")
-        await delete_room(sentence.livekit, offer.room)
-        if not sealed:
+        sealed = False
+        try:
+            if writer is not None:
+                writer.add(SAID, {"text": sentence.says, "job": offer.job})
+                await _drain_once_more(writer)
+                if then is not None:
+                    await then(callers)
+                reason = f"the {offer.job} job said its sentence"
+                sealed = await _end(log, offer.call, outcome, reason)
+        finally:
+            await delete_room(sentence.livekit, offer.room)  # hung up, whatever the log said
+        if writer is not None and not sealed:
             await log.seal(offer.call)
         _log.info("call %s: the sentence said (%s), room deleted, sealed", offer.call, offer.job)
         return Said(
             call=offer.call,
             opened=opened,
-            written=writer.written,
+            written=writer.written if writer is not None else None,
             interrupted=interrupted,
             callers=callers,
         )
@@ -122,10 +141,12 @@ async def say_sentence(
 
 async def _writer(offer: JobOffer, worker: str, log: CallLogClient) -> tuple[CallLogWriter, bool]:
     if offer.job == "sentence" and offer.written is not None:
-        return log.writer(offer.call, written=offer.written), False
+        return _following(log, offer.call, offer.written), False
     if offer.job == "sentence":
         try:
-            return log.writer(offer.call, written=(await log.record(offer.call)).written), False
+            return _following(
+                log, offer.call, (await log.record(offer.call, within_s=OPEN_WITHIN_S)).written
+            ), False
         except CallUnknown:
             pass  # a call nobody opened: this job opens it
     opening = CallOpen(
@@ -139,12 +160,16 @@ async def _writer(offer: JobOffer, worker: str, log: CallLogClient) -> tuple[Cal
         config=offer.config,
     )
     try:
-        record = await log.open(opening)
+        record = await log.open(opening, within_s=OPEN_WITHIN_S)
     except CallLogRefused as exc:
         if exc.status == 409:
             raise CallTaken(f"call {offer.call} was opened by another worker: {exc}") from exc
         raise
-    return log.writer(offer.call, written=record.written), True
+    return _following(log, offer.call, record.written), True
+
+
+def _following(log: CallLogClient, call: str, written: int) -> CallLogWriter:
+    return log.writer(call, written=written, batch_timeout_s=SEAL_WITHIN_S)
 
 
 async def _end(log: CallLogClient, call: str, outcome: Outcome, reason: str) -> bool:

@@ -34,6 +34,8 @@ from pinecall_overflow.settings import OverflowSettings
 
 _log = logging.getLogger(__name__)
 
+REASON = "the overflow answered: no seat for the call"
+
 
 def overflow_name(fleet: str) -> str:
     """``<fleet>/overflow``: the overflow's LiveKit agent name, the worker its calls name."""
@@ -62,15 +64,15 @@ def callback(offer: JobOffer, log: CallLogClient) -> Callable[[list[Caller]], Aw
         if number is None:
             _log.info("call %s: no number to call back (a %s caller)", offer.call, offer.caller)
             return
+        said: dict[str, str] = {"number": number}
         try:
-            request = CallbackRequest(
-                agent=offer.agent, number=msgspec.convert(number, Number), call=offer.call
-            )
-        except msgspec.ValidationError:  # not digits: kept as the contact to call back
-            request = CallbackRequest(agent=offer.agent, contact=number[:2000], call=offer.call)
-        entry = await log.callback(
-            msgspec.structs.replace(request, reason="the overflow answered: no seat")
+            msgspec.convert(number, Number)
+        except msgspec.ValidationError:  # not a number the log takes: kept as the contact
+            said = {"contact": number[:2000]}
+        request = msgspec.convert(
+            {"agent": offer.agent, "call": offer.call, "reason": REASON} | said, CallbackRequest
         )
+        entry = await log.callback(request)
         _log.info(
             "call %s: callback.requested at %d on %s's log", offer.call, entry.seq, offer.agent
         )
