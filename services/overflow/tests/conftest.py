@@ -11,7 +11,7 @@ from contextlib import asynccontextmanager
 import pytest
 from livekit import api
 
-from pinecall_call_log.testing import Keys, Process, make_keys, served
+from pinecall_call_log.testing import Keys, Process, make_keys, one_served
 from pinecall_contracts.base import encode
 from pinecall_contracts.calls import CallEvent
 from pinecall_contracts.dispatch import JobOffer
@@ -36,14 +36,7 @@ async def keys(database_url: str) -> Keys:
 
 @pytest.fixture
 async def call_log(database_url: str, nats_url: str, nats_namespace: str) -> AsyncIterator[Process]:
-    env = {
-        "PINECALL_DATABASE_URL": database_url,
-        "PINECALL_NATS_URL": nats_url,
-        "PINECALL_NATS_NAMESPACE": nats_namespace,
-        "PINECALL_LOG_FORMAT": "text",
-        "PINECALL_DB_POOL_SIZE": "2",
-    }
-    async with served(env, count=1) as [replica]:
+    async with one_served(database_url, nats_url, nats_namespace) as replica:
         yield replica
 
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from pinecall_call_log.testing import Keys, Process, served
+from pinecall_call_log.testing import Keys, Process, one_served
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_reaper.app import create_app
@@ -23,14 +23,7 @@ PROBLEM = "application/problem+json"
 async def call_log_process(
     database_url: str, nats_url: str, nats_namespace: str
 ) -> AsyncIterator[Process]:
-    env = {
-        "PINECALL_DATABASE_URL": database_url,
-        "PINECALL_NATS_URL": nats_url,
-        "PINECALL_NATS_NAMESPACE": nats_namespace,
-        "PINECALL_LOG_FORMAT": "text",
-        "PINECALL_DB_POOL_SIZE": "2",
-    }
-    async with served(env, count=1) as [replica]:
+    async with one_served(database_url, nats_url, nats_namespace) as replica:
         yield replica
 
 

@@ -42,7 +42,7 @@ def test_each_environment_gets_its_keys_and_its_url_or_livekit_url() -> None:
         ),
         (
             {"PINECALL_OPERATOR_KEY": "k", "PINECALL_LIVEKIT_KEYS": "production=K"},
-            "not <key>:<secret>",
+            "not <env>=<key>:<secret>",
         ),
         (
             {

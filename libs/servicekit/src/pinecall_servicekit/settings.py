@@ -91,3 +91,22 @@ def by_environment(text: str, setting: str) -> dict[str, str]:
             raise SettingsError(f"{setting}: not <environment>=<value>: {item!r}")
         found[environment.strip()] = value.strip()
     return found
+
+
+def livekit_keys(
+    text: str, api_key: str | None = None, api_secret: str | None = None
+) -> dict[str, tuple[str, str]]:
+    """Each environment's LiveKit API key and secret: ``PINECALL_LIVEKIT_KEYS``
+    (``production=KEY:SECRET,sandbox=KEY:SECRET``), with ``LIVEKIT_API_KEY``/``_SECRET`` as
+    production's where it names no production. ``SettingsError`` when malformed or empty."""
+    keys: dict[str, tuple[str, str]] = {}
+    for environment, pair in by_environment(text, "PINECALL_LIVEKIT_KEYS").items():
+        key, colon, secret = pair.partition(":")
+        if not (colon and key and secret):
+            raise SettingsError(f"PINECALL_LIVEKIT_KEYS: not <env>=<key>:<secret>: {environment}")
+        keys[environment] = (key, secret)
+    if "production" not in keys and api_key and api_secret:
+        keys["production"] = (api_key, api_secret)
+    if not keys:
+        raise SettingsError("no LiveKit keys: set LIVEKIT_API_KEY/SECRET or PINECALL_LIVEKIT_KEYS")
+    return keys

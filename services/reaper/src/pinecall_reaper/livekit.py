@@ -10,12 +10,16 @@ Errors: ``LiveKitUnavailable`` when LiveKit does not answer or refuses (a bad ke
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Awaitable
+from typing import TypeVar
 
 import aiohttp
 from livekit import api
 
 from pinecall_reaper.domain import RoomSeen
 from pinecall_reaper.settings import LiveKit
+
+T = TypeVar("T")
 
 
 class LiveKitUnavailable(Exception):
@@ -45,38 +49,39 @@ class Rooms:
         if self._api is not None:
             await self._api.aclose()
 
+    async def _ask(self, what: str, request: Awaitable[T]) -> T | None:
+        """``request``'s answer; None for Twirp ``not_found`` (the room is gone);
+        ``LiveKitUnavailable`` for anything else that is not an answer."""
+        try:
+            return await request
+        except api.ServerError as exc:
+            if exc.code == api.ServerErrorCode.NOT_FOUND:
+                return None
+            raise LiveKitUnavailable(f"{what} on {self.livekit.url}: {exc!r}") from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise LiveKitUnavailable(f"{what} on {self.livekit.url}: {exc!r}") from exc
+
     async def listed(self) -> dict[str, RoomSeen]:
         """Every room, by name."""
-        try:
-            rooms = (await self._lk().room.list_rooms(api.ListRoomsRequest())).rooms
-        except (aiohttp.ClientError, TimeoutError, api.ServerError) as exc:
-            raise LiveKitUnavailable(f"ListRooms on {self.livekit.url}: {exc!r}") from exc
+        answer = await self._ask("ListRooms", self._lk().room.list_rooms(api.ListRoomsRequest()))
         return {
             r.name: RoomSeen(name=r.name, created_at=_created(r), participants=r.num_participants)
-            for r in rooms
+            for r in (answer.rooms if answer is not None else [])
         }
 
     async def agents(self, room: str) -> int | None:
         """How many agent participants ``room`` holds; None if LiveKit has no such room."""
         request = api.ListParticipantsRequest(room=room)
-        try:
-            found = (await self._lk().room.list_participants(request)).participants
-        except api.ServerError as exc:
-            if exc.code == api.ServerErrorCode.NOT_FOUND:
-                return None
-            raise LiveKitUnavailable(f"ListParticipants {room}: {exc!r}") from exc
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise LiveKitUnavailable(f"ListParticipants {room}: {exc!r}") from exc
-        return sum(1 for p in found if p.kind == api.ParticipantInfo.Kind.AGENT)
+        answer = await self._ask(
+            f"ListParticipants {room}", self._lk().room.list_participants(request)
+        )
+        if answer is None:
+            return None
+        return sum(1 for p in answer.participants if p.kind == api.ParticipantInfo.Kind.AGENT)
 
     async def delete(self, room: str) -> bool:
         """Take ``room`` down; False if it was gone already (another replica, its last caller)."""
-        try:
-            await self._lk().room.delete_room(api.DeleteRoomRequest(room=room))
-        except api.ServerError as exc:
-            if exc.code == api.ServerErrorCode.NOT_FOUND:
-                return False
-            raise LiveKitUnavailable(f"DeleteRoom {room}: {exc!r}") from exc
-        except (aiohttp.ClientError, TimeoutError) as exc:
-            raise LiveKitUnavailable(f"DeleteRoom {room}: {exc!r}") from exc
-        return True
+        request = api.DeleteRoomRequest(room=room)
+        return (
+            await self._ask(f"DeleteRoom {room}", self._lk().room.delete_room(request)) is not None
+        )

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from pinecall_servicekit.settings import Settings, SettingsError, by_environment
+from pinecall_servicekit.settings import Settings, SettingsError, by_environment, livekit_keys
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -56,18 +56,7 @@ class ReaperSettings(Settings, frozen=True, kw_only=True):
 
     def livekits(self) -> dict[str, LiveKit]:
         """``{environment: LiveKit}``; ``SettingsError`` when malformed or when none has keys."""
-        keys = {}
-        for environment, pair in by_environment(self.livekit_keys, "PINECALL_LIVEKIT_KEYS").items():
-            key, colon, secret = pair.partition(":")
-            if not (colon and key and secret):
-                raise SettingsError(f"PINECALL_LIVEKIT_KEYS: not <key>:<secret> for {environment}")
-            keys[environment] = (key, secret)
-        if "production" not in keys and self.livekit_api_key and self.livekit_api_secret:
-            keys["production"] = (self.livekit_api_key, self.livekit_api_secret)
-        if not keys:
-            raise SettingsError(
-                "no LiveKit keys: set LIVEKIT_API_KEY/SECRET or PINECALL_LIVEKIT_KEYS"
-            )
+        keys = livekit_keys(self.livekit_keys, self.livekit_api_key, self.livekit_api_secret)
         urls = by_environment(self.livekit_urls, "PINECALL_LIVEKIT_URLS")
         return {
             env: LiveKit(url=urls.get(env, self.livekit_url), api_key=key, api_secret=secret)
