@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 
 import httpx
 import pytest
@@ -15,7 +15,7 @@ from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit.testing import *  # noqa: F403  (the stand-in's fixtures)
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_reaper.domain import Rules
-from pinecall_reaper.reaper import Reaper
+from pinecall_reaper.reaper import LiveKits, Reaper
 from pinecall_reaper.settings import LiveKit
 
 
@@ -48,11 +48,20 @@ def log_client(call_log: Replica, key: str) -> CallLogClient:
     )
 
 
+def on(livekits: Mapping[str, LiveKit]) -> LiveKits:
+    """Environments on fixed LiveKits (the app resolves them at each sweep)."""
+
+    async def fixed() -> Mapping[str, LiveKit]:
+        return livekits
+
+    return fixed
+
+
 @pytest.fixture
 async def reaper(call_log: Replica, keys: Keys, standin: StandIn) -> AsyncIterator[Reaper]:
     """A reaper of production on the stand-in, with the seeds' rules."""
     async with log_client(call_log, keys.operator) as log:
         livekit = LiveKit(url=standin.url, api_key=API_KEY, api_secret=API_SECRET)
-        r = Reaper(log, {"production": livekit}, Rules())
+        r = Reaper(log, on({"production": livekit}), Rules())
         yield r
         await r.aclose()

@@ -20,7 +20,7 @@ from pinecall_reaper.domain import Reap, Rules
 from pinecall_reaper.reaper import Reaper
 from pinecall_reaper.settings import LiveKit
 
-from .conftest import log_client
+from .conftest import log_client, on
 
 LOST = {"participant_left", "room_finished"}
 
@@ -96,7 +96,7 @@ async def test_lost_webhooks_leave_nothing_open_and_two_replicas_do_not_fight(
     later = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=6)
     async with log_client(call_log, keys.operator) as log:
         livekit = LiveKit(url=standin.url, api_key=API_KEY, api_secret=API_SECRET)
-        other = Reaper(log, {"production": livekit}, Rules())
+        other = Reaper(log, on({"production": livekit}), Rules())
         async with asyncio.timeout(60):
             sweeps = await asyncio.gather(reaper.sweep(later), other.sweep(later))
         await other.aclose()
@@ -141,7 +141,7 @@ async def test_a_livekit_that_does_not_answer_is_no_evidence_a_room_is_gone(
     await open_call(call_log, keys, "call_x", "room-x")
     async with log_client(call_log, keys.operator) as log:
         nobody = LiveKit(url="http://127.0.0.1:9", api_key=API_KEY, api_secret=API_SECRET)
-        blind = Reaper(log, {"production": nobody}, Rules())
+        blind = Reaper(log, on({"production": nobody}), Rules())
         async with asyncio.timeout(30):
             sweep = await blind.sweep(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
         await blind.aclose()

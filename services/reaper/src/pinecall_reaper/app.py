@@ -12,11 +12,13 @@ import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import httpx
 from litestar import Litestar
 from litestar.datastructures import State
 
 from pinecall_clients.calllog import CallLogClient
 from pinecall_reaper.domain import Rules
+from pinecall_reaper.fleets import Fleets
 from pinecall_reaper.metrics import registry_for
 from pinecall_reaper.reaper import Reaper
 from pinecall_reaper.settings import ReaperSettings
@@ -35,8 +37,12 @@ def create_app(settings: ReaperSettings | None = None) -> Litestar:
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         configure_telemetry("reaper", level=settings.log_level, fmt=settings.log_format)
         rules = Rules(quiet_s=settings.quiet_s, max_call_s=settings.max_call_seconds)
-        async with CallLogClient(settings.call_log_url, settings.operator_key or "") as log:
-            reaper = Reaper(log, settings.livekits(), rules, every_s=settings.reap_every_s)
+        async with (
+            CallLogClient(settings.call_log_url, settings.operator_key or "") as log,
+            httpx.AsyncClient(base_url=settings.roster_url) as roster,
+        ):
+            fleets = Fleets(settings, roster)
+            reaper = Reaper(log, fleets.livekits, rules, every_s=settings.reap_every_s)
             app.state.reaper = state["reaper"] = reaper
             loop = asyncio.create_task(reaper.run(), name="reaper-loop")
             try:

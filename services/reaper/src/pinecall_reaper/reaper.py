@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from pinecall_clients.calllog import CallLogClient
@@ -55,24 +55,26 @@ class Sweep:
     """What could not be read or done (it is tried again next sweep)."""
 
 
+LiveKits = Callable[[], Awaitable[Mapping[str, LiveKit]]]
+"""Each environment's LiveKit now (:meth:`pinecall_reaper.fleets.Fleets.livekits`)."""
+
+
 class Reaper:
-    """Sweeps the calls of ``livekits``' environments; :meth:`run` every ``every_s``."""
+    """Sweeps the calls of the environments ``livekits`` names; :meth:`run` every ``every_s``."""
 
     def __init__(
         self,
         log: CallLogClient,
-        livekits: Mapping[str, LiveKit],
+        livekits: LiveKits,
         rules: domain.Rules,
         *,
         every_s: float = 60.0,
     ) -> None:
         self.log = log
+        self.livekits = livekits
         self.rules = rules
         self.every_s = every_s
-        self._rooms = {lk: Rooms(lk) for lk in set(livekits.values())}
-        self._environments: dict[LiveKit, list[str]] = {}
-        for environment, lk in sorted(livekits.items()):
-            self._environments.setdefault(lk, []).append(environment)
+        self._rooms: dict[LiveKit, Rooms] = {}
         self.sweeps = 0
         self.last: Sweep | None = None
         self.swept = asyncio.Event()
@@ -98,8 +100,12 @@ class Reaper:
         """One sweep of every LiveKit, judged at ``now`` (default: the clock at its start)."""
         now = now or dt.datetime.now(dt.UTC)
         done = Sweep()
-        for lk, environments in self._environments.items():
-            await self._sweep(self._rooms[lk], environments, now, done)
+        on: dict[LiveKit, list[str]] = {}
+        for environment, lk in sorted((await self.livekits()).items()):
+            on.setdefault(lk, []).append(environment)
+        for lk, environments in on.items():
+            rooms = self._rooms.get(lk) or self._rooms.setdefault(lk, Rooms(lk))
+            await self._sweep(rooms, environments, now, done)
         self.sweeps += 1
         self.last = done
         self.swept.set()

@@ -2,8 +2,9 @@
 
 LiveKit per environment as webhook-ingest reads its keys: ``PINECALL_LIVEKIT_KEYS`` names each
 environment's ``KEY:SECRET`` (``LIVEKIT_API_KEY``/``_SECRET`` are production's when it names no
-production), and ``PINECALL_LIVEKIT_URLS`` each environment's URL (``LIVEKIT_URL`` for any it does
-not name). The environments reaped are those with keys.
+production). The environments reaped are those with keys; where each one's LiveKit is, is
+:mod:`pinecall_reaper.fleets`' (``PINECALL_LIVEKIT_URLS``, the roster's fleets rows,
+``LIVEKIT_URL``).
 """
 
 from __future__ import annotations
@@ -36,9 +37,11 @@ class ReaperSettings(Settings, frozen=True, kw_only=True):
     host: str = "127.0.0.1"
     port: int = 8105
     call_log_url: str = "http://127.0.0.1:8102"
+    roster_url: str = "http://127.0.0.1:8101"
+    """Where the fleets rows are read (each environment's LiveKit URL)."""
     operator_key: str | None = None
-    """``PINECALL_OPERATOR_KEY``: the reaper lists, ends and seals calls of every environment,
-    as an operator does."""
+    """``PINECALL_OPERATOR_KEY``: the reaper lists, ends and seals calls of every environment and
+    reads the fleets rows, as an operator does."""
     reap_every_s: float = 60.0
     """Seconds between two sweeps (seed 002, "The reaper looks every minute")."""
     quiet_s: float = 300.0
@@ -47,25 +50,18 @@ class ReaperSettings(Settings, frozen=True, kw_only=True):
     max_call_seconds: float = 1800.0
     """``MAX_CALL_SECONDS``: a call older than this ends ``timeout`` (seed 003: 30 minutes)."""
     livekit_url: str = "ws://127.0.0.1:7880"
+    """The LiveKit of an environment neither ``PINECALL_LIVEKIT_URLS`` nor a fleets row names."""
     livekit_urls: str = ""
-    """``production=URL,sandbox=URL``: each environment's LiveKit, where not ``LIVEKIT_URL``."""
+    """``production=URL,sandbox=URL``: each environment's LiveKit, before the fleets rows."""
     livekit_api_key: str | None = None
     livekit_api_secret: str | None = None
     livekit_keys: str = ""
     """``production=KEY:SECRET,sandbox=KEY:SECRET``, as webhook-ingest reads it."""
 
-    def livekits(self) -> dict[str, LiveKit]:
-        """``{environment: LiveKit}``; ``SettingsError`` when malformed or when none has keys."""
-        keys = livekit_keys(self.livekit_keys, self.livekit_api_key, self.livekit_api_secret)
-        urls = by_environment(self.livekit_urls, "PINECALL_LIVEKIT_URLS")
-        return {
-            env: LiveKit(url=urls.get(env, self.livekit_url), api_key=key, api_secret=secret)
-            for env, (key, secret) in keys.items()
-        }
-
     def check(self) -> ReaperSettings:
         """These settings, or ``SettingsError`` naming what the reaper cannot run without."""
         if not self.operator_key:
             raise SettingsError("the reaper needs PINECALL_OPERATOR_KEY")
-        self.livekits()
+        livekit_keys(self.livekit_keys, self.livekit_api_key, self.livekit_api_secret)
+        by_environment(self.livekit_urls, "PINECALL_LIVEKIT_URLS")
         return self
