@@ -10,9 +10,7 @@ import pytest
 
 from pinecall_reaper.fleets import Fleets
 from pinecall_reaper.settings import LiveKit, ReaperSettings
-from pinecall_roster.app import create_app
-from pinecall_roster.settings import RosterSettings
-from pinecall_roster.testing import Keys, Replica, make_keys, running
+from pinecall_roster.testing import Keys, Replica, make_keys, replica_on
 from pinecall_servicekit.settings import SettingsError
 
 BOTH = {
@@ -31,15 +29,8 @@ async def roster_keys(database_url: str) -> Keys:
 
 @pytest.fixture
 async def roster(database_url: str, nats_url: str, nats_namespace: str) -> AsyncIterator[Replica]:
-    settings = RosterSettings.from_env(
-        {},
-        database_url=database_url,
-        nats_url=nats_url,
-        nats_namespace=nats_namespace,
-        log_format="text",
-        livekit_url="wss://lk-of-the-rows.example.test",
-    )
-    async with running(create_app(settings)) as client:
+    rows = {"livekit_url": "wss://lk-of-the-rows.example.test"}
+    async with replica_on(database_url, nats_url, nats_namespace, **rows) as client:
         yield client
 
 
