@@ -37,11 +37,16 @@ async def test_control_api_lists_freezes_and_thaws_workers(
         assert not standin.worker(worker).frozen
         async with http.post(f"{base}/workers/AW_nobody/freeze", headers=auth) as r:
             assert r.status == 404
+        lose = {"call-1": ["room_finished", "participant_left"]}
         async with http.post(
-            f"{base}/webhooks/faults", headers=auth, json={"drop_next": 2, "delay_s": 0.5}
+            f"{base}/webhooks/faults",
+            headers=auth,
+            json={"drop_next": 2, "delay_s": 0.5, "lose": lose},
         ) as r:
-            assert (await r.json())["drop_next"] == 2
-        assert (standin.webhooks.faults.drop_next, standin.webhooks.faults.delay_s) == (2, 0.5)
+            answer = await r.json()
+        assert (answer["drop_next"], answer["lose"]) == (2, {"call-1": sorted(lose["call-1"])})
+        f = standin.webhooks.faults
+        assert (f.drop_next, f.delay_s, f.lose) == (2, 0.5, {"call-1": set(lose["call-1"])})
 
 
 async def test_an_agent_whose_connection_is_cut_ends_its_job_failed(

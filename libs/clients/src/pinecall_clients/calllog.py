@@ -36,7 +36,9 @@ from pinecall_clients.errors import (
 from pinecall_contracts.base import Contract, decode, encode
 from pinecall_contracts.calls import (
     MAX_BATCH,
+    AgentEntry,
     BatchWritten,
+    CallbackRequest,
     CallEnd,
     CallOpen,
     CallRecord,
@@ -155,6 +157,16 @@ class CallLogClient:
     async def open(self, call: CallOpen, *, within_s: float | None = SEAL_WITHIN_S) -> CallRecord:
         """Open a call (idempotent: a retry whose answer was lost gets the same record)."""
         return await self.request("/v1/calls", call, CallRecord, within_s=within_s)
+
+    async def record(self, call: str, *, within_s: float | None = SEAL_WITHIN_S) -> CallRecord:
+        """What the call is and where its log stands; ``CallUnknown`` if the log has no such call."""
+        return await self.request(
+            f"/v1/calls/{call}", None, CallRecord, within_s=within_s, method="GET"
+        )
+
+    async def callback(self, request: CallbackRequest) -> AgentEntry:
+        """``callback.requested`` on the agent's log, once per call (a retry gets the first)."""
+        return await self.request("/v1/callbacks", request, AgentEntry, within_s=SEAL_WITHIN_S)
 
     async def reopened(self, call: str, said: Reopened) -> CallRecord:
         return await self.request(

@@ -149,6 +149,35 @@ class CallLog(Contract, frozen=True, kw_only=True, tag="calls.log.v1"):
     state: CallState
 
 
+class CallSummary(Contract, frozen=True, kw_only=True, tag="calls.summary.v1"):
+    """One call of ``GET /v1/calls``: what it is, where it stands, and when its log last moved
+    (the reaper's view, seed 002, "A call nobody is running")."""
+
+    call: str
+    agent: str
+    environment: str
+    room: str
+    worker: str
+    state: CallState
+    outcome: Outcome | None = None
+    opened_at: dt.datetime
+    ended_at: dt.datetime | None = None
+    last_entry_at: dt.datetime
+    """The ``ts`` of the call's newest entry (its highest seq): the service's own are the
+    service's clock, a writer's are when they happened, clamped to the service's clock."""
+    written: int
+    last_seq: int
+
+
+class CallPage(Contract, frozen=True, kw_only=True, tag="calls.page.v1"):
+    """``GET /v1/calls?state=open&state=ended&after=<call>&limit=<n>``: unsealed calls of one
+    environment in call-id order; ``next`` is the ``after`` of the next page (None: the last)."""
+
+    environment: str
+    calls: list[CallSummary]
+    next: str | None = None
+
+
 class CallEnd(Contract, frozen=True, kw_only=True, tag="calls.end.v1"):
     """``POST /v1/calls/{call}/end``; ``POST /v1/calls/{call}/seal`` with an optional outcome
     (needed only when the call is still open)."""

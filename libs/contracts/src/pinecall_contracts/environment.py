@@ -55,5 +55,10 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_ROSTER_URL",
         "PINECALL_CALL_LOG_URL",
         "PINECALL_HEALTH_PORT",
+        # the reaper (issue 8)
+        "PINECALL_LIVEKIT_URLS",
+        "PINECALL_REAP_EVERY_S",
+        "PINECALL_QUIET_S",
+        "PINECALL_MAX_CALL_SECONDS",
     }
 )

@@ -43,6 +43,8 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     calls.EventWritten,
     calls.LoggedEntry,
     calls.CallLog,
+    calls.CallSummary,
+    calls.CallPage,
     calls.CallEnd,
     calls.ToolCall,
     calls.ToolAsked,

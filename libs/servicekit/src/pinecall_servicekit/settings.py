@@ -79,3 +79,34 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             return msgspec.convert(raw, cls, strict=False)
         except msgspec.ValidationError as exc:
             raise SettingsError(f"{cls.__name__}: {exc}") from exc
+
+
+def by_environment(text: str, setting: str) -> dict[str, str]:
+    """``production=A,sandbox=B`` as ``{"production": "A", "sandbox": "B"}`` (blanks ignored);
+    ``SettingsError`` naming ``setting`` for an item that is not ``<environment>=<value>``."""
+    found: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        environment, sep, value = item.partition("=")
+        if not (sep and environment.strip() and value.strip()):
+            raise SettingsError(f"{setting}: not <environment>=<value>: {item!r}")
+        found[environment.strip()] = value.strip()
+    return found
+
+
+def livekit_keys(
+    text: str, api_key: str | None = None, api_secret: str | None = None
+) -> dict[str, tuple[str, str]]:
+    """Each environment's LiveKit API key and secret: ``PINECALL_LIVEKIT_KEYS``
+    (``production=KEY:SECRET,sandbox=KEY:SECRET``), with ``LIVEKIT_API_KEY``/``_SECRET`` as
+    production's where it names no production. ``SettingsError`` when malformed or empty."""
+    keys: dict[str, tuple[str, str]] = {}
+    for environment, pair in by_environment(text, "PINECALL_LIVEKIT_KEYS").items():
+        key, colon, secret = pair.partition(":")
+        if not (colon and key and secret):
+            raise SettingsError(f"PINECALL_LIVEKIT_KEYS: not <env>=<key>:<secret>: {environment}")
+        keys[environment] = (key, secret)
+    if "production" not in keys and api_key and api_secret:
+        keys["production"] = (api_key, api_secret)
+    if not keys:
+        raise SettingsError("no LiveKit keys: set LIVEKIT_API_KEY/SECRET or PINECALL_LIVEKIT_KEYS")
+    return keys

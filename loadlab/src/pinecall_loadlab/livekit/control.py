@@ -7,7 +7,7 @@ Every request needs a token signed with one of the stand-in's keys (any grants),
   answer_delay_s}]``
 - ``POST /lab/control/workers/{id}/freeze`` · ``…/thaw`` · ``…/slow`` ``{"delay_s": 2.5}``
 - ``POST /lab/control/webhooks/faults`` ``{"drop_next", "duplicate_next", "reorder_next",
-  "delay_s"}`` (fields given replace the current ones)
+  "delay_s", "lose": {room: [event, ...]}}`` (fields given replace the current ones)
 - ``POST /lab/control/rooms/{room}/participants/{identity}/cut``
 
 Unknown worker or participant: 404; bad token: 401.
@@ -85,11 +85,14 @@ def add_routes(app: web.Application, lk: StandIn) -> None:
                 setattr(f, name, int(body[name]))
         if "delay_s" in body:
             f.delay_s = float(body["delay_s"])
+        if "lose" in body:
+            f.lose = {str(room): {str(e) for e in events} for room, events in body["lose"].items()}
         return {
             "drop_next": f.drop_next,
             "duplicate_next": f.duplicate_next,
             "reorder_next": f.reorder_next,
             "delay_s": f.delay_s,
+            "lose": {room: sorted(events) for room, events in f.lose.items()},
         }
 
     async def cut(request: web.Request) -> dict[str, Any]:

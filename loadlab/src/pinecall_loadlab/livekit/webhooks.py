@@ -9,7 +9,8 @@ Follows `PR:webhook/resource_url_notifier.go` and `PR:webhook/notifier.go`:
   `webhook_max_age_s` is dropped; connection errors and 5xx are retried with exponential backoff
   (go-retryablehttp's defaults: 4 retries, 1–30 s); a 4xx is final.
 
-Faults (stand-in only, `WebhookFaults`): drop, duplicate, delay and reorder events on command.
+Faults (stand-in only, `WebhookFaults`): drop, duplicate, delay and reorder events on command, and
+lose some events of some rooms for good (`lose`).
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import contextlib
 import json
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import aiohttp
 from google.protobuf.json_format import MessageToDict
@@ -47,6 +48,9 @@ class WebhookFaults:
     """Hold each of the next N events until the room's following event has been queued."""
     delay_s: float = 0.0
     """Hold every event this long before its first attempt (counts toward the 30 s age)."""
+    lose: dict[str, set[str]] = field(default_factory=dict)
+    """Room name → event names never sent for that room (``{"call-1": {"participant_left",
+    "room_finished"}}``): webhooks LiveKit lost, which only the reaper's reads make up for."""
 
 
 def encode(event: webhook.WebhookEvent) -> bytes:
@@ -94,6 +98,10 @@ class WebhookNotifier:
         event.created_at = int(time.time())
         key = event.room.name or event.participant.identity
         f = self.faults
+        if event.event in f.lose.get(event.room.name, ()):
+            for url in self.urls:
+                self._dropped(event, url, "fault: lost")
+            return
         if f.drop_next > 0:
             f.drop_next -= 1
             for url in self.urls:

@@ -4,6 +4,7 @@
 route                                      key               answer
 =========================================  ================  ==================================
 POST /v1/calls                             fleet             CallRecord (CallOpen; idempotent)
+GET  /v1/calls?state=&after=&limit=        fleet, operator   CallPage (unsealed calls, paged)
 GET  /v1/calls/{call}                      fleet, operator   CallRecord
 POST /v1/calls/{call}/entries              fleet             BatchWritten (EntryBatch)
 GET  /v1/calls/{call}/entries?after=<seq>  fleet, operator   CallLog
@@ -32,7 +33,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Collection
-from typing import Annotated
+from typing import Annotated, Literal
 
 from litestar import Request, get, post
 from litestar.datastructures import State
@@ -49,7 +50,9 @@ from pinecall_contracts.calls import (
     CallEnd,
     CallLog,
     CallOpen,
+    CallPage,
     CallRecord,
+    CallState,
     Entry,
     EntryBatch,
     EventWritten,
@@ -69,6 +72,10 @@ AnyRequest = Request[object, object, State]
 CallPath = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")]
 AgentPath = Annotated[str, PathParameter(pattern=r"^[a-z0-9][a-z0-9_.-]{0,127}$")]
 After = Annotated[int, QueryParameter(ge=0, le=2**31 - 1)]
+AfterCall = Annotated[str, QueryParameter(pattern=r"^$|^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")]
+Unsealed = Annotated[list[Literal["open", "ended"]] | None, QueryParameter(name="state")]
+"""``?state=`` (Litestar reserves the name ``state`` for the app's state)."""
+Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
 
 WORKER: tuple[KeyKind, ...] = ("fleet",)
 WORKER_OR_OPERATOR: tuple[KeyKind, ...] = ("fleet", "operator")
@@ -108,6 +115,22 @@ async def open_call(request: AnyRequest, data: JSONBody[CallOpen]) -> CallRecord
     data = await strict_body(request, CallOpen)
     _environment(await _key(request, WORKER), data.environment)
     return await _service(request).open(data)
+
+
+@get("/v1/calls")
+async def list_calls(
+    request: AnyRequest,
+    wanted: Unsealed = None,
+    after: AfterCall = "",
+    limit: Limit = 500,
+    environment: FromQuery[str | None] = None,
+) -> CallPage:
+    """The environment's calls not sealed yet (``state``: ``open``, ``ended``, or both; ``open``
+    when not given), in call-id order after the call ``after``, with each log's last entry time.
+    An operator names the environment (production by default); a fleet key lists its own."""
+    env = _environment(await _key(request, WORKER_OR_OPERATOR), environment)
+    states: set[CallState] = set(wanted or ["open"])
+    return await _service(request).store.unsealed.page(env, states, after, limit)
 
 
 @get("/v1/calls/{call:str}")
@@ -253,6 +276,7 @@ async def follow(
 
 ROUTES = [
     open_call,
+    list_calls,
     call_record,
     write_entries,
     read_entries,

@@ -165,3 +165,20 @@ async def served(env: dict[str, str], count: int = 2) -> AsyncIterator[list[Proc
             except TimeoutError:
                 replica.kill()
                 await replica.proc.wait()
+
+
+@asynccontextmanager
+async def one_served(
+    database_url: str, nats_url: str, nats_namespace: str
+) -> AsyncIterator[Process]:
+    """One replica as a real process on the test's database and NATS (what another service's
+    tests reach over HTTP, from threads or processes of their own)."""
+    env = {
+        "PINECALL_DATABASE_URL": database_url,
+        "PINECALL_NATS_URL": nats_url,
+        "PINECALL_NATS_NAMESPACE": nats_namespace,
+        "PINECALL_LOG_FORMAT": "text",
+        "PINECALL_DB_POOL_SIZE": "2",
+    }
+    async with served(env, count=1) as [replica]:
+        yield replica

@@ -67,3 +67,22 @@ def heartbeat(
 def running(app: Litestar) -> AbstractAsyncContextManager[Replica]:
     """The app's lifespan run in this event loop, reached over ASGI (see servicekit's testing)."""
     return run_app(app, base_url="http://roster.test")
+
+
+def replica_on(
+    database_url: str, nats_url: str, nats_namespace: str, **overrides: object
+) -> AbstractAsyncContextManager[Replica]:
+    """A roster replica on the test's database and NATS (``overrides``: its other settings),
+    in this event loop, for another service's tests."""
+    from pinecall_roster.app import create_app
+    from pinecall_roster.settings import RosterSettings
+
+    settings = RosterSettings.from_env(
+        {},
+        database_url=database_url,
+        nats_url=nats_url,
+        nats_namespace=nats_namespace,
+        log_format="text",
+        **overrides,
+    )
+    return running(create_app(settings))

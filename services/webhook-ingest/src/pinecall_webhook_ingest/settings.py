@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pinecall_servicekit.settings import Settings, SettingsError
+from pinecall_servicekit.settings import Settings, livekit_keys
 
 
 class IngestSettings(Settings, frozen=True, kw_only=True):
@@ -30,17 +30,4 @@ class IngestSettings(Settings, frozen=True, kw_only=True):
 
     def keys(self) -> dict[str, tuple[str, str]]:
         """``{environment: (api_key, api_secret)}``; ``SettingsError`` when malformed or empty."""
-        keys: dict[str, tuple[str, str]] = {}
-        for item in filter(None, (p.strip() for p in self.livekit_keys.split(","))):
-            environment, sep, pair = item.partition("=")
-            key, colon, secret = pair.partition(":")
-            if not (sep and colon and environment and key and secret):
-                raise SettingsError(f"PINECALL_LIVEKIT_KEYS: not <env>=<key>:<secret>: {item!r}")
-            keys[environment] = (key, secret)
-        if "production" not in keys and self.livekit_api_key and self.livekit_api_secret:
-            keys["production"] = (self.livekit_api_key, self.livekit_api_secret)
-        if not keys:
-            raise SettingsError(
-                "no LiveKit keys: set LIVEKIT_API_KEY/SECRET or PINECALL_LIVEKIT_KEYS"
-            )
-        return keys
+        return livekit_keys(self.livekit_keys, self.livekit_api_key, self.livekit_api_secret)

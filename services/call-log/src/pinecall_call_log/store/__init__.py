@@ -1,6 +1,6 @@
 """The call log's Postgres: tables (:mod:`.tables`), calls and entries (:mod:`.calls`), tool
-calls, the agent log and callbacks (:mod:`.agents`). The only package of the service that speaks
-SQL; driver errors leave it as ``StoreUnavailable``.
+calls, the agent log and callbacks (:mod:`.agents`), the calls not sealed yet (:mod:`.unsealed`).
+The only package of the service that speaks SQL; driver errors leave it as ``StoreUnavailable``.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pinecall_call_log.store.agents import AgentStore, ToolState
 from pinecall_call_log.store.calls import CallStore
 from pinecall_call_log.store.tables import SCHEMA
+from pinecall_call_log.store.unsealed import UnsealedCalls
 from pinecall_servicekit import db
 
-__all__ = ["AgentStore", "CallStore", "Store", "ToolState", "migrate"]
+__all__ = ["AgentStore", "CallStore", "Store", "ToolState", "UnsealedCalls", "migrate"]
 
 
 def migrate(url: str) -> None:
@@ -29,3 +30,4 @@ class Store:
         self.engine = engine
         self.calls = CallStore(engine)
         self.agents = AgentStore(engine)
+        self.unsealed = UnsealedCalls(engine)

@@ -36,6 +36,12 @@ CALLS = sa.Table(
     sa.Column("opened_at", db.UTC_TIMESTAMP, nullable=False),
     sa.Column("ended_at", db.UTC_TIMESTAMP, nullable=True),
     sa.Column("sealed_at", db.UTC_TIMESTAMP, nullable=True),
+    sa.Index(
+        "ix_calls_unsealed",
+        "environment",
+        "call_id",
+        postgresql_where=sa.text("sealed_at IS NULL"),
+    ),
 )
 
 ENTRIES = sa.Table(

@@ -1,0 +1,101 @@
+"""One job of the overflow: an ``answer`` offer (a call no worker could take) or a ``sentence``
+offer (a dead worker's room, when its fleet is full), both the sentence job of
+:mod:`pinecall_jobs`.
+
+An ``answer`` job opens the call naming ``<fleet>/overflow``, says the sentence, writes the
+caller's number onto the agent's log as ``callback.requested`` (``POST /v1/callbacks``: the
+number from the JobOffer, else the SIP participant's ``sip.phoneNumber``), ends the call
+``overflow``, deletes the room and seals the call (seed 000, "Full, at the endpoint"). A web
+visitor has no number: the page was offered a call back at the endpoint, and none is written.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+
+import msgspec
+from livekit.agents import JobContext
+
+from pinecall_clients.calllog import CallLogClient
+from pinecall_contracts.calls import CallbackRequest
+from pinecall_contracts.dispatch import JobOffer, Number
+from pinecall_jobs import (
+    Caller,
+    CallTaken,
+    LiveKitAccess,
+    OfferUnreadable,
+    Sentence,
+    cartesia_voice,
+    read_offer,
+    say_sentence,
+)
+from pinecall_overflow.settings import OverflowSettings
+
+_log = logging.getLogger(__name__)
+
+REASON = "the overflow answered: no seat for the call"
+
+
+def overflow_name(fleet: str) -> str:
+    """``<fleet>/overflow``: the overflow's LiveKit agent name, the worker its calls name."""
+    return f"{fleet}/overflow"
+
+
+def sentence_of(settings: OverflowSettings) -> Sentence:
+    return Sentence(
+        says=settings.overflow_says,
+        worker=overflow_name(settings.fleet),
+        livekit=LiveKitAccess(
+            url=settings.livekit_url,
+            api_key=settings.livekit_api_key or "",
+            api_secret=settings.livekit_api_secret or "",
+        ),
+        voice=cartesia_voice(settings.cartesia_url, settings.cartesia_api_key),
+        lab_rooms=settings.lab_rooms,
+    )
+
+
+def callback(offer: JobOffer, log: CallLogClient) -> Callable[[list[Caller]], Awaitable[None]]:
+    """What the overflow adds after its sentence: the caller's call back on the agent's log."""
+
+    async def call_back(callers: list[Caller]) -> None:
+        number = offer.number or next((c.number for c in callers if c.number), None)
+        if number is None:
+            _log.info("call %s: no number to call back (a %s caller)", offer.call, offer.caller)
+            return
+        said: dict[str, str] = {"number": number}
+        try:
+            msgspec.convert(number, Number)
+        except msgspec.ValidationError:  # not a number the log takes: kept as the contact
+            said = {"contact": number[:2000]}
+        request = msgspec.convert(
+            {"agent": offer.agent, "call": offer.call, "reason": REASON} | said, CallbackRequest
+        )
+        entry = await log.callback(request)
+        _log.info(
+            "call %s: callback.requested at %d on %s's log", offer.call, entry.seq, offer.agent
+        )
+
+    return call_back
+
+
+async def entrypoint(settings: OverflowSettings, ctx: JobContext) -> None:
+    """The job: read its offer and run it; a job whose metadata is not an offer ends at once."""
+    try:
+        offer = read_offer(ctx.job.metadata)
+    except OfferUnreadable as exc:
+        _log.error("job %s in room %s: %s", ctx.job.id, ctx.job.room.name, exc)
+        ctx.shutdown("not the runtime's offer")
+        return
+    sentence = sentence_of(settings)
+    async with CallLogClient(settings.call_log_url, settings.fleet_key or "") as log:
+        try:
+            if offer.job == "answer":
+                await say_sentence(
+                    ctx, offer, sentence, log=log, outcome="overflow", then=callback(offer, log)
+                )
+            else:
+                await say_sentence(ctx, offer, sentence, log=log)
+        except CallTaken as exc:
+            _log.warning("call %s: %s; the overflow leaves it", offer.call, exc)

@@ -1,0 +1,121 @@
+"""The overflow's process: an ``AgentServer`` registered as exactly ``<fleet>/overflow``.
+
+**It must never refuse a job**, so it counts no seats against LiveKit's line and reports a load of
+**0.0**, always (``load_fnc``). LiveKit's 0.7 line is read twice and is never overridden
+(``GLOSSARY.md``, "the 0.7 line"), and 0.0 passes both:
+
+* livekit-server offers a job only while ``Σ max(0, target_load − load) > 0`` over available
+  workers and draws one with weight ``1 − load`` (reference §2.3–2.4): with load 0 the overflow
+  always stands at 0.7 and weight 1;
+* livekit-agents declines when ``load + reserved × per_job ≥ load_threshold`` and says ``WS_FULL``
+  (``livekit/agents/worker.py``, ``_get_effective_load``): with jobs running ``per_job`` is
+  ``load ÷ jobs`` = 0, so nothing adds up however many sentences run. With **no** job running,
+  each offer answered but not yet assigned counts ``0.7 ÷ num_idle_processes``: at most
+  :data:`IDLE` offers at once are in flight before a burst into an idle overflow is declined, so
+  :data:`IDLE` is the burst it takes from nothing; once one sentence runs there is no limit.
+
+Only the dispatcher offers it calls (seed 000, "Full, at the endpoint"): no SIP rule or token
+names ``<fleet>/overflow``. Jobs run in threads of this process (``JobExecutorType.THREAD``): a
+sentence loads no model and waits on the network, and a process each (~100 MB, seconds to start)
+would make the overflow the first thing to run out. It does not beat to the roster: the overflow
+is not a worker's seats, and counting it would make a full fleet look open. SIGTERM drains: no
+new job (livekit-agents says ``WS_FULL`` and declines), the sentences in flight finish within
+``drain_timeout_s``, exit 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+import signal
+from typing import Any
+
+from livekit.agents import AgentServer, JobExecutorType
+
+from pinecall_overflow.health import Health
+from pinecall_overflow.job import entrypoint, overflow_name
+from pinecall_overflow.settings import OverflowSettings
+from pinecall_servicekit.lifecycle import ExitCode
+
+_log = logging.getLogger(__name__)
+
+IDLE = 16
+"""Job threads kept warm (an idle thread is a thread and its event loop): the offers an idle
+overflow answers at once (see the module docstring). An offer is in flight for a round trip to
+LiveKit, so 16 at once is a burst of hundreds of callers a second."""
+
+
+def no_load() -> float:
+    """The load the overflow reports to LiveKit: 0.0, always (see the module docstring)."""
+    return 0.0
+
+
+class Overflow:
+    """The overflow of ``settings.fleet``; :meth:`run` returns its exit code."""
+
+    def __init__(
+        self,
+        settings: OverflowSettings,
+        *,
+        executor: JobExecutorType = JobExecutorType.THREAD,
+        num_idle_processes: int = IDLE,
+    ) -> None:
+        self.settings = settings.check()
+        self.name = overflow_name(settings.fleet)
+        self.registered = asyncio.Event()
+        self._stop = asyncio.Event()
+        self.server = AgentServer(
+            ws_url=settings.livekit_url,
+            api_key=settings.livekit_api_key,
+            api_secret=settings.livekit_api_secret,
+            job_executor_type=executor,
+            load_fnc=no_load,
+            num_idle_processes=num_idle_processes,
+            drain_timeout=int(settings.drain_timeout_s),
+            port=0,
+        )
+        self.server.rtc_session(functools.partial(entrypoint, settings), agent_name=self.name)
+        self.server.on("worker_registered", self._on_registered)
+        self.health = Health(settings.host, settings.health_port, self.registered.is_set)
+
+    @property
+    def active(self) -> int:
+        return len(self.server.active_jobs)
+
+    def _on_registered(self, worker_id: str, _info: Any) -> None:
+        _log.info("registered with LiveKit as %s (%s)", self.name, worker_id)
+        self.registered.set()
+
+    def stop(self) -> None:
+        """Drain and exit (what SIGTERM does)."""
+        self._stop.set()
+
+    async def run(self) -> ExitCode:
+        """Take the dispatcher's jobs until told to stop; drain; return the exit code."""
+        await self.health.start()
+        loop = asyncio.get_running_loop()
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(signal.SIGTERM, self.stop)
+        served = asyncio.create_task(self.server.run(devmode=False), name="agent-server")
+        stopping = asyncio.create_task(self._stop.wait())
+        try:
+            done, _ = await asyncio.wait({served, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if served in done:
+                served.result()
+                return ExitCode.FAILED
+            try:
+                await self.server.drain(timeout=int(self.settings.drain_timeout_s))
+            except TimeoutError:
+                _log.error("drain timeout: %d sentences still running end now", self.active)
+            return ExitCode.OK
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGTERM)
+            stopping.cancel()
+            await self.server.aclose()
+            served.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await served
+            await self.health.aclose()

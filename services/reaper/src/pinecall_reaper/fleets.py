@@ -1,0 +1,61 @@
+"""Each environment's LiveKit, as the reaper reaches it: keys from the settings, the URL from
+``PINECALL_LIVEKIT_URLS`` where it names the environment, else the roster's fleets row (seed
+000, "Who takes a call": "A room is dispatched on the LiveKit of its fleet's environment, which
+the fleets row says"), else ``LIVEKIT_URL``.
+
+The rows are read from the roster (``GET /v1/ops/fleets``, the operator's key) at every sweep;
+a roster that does not answer leaves the rows last read, so a sweep goes on with what it knew.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import httpx
+import msgspec
+
+from pinecall_contracts.base import decode
+from pinecall_contracts.fleet import FleetRecords
+from pinecall_reaper.settings import LiveKit, ReaperSettings
+from pinecall_servicekit.settings import by_environment, livekit_keys
+
+_log = logging.getLogger(__name__)
+
+
+class Fleets:
+    """Resolves ``{environment: LiveKit}``; ``roster`` is a client of the roster's base URL."""
+
+    def __init__(self, settings: ReaperSettings, roster: httpx.AsyncClient | None) -> None:
+        self.keys = livekit_keys(
+            settings.livekit_keys, settings.livekit_api_key, settings.livekit_api_secret
+        )
+        self.urls = by_environment(settings.livekit_urls, "PINECALL_LIVEKIT_URLS")
+        self.default_url = settings.livekit_url
+        self.operator_key = settings.operator_key or ""
+        self.roster = roster
+        self.rows: dict[str, str] = {}
+        """The environment → LiveKit URL the roster's fleets rows last said."""
+
+    async def livekits(self) -> dict[str, LiveKit]:
+        """Every environment with LiveKit keys, and the LiveKit it is on now."""
+        if self.roster is not None and any(env not in self.urls for env in self.keys):
+            await self._read_rows(self.roster)
+        return {
+            env: LiveKit(
+                url=self.urls.get(env) or self.rows.get(env) or self.default_url,
+                api_key=key,
+                api_secret=secret,
+            )
+            for env, (key, secret) in self.keys.items()
+        }
+
+    async def _read_rows(self, roster: httpx.AsyncClient) -> None:
+        auth = {"Authorization": f"Bearer {self.operator_key}"}
+        try:
+            r = await roster.get("/v1/ops/fleets", headers=auth, timeout=5.0)
+            r.raise_for_status()
+            records = decode(r.content, FleetRecords)
+        except (httpx.HTTPError, msgspec.MsgspecError) as exc:
+            _log.warning("the roster's fleets rows were not read (%r); kept %s", exc, self.rows)
+            return
+        self.rows = {f.environment: f.livekit_url for f in records.fleets}

@@ -1,0 +1,67 @@
+"""The reaper's settings, read once from the environment in ``main.py``.
+
+LiveKit per environment as webhook-ingest reads its keys: ``PINECALL_LIVEKIT_KEYS`` names each
+environment's ``KEY:SECRET`` (``LIVEKIT_API_KEY``/``_SECRET`` are production's when it names no
+production). The environments reaped are those with keys; where each one's LiveKit is, is
+:mod:`pinecall_reaper.fleets`' (``PINECALL_LIVEKIT_URLS``, the roster's fleets rows,
+``LIVEKIT_URL``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from pinecall_servicekit.settings import Settings, SettingsError, by_environment, livekit_keys
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LiveKit:
+    """One LiveKit: its URL and an API key that may list and delete rooms (``roomList``,
+    ``roomAdmin``, ``roomCreate``)."""
+
+    url: str
+    api_key: str
+    api_secret: str
+
+
+class ReaperSettings(Settings, frozen=True, kw_only=True):
+    """Where the reaper listens, what it reads, and the seeds' numbers it reaps by."""
+
+    ENV_NAMES: ClassVar = {
+        "livekit_url": "LIVEKIT_URL",
+        "livekit_api_key": "LIVEKIT_API_KEY",
+        "livekit_api_secret": "LIVEKIT_API_SECRET",
+    }
+
+    host: str = "127.0.0.1"
+    port: int = 8105
+    call_log_url: str = "http://127.0.0.1:8102"
+    roster_url: str = "http://127.0.0.1:8101"
+    """Where the fleets rows are read (each environment's LiveKit URL)."""
+    operator_key: str | None = None
+    """``PINECALL_OPERATOR_KEY``: the reaper lists, ends and seals calls of every environment and
+    reads the fleets rows, as an operator does."""
+    reap_every_s: float = 60.0
+    """Seconds between two sweeps (seed 002, "The reaper looks every minute")."""
+    quiet_s: float = 300.0
+    """Seconds a call with no agent in its room stays quiet before it ends drained; also the
+    age at which a room no unsealed call names is taken down (seed 002: five minutes)."""
+    max_call_seconds: float = 1800.0
+    """``MAX_CALL_SECONDS``: a call older than this ends ``timeout`` (seed 003: 30 minutes)."""
+    livekit_url: str = "ws://127.0.0.1:7880"
+    """The LiveKit of an environment neither ``PINECALL_LIVEKIT_URLS`` nor a fleets row names."""
+    livekit_urls: str = ""
+    """``production=URL,sandbox=URL``: each environment's LiveKit, before the fleets rows."""
+    livekit_api_key: str | None = None
+    livekit_api_secret: str | None = None
+    livekit_keys: str = ""
+    """``production=KEY:SECRET,sandbox=KEY:SECRET``, as webhook-ingest reads it."""
+
+    def check(self) -> ReaperSettings:
+        """These settings, or ``SettingsError`` naming what the reaper cannot run without."""
+        if not self.operator_key:
+            raise SettingsError("the reaper needs PINECALL_OPERATOR_KEY")
+        livekit_keys(self.livekit_keys, self.livekit_api_key, self.livekit_api_secret)
+        by_environment(self.livekit_urls, "PINECALL_LIVEKIT_URLS")
+        return self

@@ -1,0 +1,67 @@
+"""The reaper against the LiveKit stand-in and a call-log replica on real Postgres and NATS."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+
+import httpx
+import pytest
+
+from pinecall_call_log.app import create_app
+from pinecall_call_log.settings import CallLogSettings
+from pinecall_call_log.testing import Keys, Replica, make_keys, running
+from pinecall_clients.calllog import Backoff, CallLogClient
+from pinecall_loadlab.livekit import StandIn
+from pinecall_loadlab.livekit.testing import *  # noqa: F403  (the stand-in's fixtures)
+from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
+from pinecall_reaper.domain import Rules
+from pinecall_reaper.reaper import LiveKits, Reaper
+from pinecall_reaper.settings import LiveKit
+
+
+@pytest.fixture
+async def keys(database_url: str) -> Keys:
+    return await make_keys(database_url)
+
+
+@pytest.fixture
+async def call_log(database_url: str, nats_url: str, nats_namespace: str) -> AsyncIterator[Replica]:
+    settings = CallLogSettings.from_env(
+        {},
+        database_url=database_url,
+        nats_url=nats_url,
+        nats_namespace=nats_namespace,
+        log_format="text",
+        db_pool_size=4,
+    )
+    async with running(create_app(settings)) as client:
+        yield client
+
+
+def log_client(call_log: Replica, key: str) -> CallLogClient:
+    """A call-log client of the in-process replica (over ASGI), quick to give up."""
+    return CallLogClient(
+        "http://call-log.test",
+        key,
+        transport=httpx.ASGITransport(app=call_log.app),  # type: ignore[arg-type]
+        backoff=Backoff(first=0.01, most=0.05, jitter=0.0),
+    )
+
+
+def on(livekits: Mapping[str, LiveKit]) -> LiveKits:
+    """Environments on fixed LiveKits (the app resolves them at each sweep)."""
+
+    async def fixed() -> Mapping[str, LiveKit]:
+        return livekits
+
+    return fixed
+
+
+@pytest.fixture
+async def reaper(call_log: Replica, keys: Keys, standin: StandIn) -> AsyncIterator[Reaper]:
+    """A reaper of production on the stand-in, with the seeds' rules."""
+    async with log_client(call_log, keys.operator) as log:
+        livekit = LiveKit(url=standin.url, api_key=API_KEY, api_secret=API_SECRET)
+        r = Reaper(log, on({"production": livekit}), Rules())
+        yield r
+        await r.aclose()

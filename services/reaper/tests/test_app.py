@@ -1,0 +1,80 @@
+"""``reaper serve``'s app: /healthz, /readyz (ready once a sweep read call-log and every LiveKit),
+/metrics, and problem details for what it does not serve; the loop runs in its lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+
+import pytest
+
+from pinecall_call_log.testing import Keys, Process, one_served
+from pinecall_loadlab.livekit import StandIn
+from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
+from pinecall_reaper.app import create_app
+from pinecall_reaper.reaper import Reaper
+from pinecall_reaper.settings import ReaperSettings
+from pinecall_servicekit.testing.apps import Replica, running
+
+PROBLEM = "application/problem+json"
+
+
+@pytest.fixture
+async def call_log_process(
+    database_url: str, nats_url: str, nats_namespace: str
+) -> AsyncIterator[Process]:
+    async with one_served(database_url, nats_url, nats_namespace) as replica:
+        yield replica
+
+
+def settings(call_log: Process, keys: Keys, livekit_url: str) -> ReaperSettings:
+    return ReaperSettings.from_env(
+        {},
+        call_log_url=call_log.url,
+        roster_url="http://127.0.0.1:9",  # no roster: LIVEKIT_URL is every environment's
+        operator_key=keys.operator,
+        livekit_url=livekit_url,
+        livekit_api_key=API_KEY,
+        livekit_api_secret=API_SECRET,
+        reap_every_s=3600,
+        log_format="text",
+    )
+
+
+async def swept(app: Replica) -> Reaper:
+    reaper: Reaper = app.app.state.reaper
+    async with asyncio.timeout(60):
+        await reaper.swept.wait()
+    return reaper
+
+
+async def test_ready_after_a_sweep_that_read_everything_and_its_metrics(
+    call_log_process: Process, keys: Keys, standin: StandIn
+) -> None:
+    async with running(create_app(settings(call_log_process, keys, standin.url))) as app:
+        await swept(app)
+        ready = await app.get("/readyz")
+        assert (ready.status_code, ready.json()) == (
+            200,
+            {"ready": True, "checks": {"swept": True}},
+        )
+        assert (await app.get("/healthz")).status_code == 200
+        metrics = (await app.get("/metrics")).text
+        assert "pinecall_reaper_sweeps_total 1.0" in metrics
+        assert 'pinecall_reaper_calls_total{why="no_agent"} 0.0' in metrics
+        for method, path, status in (("GET", "/v1/nothing", 404), ("POST", "/healthz", 405)):
+            r = await app.request(method, path)
+            assert (r.status_code, r.headers["content-type"]) == (status, PROBLEM)
+            assert r.json()["status"] == status
+
+
+async def test_not_ready_while_a_livekit_does_not_answer(
+    call_log_process: Process, keys: Keys
+) -> None:
+    async with running(create_app(settings(call_log_process, keys, "http://127.0.0.1:9"))) as app:
+        reaper = await swept(app)
+        assert reaper.last is not None
+        assert len(reaper.last.failed) == 1
+        ready = await app.get("/readyz")
+        assert (ready.status_code, ready.json()["checks"]) == (503, {"swept": False})
+        assert "pinecall_reaper_failures_total 1.0" in (await app.get("/metrics")).text
