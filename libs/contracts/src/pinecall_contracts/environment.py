@@ -54,5 +54,6 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_OVERFLOW_SAYS",
         "PINECALL_ROSTER_URL",
         "PINECALL_CALL_LOG_URL",
+        "PINECALL_HEALTH_PORT",
     }
 )
