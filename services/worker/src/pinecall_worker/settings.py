@@ -35,6 +35,14 @@ class WorkerSettings(Settings, frozen=True, kw_only=True):
     livekit_api_secret: str | None = None
     roster_url: str = "http://127.0.0.1:8101"
     call_log_url: str = "http://127.0.0.1:8102"
+    fleets: str = "pinecall=production,pinecall-sandbox=sandbox"
+    """``PINECALL_FLEETS``, as the roster reads it: ``<fleet>=<environment>,...``. A job that
+    carries no JobOffer opens its call in the environment of :attr:`fleet` (production when the
+    fleet is not listed)."""
+    host: str = "127.0.0.1"
+    """``PINECALL_HOST``: where the health port listens (``0.0.0.0`` in the image)."""
+    health_port: int = 8081
+    """``PINECALL_HEALTH_PORT``: the startup probe's port (0 picks a free one, for tests)."""
     heartbeat_s: float = 5.0
     """Seconds between heartbeats (seed 000)."""
     drain_timeout_s: float = 600.0
@@ -53,13 +61,30 @@ class WorkerSettings(Settings, frozen=True, kw_only=True):
     cartesia_api_key: str | None = None
     model: str = "claude-haiku-4-5"
     """The Anthropic model of every call (seed 000: Haiku)."""
-    instructions: str = "You are a helpful voice assistant on a phone call. Answer briefly."
-    """The agent's prompt until a call's own config carries one (call-log, issue 5)."""
+    instructions: str = (
+        "You are a helpful voice assistant on a phone call. Answer briefly. When the caller "
+        "says goodbye or that they are done, say goodbye and end the call."
+    )
+    """The agent's prompt until a call's own config carries one."""
+    overflow_says: str = (
+        "We are sorry, we cannot take your call right now. We will call you back shortly."
+    )
+    """``PINECALL_OVERFLOW_SAYS``: the sentence a ``sentence`` job says into the room of a worker
+    that died (seed 000, "A worker that dies"), the overflow's own."""
     measures_socket: str | None = None
     """The measures socket's path; set by the worker for its job processes."""
 
-    def host(self) -> str:
+    def worker_part(self) -> str:
+        """The worker part of the worker's name: :attr:`worker_host`, or the host name."""
         return self.worker_host or socket.gethostname().split(".")[0]
+
+    def environment(self) -> str:
+        """The environment :attr:`fleet` serves, from :attr:`fleets` (production if unlisted)."""
+        for item in self.fleets.split(","):
+            name, _, environment = item.strip().partition("=")
+            if name == self.fleet and environment:
+                return environment
+        return "production"
 
     def cpus(self) -> int:
         return (
