@@ -1,16 +1,25 @@
-"""The worker against the LiveKit stand-in and a real roster on real Postgres and NATS."""
+"""The worker against the LiveKit stand-in, the vendor fakes, a real roster and a real call-log
+(a replica process of its own, on real Postgres and NATS)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
+from pinecall_call_log.testing import Process, served
+from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit.testing import *  # noqa: F403  (the stand-in's fixtures)
+from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
+from pinecall_loadlab.vendors import VendorFakes
 from pinecall_loadlab.vendors.testing import *  # noqa: F403  (the vendor fakes)
 from pinecall_roster.app import create_app
 from pinecall_roster.settings import RosterSettings
 from pinecall_roster.testing import Keys, Replica, make_keys, running
+from pinecall_worker.settings import WorkerSettings
+from pinecall_worker.testing import CallEvents
 
 
 @pytest.fixture
@@ -29,3 +38,63 @@ async def roster(database_url: str, nats_url: str, nats_namespace: str) -> Async
 @pytest.fixture
 async def keys(database_url: str) -> Keys:
     return await make_keys(database_url)
+
+
+@pytest.fixture
+def call_log_env(database_url: str, nats_url: str, nats_namespace: str) -> dict[str, str]:
+    """A call-log replica's environment, on the test's database and NATS namespace."""
+    return {
+        "PINECALL_DATABASE_URL": database_url,
+        "PINECALL_NATS_URL": nats_url,
+        "PINECALL_NATS_NAMESPACE": nats_namespace,
+        "PINECALL_LOG_FORMAT": "text",
+        "PINECALL_DB_POOL_SIZE": "2",
+        "PINECALL_LOG_TOKEN_SECRET": "a secret of the worker's tests",
+    }
+
+
+@pytest.fixture
+async def call_log(call_log_env: dict[str, str]) -> AsyncIterator[Process]:
+    """One call-log replica as a real process (``call-log serve``)."""
+    async with served(call_log_env, 1) as (replica,):
+        yield replica
+
+
+@pytest.fixture
+async def call_events(nats_url: str, nats_namespace: str) -> AsyncIterator[CallEvents]:
+    async with CallEvents.listening(nats_url, nats_namespace) as events:
+        yield events
+
+
+@pytest.fixture
+def lab_settings(
+    standin: StandIn, vendor_fakes: VendorFakes, keys: Keys, tmp_path: Path
+) -> Callable[..., WorkerSettings]:
+    """Settings of a worker of the fleet ``pinecall`` on the stand-in, the vendors faked, its
+    calls in lab rooms; ``call_log_url`` and anything else given as keywords."""
+
+    def make(**overrides: Any) -> WorkerSettings:
+        given: dict[str, Any] = {
+            "fleet": "pinecall",
+            "fleet_key": keys.production,
+            "max_jobs": 4,
+            "worker_host": "worker-call",
+            "livekit_url": standin.url,
+            "livekit_api_key": API_KEY,
+            "livekit_api_secret": API_SECRET,
+            "heartbeat_s": 3600,
+            "drain_timeout_s": 60,
+            "seal_timeout_s": 60,
+            "health_port": 0,
+            "lab_rooms": True,
+            "measures_socket": str(tmp_path / "measures.sock"),
+            "deepgram_url": vendor_fakes.deepgram_url,
+            "anthropic_url": vendor_fakes.anthropic_url,
+            "cartesia_url": vendor_fakes.cartesia_url,
+            "deepgram_api_key": "lab",
+            "anthropic_api_key": "lab",
+            "cartesia_api_key": "lab",
+        }
+        return WorkerSettings.from_env({}, **(given | overrides))
+
+    return make

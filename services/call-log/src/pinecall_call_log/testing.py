@@ -118,10 +118,13 @@ class Process(msgspec.Struct, kw_only=True):
 
 
 @asynccontextmanager
-async def served(env: dict[str, str], count: int = 2) -> AsyncIterator[list[Process]]:
-    """``count`` replicas as real processes, started together; each is stopped (SIGTERM, then
-    SIGKILL) when the test ends. Ready means ``/readyz`` answers 200: a server gives no other
-    sign that it listens."""
+async def served(
+    env: dict[str, str], count: int = 2, *, ports: list[int] | None = None
+) -> AsyncIterator[list[Process]]:
+    """``count`` replicas as real processes, started together (on ``ports`` when given: a
+    replica started again where a killed one listened); each is stopped (SIGTERM, then SIGKILL)
+    when the test ends. Ready means ``/readyz`` answers 200: a server gives no other sign that it
+    listens."""
     import os
     import signal
     import sys
@@ -132,8 +135,8 @@ async def served(env: dict[str, str], count: int = 2) -> AsyncIterator[list[Proc
 
     base = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")} | env
     replicas = []
-    for _ in range(count):
-        port = free_port()
+    for i in range(count):
+        port = ports[i] if ports else free_port()
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
