@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from pinecall_servicekit.settings import Settings
 
@@ -74,6 +75,13 @@ class WorkerSettings(Settings, frozen=True, kw_only=True):
     measures_socket: str | None = None
     """The measures socket's path; set by the worker for its job processes."""
 
+    @classmethod
+    def of_job(cls, proc: Any) -> WorkerSettings:
+        """The settings the worker handed the job's process (:class:`JobSetup`), else the
+        environment's (a job run by an AgentServer that is not a ``Worker``)."""
+        handed = proc.userdata.get(HANDED)
+        return cls.from_env(handed if isinstance(handed, dict) else None)
+
     def worker_part(self) -> str:
         """The worker part of the worker's name: :attr:`worker_host`, or the host name."""
         return self.worker_host or socket.gethostname().split(".")[0]
@@ -92,3 +100,24 @@ class WorkerSettings(Settings, frozen=True, kw_only=True):
             if hasattr(os, "sched_getaffinity")
             else (os.cpu_count() or 1)
         )
+
+
+HANDED = "pinecall.settings"
+"""The key of a job process's ``userdata`` that holds the environment its worker handed it."""
+
+
+class JobSetup:
+    """The job processes' setup (AgentServer's ``setup_fnc``): it carries the worker's settings
+    into each process as the environment :meth:`WorkerSettings.from_env` reads back, then runs
+    ``prewarm``. Picklable, so it travels with each process's start arguments: the forkserver's
+    own environment is the one it was started with, which a second worker in the same Python
+    process (a test) would not change.
+    """
+
+    def __init__(self, env: dict[str, str], prewarm: Callable[[Any], None] | None = None) -> None:
+        self.env, self.prewarm = env, prewarm
+
+    def __call__(self, proc: Any) -> None:
+        proc.userdata[HANDED] = self.env
+        if self.prewarm is not None:
+            self.prewarm(proc)

@@ -33,7 +33,7 @@ __all__ = ["entrypoint", "prewarm"]
 
 async def entrypoint(ctx: JobContext) -> None:
     """Run the job ``ctx`` was given: answer its caller, or say the sentence into its room."""
-    settings = WorkerSettings.from_env()
+    settings = WorkerSettings.of_job(ctx.proc)
     read = read_offer(
         ctx.job.metadata,
         job_id=ctx.job.id,

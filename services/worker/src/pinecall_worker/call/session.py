@@ -51,7 +51,9 @@ def session_for(settings: WorkerSettings, vad: Any, client: AsyncAnthropic) -> A
         stt=deepgram.STT(
             **_given(base_url=settings.deepgram_url, api_key=settings.deepgram_api_key)
         ),
-        llm=anthropic.LLM(model=settings.model, client=client),
+        llm=anthropic.LLM(
+            model=settings.model, client=client, **_given(api_key=settings.anthropic_api_key)
+        ),
         # the end of a turn by silero's VAD: chosen, not the auto-selected turn-detector model,
         # which runs a model per turn and waited 0.58 s or 2.5 s at random in the lab
         turn_handling={"turn_detection": "vad"},

@@ -1,0 +1,71 @@
+"""A job's process that dies ends its call ``failed`` — the log says so, with why — never as an
+open call nobody answers (issue 6, "The call"). The PROCESS executor: the point is the process,
+forked from livekit-agents' forkserver with the plugins the worker preloaded."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from collections.abc import Callable
+
+from livekit import api
+from livekit.agents import JobExecutorType
+
+from pinecall_call_log.testing import Process
+from pinecall_loadlab.livekit import StandIn
+from pinecall_loadlab.livekit.callers import sip_call
+from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
+from pinecall_roster.testing import Keys, Replica
+from pinecall_worker.call import entrypoint, prewarm
+from pinecall_worker.server import Worker
+from pinecall_worker.settings import WorkerSettings
+from pinecall_worker.testing import CallEvents, of_kind, offer_call, read_log, serving
+
+
+async def test_a_job_process_killed_mid_call_ends_its_call_failed_and_leaves_it_unsealed(
+    lab_settings: Callable[..., WorkerSettings],
+    standin: StandIn,
+    livekit_api: api.LiveKitAPI,
+    roster: Replica,
+    keys: Keys,
+    call_log: Process,
+    call_events: CallEvents,
+) -> None:
+    worker = Worker(
+        lab_settings(call_log_url=call_log.url),
+        entrypoint,
+        prewarm=prewarm,
+        roster=roster,
+        executor=JobExecutorType.PROCESS,
+        num_idle_processes=1,
+    )
+    async with serving(worker, within_s=180):
+        assert worker.not_ready() == []  # registered, the plugins loaded for the forkserver
+        caller = await sip_call(
+            livekit_api, standin.url, API_KEY, API_SECRET, room="call-kill", fleet="pinecall"
+        )
+        async with asyncio.timeout(120):
+            await offer_call(livekit_api, worker.name, room="call-kill", call="call_kill")
+            await call_events.wait("opened", "call_kill")
+            [held] = worker.jobs.calls()
+            assert (held.offer.call, held.offer.room) == ("call_kill", "call-kill")
+            assert held.pid is not None
+            assert held.pid != os.getpid()
+            os.kill(held.pid, signal.SIGKILL)  # no shutdown runs in it: the main process must
+            ended = await call_events.wait("ended", "call_kill")
+            while worker.measures.minute.read(0).failed < 1:
+                worker.jobs.changed.clear()
+                await worker.jobs.changed.wait()
+        assert worker.jobs.calls() == []
+        await caller.leave()
+    assert ended.outcome == "failed"
+    log = await read_log(call_log.url, keys.production, "call_kill")
+    assert of_kind(log, "call.ended") == [
+        {"outcome": "failed", "reason": "the job's process exited with code -9"}
+    ]
+    # not sealed: a sentence job sent into the room may still write after the dead job's count
+    assert log.state == "ended"
+    minute = worker.state().minute
+    assert minute is not None
+    assert (minute.ended, minute.failed) == (1, 1)
