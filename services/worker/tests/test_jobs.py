@@ -69,3 +69,45 @@ async def test_a_job_process_killed_mid_call_ends_its_call_failed_and_leaves_it_
     minute = worker.state().minute
     assert minute is not None
     assert (minute.ended, minute.failed) == (1, 1)
+
+
+async def test_past_the_drain_timeout_a_job_that_cannot_end_its_call_has_it_sealed_drained(
+    lab_settings: Callable[..., WorkerSettings],
+    standin: StandIn,
+    livekit_api: api.LiveKitAPI,
+    roster: Replica,
+    keys: Keys,
+    call_log: Process,
+    call_events: CallEvents,
+) -> None:
+    # a job frozen (SIGSTOP) answers no shutdown: livekit-agents kills it after half the seal
+    # window, and the main process ends and seals its call within the rest
+    settings = lab_settings(call_log_url=call_log.url, drain_timeout_s=1, seal_timeout_s=10)
+    worker = Worker(
+        settings,
+        entrypoint,
+        prewarm=prewarm,
+        roster=roster,
+        executor=JobExecutorType.PROCESS,
+        num_idle_processes=1,
+    )
+    async with serving(worker, within_s=180) as running:
+        caller = await sip_call(
+            livekit_api, standin.url, API_KEY, API_SECRET, room="call-stuck", fleet="pinecall"
+        )
+        async with asyncio.timeout(120):
+            await offer_call(livekit_api, worker.name, room="call-stuck", call="call_stuck")
+            await call_events.wait("opened", "call_stuck")
+            [held] = worker.jobs.calls()
+            assert held.pid is not None
+            os.kill(held.pid, signal.SIGSTOP)
+            worker.stop()
+            sealed = await call_events.wait("sealed", "call_stuck")
+            await running
+        await caller.leave()
+    assert sealed.outcome == "drained"
+    log = await read_log(call_log.url, keys.production, "call_stuck")
+    assert of_kind(log, "call.ended") == [
+        {"outcome": "drained", "reason": "the job's process exited with code -9"}
+    ]
+    assert log.state == "sealed"
