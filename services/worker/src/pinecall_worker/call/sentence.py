@@ -46,7 +46,7 @@ async def say_sentence(ctx: JobContext, settings: WorkerSettings, offer: JobOffe
             await _start(ctx, settings, session)
             await session.say(text, allow_interruptions=False)
         writer.add(entries.CALL_SENTENCE, {"text": text})
-    except (TimeoutError, Exception) as exc:  # a vendor or the room failed: still hang up
+    except Exception as exc:  # a vendor, the room or the time failed: still hang up
         _log.error("call %s: the sentence was not said: %r", offer.call, exc)
         writer.add(entries.CALL_ERROR, {"source": "tts", "what": repr(exc), "recoverable": False})
     finally:
@@ -56,11 +56,7 @@ async def say_sentence(ctx: JobContext, settings: WorkerSettings, offer: JobOffe
             await writer.drain()
     except (TimeoutError, CallLogError) as exc:
         _log.error("call %s: the sentence's entries were not written: %r", offer.call, exc)
-    try:
-        await ctx.api.room.delete_room(api.DeleteRoomRequest(room=offer.room))
-    except api.TwirpError as exc:  # a room already gone is what we wanted
-        if exc.code != api.TwirpErrorCode.NOT_FOUND:
-            _log.error("call %s: room %s not deleted: %s", offer.call, offer.room, exc)
+    await _delete_room(settings, offer)
     try:
         await client.seal(offer.call, "drained")
     except CallLogError as exc:
@@ -68,6 +64,20 @@ async def say_sentence(ctx: JobContext, settings: WorkerSettings, offer: JobOffe
     finally:
         await client.aclose()
         ctx.shutdown("sentence said")
+
+
+async def _delete_room(settings: WorkerSettings, offer: JobOffer) -> None:
+    """DeleteRoom on the worker's LiveKit: every participant leaves, a SIP caller is hung up."""
+    lk = api.LiveKitAPI(settings.livekit_url, settings.livekit_api_key, settings.livekit_api_secret)
+    try:
+        await lk.room.delete_room(api.DeleteRoomRequest(room=offer.room))
+    except api.TwirpError as exc:  # a room already gone is what we wanted
+        if exc.code != api.TwirpErrorCode.NOT_FOUND:
+            _log.error("call %s: room %s not deleted: %s", offer.call, offer.room, exc)
+    except Exception as exc:  # the connection: the reaper takes the room down later
+        _log.error("call %s: room %s not deleted: %r", offer.call, offer.room, exc)
+    finally:
+        await lk.aclose()
 
 
 async def _start(ctx: JobContext, settings: WorkerSettings, session: AgentSession[Any]) -> None:
