@@ -37,6 +37,7 @@ from benchkit import Bench, bench_platform, log, self_cpu_s, tree_cpu_s
 from worker_control import control_overhead
 from worker_start import measure_start
 
+from pinecall_labroom import LabRoom
 from pinecall_loadlab.callers import LINES, HangUp, Say, Step, WaitForAgent, play
 from pinecall_loadlab.livekit import StandIn, StandInConfig
 from pinecall_loadlab.livekit import events as ev
@@ -114,12 +115,18 @@ def heard_after(said: list[tuple[str, float, float]], heard: list[float]) -> lis
     return waits
 
 
-async def one_call(
-    standin: StandIn, lk: Any, worker: str, events: CallEvents, name: str, turns: int
-) -> list[float]:
+async def ring(standin: StandIn, lk: Any, worker: str, events: CallEvents, name: str) -> LabRoom:
+    """A SIP caller offered to ``worker``; returns once the worker opened the call. Calls are
+    rung one after another: an idle worker guesses a call's weight as LiveKit's line over its
+    warm processes and declines past that many offers in one instant (seed 000, "Capacity is
+    counted in calls"), which the dispatcher answers with a re-offer 12 s later."""
     caller = await sip_call(lk, standin.url, KEY, SECRET, room=name, fleet="pinecall")
     await offer_call(lk, worker, room=name, call=name)
     await events.wait("opened", name)
+    return caller
+
+
+async def converse(caller: LabRoom, events: CallEvents, name: str, turns: int) -> list[float]:
     script: list[Step] = []
     for _ in range(turns):
         script += [Say(line="question"), WaitForAgent(until_quiet_s=0.6, timeout_s=60)]
@@ -170,15 +177,13 @@ async def calls_phase(
                 before = loadavg()
                 cpu0, t0 = tree_cpu_s(proc.pid) or 0.0, time.monotonic()
                 names = [f"bench-{n}-{i}" for i in range(n)]
-                heard = await asyncio.wait_for(
-                    asyncio.gather(
-                        *(
-                            one_call(standin, lk, registered.agent_name, events, c, turns)
-                            for c in names
-                        )
-                    ),
-                    600,
-                )
+                async with asyncio.timeout(600):
+                    rooms = [
+                        await ring(standin, lk, registered.agent_name, events, c) for c in names
+                    ]
+                    heard = await asyncio.gather(
+                        *(converse(r, events, c, turns) for r, c in zip(rooms, names, strict=True))
+                    )
                 wall = time.monotonic() - t0
                 cores = ((tree_cpu_s(proc.pid) or 0.0) - cpu0) / wall
                 e2e = []

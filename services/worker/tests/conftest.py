@@ -3,14 +3,19 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import functools
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from livekit import api
+from livekit.agents import JobExecutorType
 
-from pinecall_call_log.testing import Process, served
+from pinecall_call_log.testing import Process, replica_env, served
+from pinecall_labroom import LabRoom
 from pinecall_loadlab.livekit import StandIn
+from pinecall_loadlab.livekit.callers import sip_call
 from pinecall_loadlab.livekit.testing import *  # noqa: F403  (the stand-in's fixtures)
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.vendors import VendorFakes
@@ -18,6 +23,8 @@ from pinecall_loadlab.vendors.testing import *  # noqa: F403  (the vendor fakes)
 from pinecall_roster.app import create_app
 from pinecall_roster.settings import RosterSettings
 from pinecall_roster.testing import Keys, Replica, make_keys, running
+from pinecall_worker.call import entrypoint, prewarm
+from pinecall_worker.server import Worker
 from pinecall_worker.settings import WorkerSettings
 from pinecall_worker.testing import CallEvents
 
@@ -43,14 +50,7 @@ async def keys(database_url: str) -> Keys:
 @pytest.fixture
 def call_log_env(database_url: str, nats_url: str, nats_namespace: str) -> dict[str, str]:
     """A call-log replica's environment, on the test's database and NATS namespace."""
-    return {
-        "PINECALL_DATABASE_URL": database_url,
-        "PINECALL_NATS_URL": nats_url,
-        "PINECALL_NATS_NAMESPACE": nats_namespace,
-        "PINECALL_LOG_FORMAT": "text",
-        "PINECALL_DB_POOL_SIZE": "2",
-        "PINECALL_LOG_TOKEN_SECRET": "a secret of the worker's tests",
-    }
+    return replica_env(database_url, nats_url, nats_namespace)
 
 
 @pytest.fixture
@@ -98,3 +98,44 @@ def lab_settings(
         return WorkerSettings.from_env({}, **(given | overrides))
 
     return make
+
+
+@pytest.fixture
+def worker_for(
+    lab_settings: Callable[..., WorkerSettings], roster: Replica
+) -> Callable[..., Worker]:
+    """A worker that runs the real call (``pinecall_worker.call``) on the stand-in, heard by the
+    roster, writing to the call-log at ``call_log_url``; THREAD jobs unless ``executor`` says
+    otherwise; other keywords are settings."""
+
+    def make(
+        call_log_url: str, *, executor: JobExecutorType = JobExecutorType.THREAD, **overrides: Any
+    ) -> Worker:
+        return Worker(
+            lab_settings(call_log_url=call_log_url, **overrides),
+            entrypoint,
+            prewarm=prewarm,
+            roster=roster,
+            executor=executor,
+            num_idle_processes=1,
+        )
+
+    return make
+
+
+@pytest.fixture
+def call_worker(worker_for: Callable[..., Worker], call_log: Process) -> Callable[..., Worker]:
+    """``worker_for`` the test's ``call_log`` replica."""
+    return functools.partial(worker_for, call_log.url)
+
+
+@pytest.fixture
+def caller(standin: StandIn, livekit_api: api.LiveKitAPI) -> Callable[[str], Awaitable[LabRoom]]:
+    """A SIP caller alone in a room of its own, as LiveKit SIP brings one (``sip_call``)."""
+
+    async def ring(room: str) -> LabRoom:
+        return await sip_call(
+            livekit_api, standin.url, API_KEY, API_SECRET, room=room, fleet="pinecall"
+        )
+
+    return ring

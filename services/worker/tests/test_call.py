@@ -5,39 +5,25 @@ replica process on real Postgres, the caller hearing the agent."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from livekit import api
-from livekit.agents import JobExecutorType
 
 from pinecall_call_log.testing import Process
 from pinecall_labroom import LabRoom
 from pinecall_loadlab.callers import LINES, HangUp, Say, Step, WaitForAgent, play
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
-from pinecall_loadlab.livekit.callers import caller_token, sip_call
+from pinecall_loadlab.livekit.callers import caller_token
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.vendors import Reply, ToolUse, VendorFakes
-from pinecall_roster.testing import Keys, Replica
-from pinecall_worker.call import entrypoint, prewarm
+from pinecall_roster.testing import Keys
 from pinecall_worker.server import Worker
-from pinecall_worker.settings import WorkerSettings
 from pinecall_worker.testing import CallEvents, kinds, of_kind, offer_call, read_log, serving
 
 ANSWER = "Your order arrives on Thursday."
 BYE = "Goodbye, and thank you for calling."
-
-
-def call_worker(settings: WorkerSettings, roster: Replica) -> Worker:
-    return Worker(
-        settings,
-        entrypoint,
-        prewarm=prewarm,
-        roster=roster,
-        executor=JobExecutorType.THREAD,
-        num_idle_processes=1,
-    )
 
 
 async def play_until_hung_up(caller: LabRoom, script: list[Step]) -> None:
@@ -49,11 +35,10 @@ async def play_until_hung_up(caller: LabRoom, script: list[Step]) -> None:
 
 
 async def test_a_spoken_call_is_answered_and_its_log_holds_every_turn_ended_and_sealed(
-    lab_settings: Callable[..., WorkerSettings],
-    standin: StandIn,
+    call_worker: Callable[..., Worker],
+    caller: Callable[[str], Awaitable[LabRoom]],
     livekit_api: api.LiveKitAPI,
     vendor_fakes: VendorFakes,
-    roster: Replica,
     keys: Keys,
     call_log: Process,
     call_events: CallEvents,
@@ -62,21 +47,19 @@ async def test_a_spoken_call_is_answered_and_its_log_holds_every_turn_ended_and_
     vendor_fakes.anthropic.script(
         Reply(text=ANSWER), Reply(tool=ToolUse(name="end_call")), Reply(text=BYE)
     )
-    worker = call_worker(lab_settings(call_log_url=call_log.url), roster)
+    worker = call_worker()
     async with serving(worker):
-        caller = await sip_call(
-            livekit_api, standin.url, API_KEY, API_SECRET, room="call-a3", fleet="pinecall"
-        )
+        room = await caller("call-a3")
         async with asyncio.timeout(120):
             await offer_call(livekit_api, worker.name, room="call-a3", call="call_a3")
             opened = await call_events.wait("opened", "call_a3")
-            heard = await play(caller, [Say(line="question"), WaitForAgent(until_quiet_s=1.0)])
-            await play_until_hung_up(caller, [Say(line="goodbye"), WaitForAgent(timeout_s=60)])
+            heard = await play(room, [Say(line="question"), WaitForAgent(until_quiet_s=1.0)])
+            await play_until_hung_up(room, [Say(line="goodbye"), WaitForAgent(timeout_s=60)])
             sealed = await call_events.wait("sealed", "call_a3")
     # the caller heard the agent, after its question
     assert heard.agent_heard
     assert heard.agent_heard[0] > heard.said[0][2]
-    assert caller.removed_reason == "ROOM_DELETED"  # the agent hung up: end_call deletes the room
+    assert room.removed_reason == "ROOM_DELETED"  # the agent hung up: end_call deletes the room
     assert (opened.worker, sealed.outcome) == (worker.name, "completed")
     log = await read_log(call_log.url, keys.production, "call_a3")
     assert log.state == "sealed"
@@ -98,18 +81,17 @@ async def test_a_spoken_call_is_answered_and_its_log_holds_every_turn_ended_and_
 
 
 async def test_a_job_without_a_job_offer_still_answers_and_logs_its_call_under_the_jobs_id(
-    lab_settings: Callable[..., WorkerSettings],
+    call_worker: Callable[..., Worker],
     standin: StandIn,
     livekit_api: api.LiveKitAPI,
     vendor_fakes: VendorFakes,
-    roster: Replica,
     keys: Keys,
     call_log: Process,
     call_events: CallEvents,
 ) -> None:
     vendor_fakes.deepgram.script(LINES["question"])
     vendor_fakes.anthropic.script(Reply(text=ANSWER))
-    worker = call_worker(lab_settings(call_log_url=call_log.url), roster)
+    worker = call_worker()
     async with serving(worker):
         # LiveKit's own dispatch: the room's agents, no metadata at all
         await livekit_api.room.create_room(

@@ -6,35 +6,20 @@ is ``test_worker.py``.)"""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from livekit import api
-from livekit.agents import JobExecutorType
 
 from pinecall_call_log.testing import Process
+from pinecall_labroom import LabRoom
 from pinecall_loadlab.callers import LINES, Say, WaitForAgent, play
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
-from pinecall_loadlab.livekit.callers import sip_call
-from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.vendors import Reply, VendorFakes
 from pinecall_roster.testing import Keys, Replica
 from pinecall_servicekit.lifecycle import ExitCode
-from pinecall_worker.call import entrypoint, prewarm
 from pinecall_worker.server import Worker
-from pinecall_worker.settings import WorkerSettings
 from pinecall_worker.testing import CallEvents, of_kind, offer_call, read_log, serving
-
-
-def call_worker(settings: WorkerSettings, roster: Replica) -> Worker:
-    return Worker(
-        settings,
-        entrypoint,
-        prewarm=prewarm,
-        roster=roster,
-        executor=JobExecutorType.THREAD,
-        num_idle_processes=1,
-    )
 
 
 async def draining(roster: Replica) -> None:
@@ -46,19 +31,16 @@ async def draining(roster: Replica) -> None:
 
 
 async def test_sigterm_takes_no_new_call_lets_the_call_finish_then_exits_0(
-    lab_settings: Callable[..., WorkerSettings],
+    call_worker: Callable[..., Worker],
+    caller: Callable[[str], Awaitable[LabRoom]],
     standin: StandIn,
     livekit_api: api.LiveKitAPI,
     roster: Replica,
-    keys: Keys,
-    call_log: Process,
     call_events: CallEvents,
 ) -> None:
-    worker = call_worker(lab_settings(call_log_url=call_log.url, drain_timeout_s=600), roster)
+    worker = call_worker(drain_timeout_s=600)
     async with serving(worker) as running:
-        caller = await sip_call(
-            livekit_api, standin.url, API_KEY, API_SECRET, room="call-held", fleet="pinecall"
-        )
+        held = await caller("call-held")
         async with asyncio.timeout(120):
             await offer_call(livekit_api, worker.name, room="call-held", call="call_held")
             await call_events.wait("opened", "call_held")
@@ -70,7 +52,7 @@ async def test_sigterm_takes_no_new_call_lets_the_call_finish_then_exits_0(
             )
             assert late.outcome != "assigned"  # declined: no new call while draining
             assert not running.done()  # the call in flight holds the worker
-            await caller.leave()  # the call finishes
+            await held.leave()  # the call finishes
             sealed = await call_events.wait("sealed", "call_held")
             assert await running == ExitCode.OK
     assert sealed.outcome == "caller_hangup"
@@ -78,25 +60,19 @@ async def test_sigterm_takes_no_new_call_lets_the_call_finish_then_exits_0(
 
 
 async def test_past_the_drain_timeout_the_calls_held_are_ended_drained_and_sealed(
-    lab_settings: Callable[..., WorkerSettings],
-    standin: StandIn,
+    call_worker: Callable[..., Worker],
+    caller: Callable[[str], Awaitable[LabRoom]],
     livekit_api: api.LiveKitAPI,
     vendor_fakes: VendorFakes,
-    roster: Replica,
     keys: Keys,
     call_log: Process,
     call_events: CallEvents,
 ) -> None:
     vendor_fakes.deepgram.script(LINES["question"])
     vendor_fakes.anthropic.script(Reply(text="It arrives on Thursday."))
-    worker = call_worker(lab_settings(call_log_url=call_log.url, drain_timeout_s=1), roster)
+    worker = call_worker(drain_timeout_s=1)
     async with serving(worker) as running:
-        callers = [
-            await sip_call(
-                livekit_api, standin.url, API_KEY, API_SECRET, room=f"call-{n}", fleet="pinecall"
-            )
-            for n in (1, 2)
-        ]
+        callers = [await caller(f"call-{n}") for n in (1, 2)]
         async with asyncio.timeout(120):
             for n in (1, 2):
                 await offer_call(livekit_api, worker.name, room=f"call-{n}", call=f"call_{n}")
@@ -110,5 +86,5 @@ async def test_past_the_drain_timeout_the_calls_held_are_ended_drained_and_seale
     assert log.state == "sealed"
     assert [t["text"] for t in of_kind(log, "turn.agent")] == ["It arrives on Thursday."]
     assert of_kind(log, "call.ended")[0]["outcome"] == "drained"
-    for caller in callers:
-        await caller.leave()
+    for room in callers:
+        await room.leave()

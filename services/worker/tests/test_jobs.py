@@ -7,44 +7,30 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from livekit import api
 from livekit.agents import JobExecutorType
 
 from pinecall_call_log.testing import Process
-from pinecall_loadlab.livekit import StandIn
-from pinecall_loadlab.livekit.callers import sip_call
-from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
-from pinecall_roster.testing import Keys, Replica
-from pinecall_worker.call import entrypoint, prewarm
+from pinecall_labroom import LabRoom
+from pinecall_roster.testing import Keys
 from pinecall_worker.server import Worker
-from pinecall_worker.settings import WorkerSettings
 from pinecall_worker.testing import CallEvents, of_kind, offer_call, read_log, serving
 
 
 async def test_a_job_process_killed_mid_call_ends_its_call_failed_and_leaves_it_unsealed(
-    lab_settings: Callable[..., WorkerSettings],
-    standin: StandIn,
+    call_worker: Callable[..., Worker],
+    caller: Callable[[str], Awaitable[LabRoom]],
     livekit_api: api.LiveKitAPI,
-    roster: Replica,
     keys: Keys,
     call_log: Process,
     call_events: CallEvents,
 ) -> None:
-    worker = Worker(
-        lab_settings(call_log_url=call_log.url),
-        entrypoint,
-        prewarm=prewarm,
-        roster=roster,
-        executor=JobExecutorType.PROCESS,
-        num_idle_processes=1,
-    )
+    worker = call_worker(executor=JobExecutorType.PROCESS)
     async with serving(worker, within_s=180):
         assert worker.not_ready() == []  # registered, the plugins loaded for the forkserver
-        caller = await sip_call(
-            livekit_api, standin.url, API_KEY, API_SECRET, room="call-kill", fleet="pinecall"
-        )
+        room = await caller("call-kill")
         async with asyncio.timeout(120):
             await offer_call(livekit_api, worker.name, room="call-kill", call="call_kill")
             await call_events.wait("opened", "call_kill")
@@ -58,7 +44,7 @@ async def test_a_job_process_killed_mid_call_ends_its_call_failed_and_leaves_it_
                 worker.jobs.changed.clear()
                 await worker.jobs.changed.wait()
         assert worker.jobs.calls() == []
-        await caller.leave()
+        await room.leave()
     assert ended.outcome == "failed"
     log = await read_log(call_log.url, keys.production, "call_kill")
     assert of_kind(log, "call.ended") == [
@@ -72,29 +58,18 @@ async def test_a_job_process_killed_mid_call_ends_its_call_failed_and_leaves_it_
 
 
 async def test_past_the_drain_timeout_a_job_that_cannot_end_its_call_has_it_sealed_drained(
-    lab_settings: Callable[..., WorkerSettings],
-    standin: StandIn,
+    call_worker: Callable[..., Worker],
+    caller: Callable[[str], Awaitable[LabRoom]],
     livekit_api: api.LiveKitAPI,
-    roster: Replica,
     keys: Keys,
     call_log: Process,
     call_events: CallEvents,
 ) -> None:
     # a job frozen (SIGSTOP) answers no shutdown: livekit-agents kills it after half the seal
     # window, and the main process ends and seals its call within the rest
-    settings = lab_settings(call_log_url=call_log.url, drain_timeout_s=1, seal_timeout_s=10)
-    worker = Worker(
-        settings,
-        entrypoint,
-        prewarm=prewarm,
-        roster=roster,
-        executor=JobExecutorType.PROCESS,
-        num_idle_processes=1,
-    )
+    worker = call_worker(executor=JobExecutorType.PROCESS, drain_timeout_s=1, seal_timeout_s=10)
     async with serving(worker, within_s=180) as running:
-        caller = await sip_call(
-            livekit_api, standin.url, API_KEY, API_SECRET, room="call-stuck", fleet="pinecall"
-        )
+        room = await caller("call-stuck")
         async with asyncio.timeout(120):
             await offer_call(livekit_api, worker.name, room="call-stuck", call="call_stuck")
             await call_events.wait("opened", "call_stuck")
@@ -104,7 +79,7 @@ async def test_past_the_drain_timeout_a_job_that_cannot_end_its_call_has_it_seal
             worker.stop()
             sealed = await call_events.wait("sealed", "call_stuck")
             await running
-        await caller.leave()
+        await room.leave()
     assert sealed.outcome == "drained"
     log = await read_log(call_log.url, keys.production, "call_stuck")
     assert of_kind(log, "call.ended") == [

@@ -16,25 +16,21 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
 from livekit import api
-from livekit.agents import JobExecutorType
 
 from pinecall_call_log.testing import Process
 from pinecall_contracts.worker import TurnMeasured
+from pinecall_labroom import LabRoom
 from pinecall_loadlab.callers import LINES, Say, WaitForAgent, play
-from pinecall_loadlab.livekit import StandIn
-from pinecall_loadlab.livekit.callers import sip_call
-from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.vendors import Fault, Reply, VendorFakes
 from pinecall_roster.testing import Keys, Replica, bearer, heartbeat
-from pinecall_worker.call import entrypoint, prewarm
 from pinecall_worker.measures import report
 from pinecall_worker.server import Worker
-from pinecall_worker.settings import WorkerSettings
 from pinecall_worker.testing import CallEvents, of_kind, offer_call, read_log, serving
 
 
@@ -82,18 +78,9 @@ async def fast_turns(worker: Worker, count: int) -> None:
         await until_measured(worker, lambda: worker.measures.minute.read(0).turns > turns)  # noqa: B023
 
 
-def call_worker(settings: WorkerSettings, roster: Replica) -> Worker:
-    return Worker(
-        settings,
-        entrypoint,
-        prewarm=prewarm,
-        roster=roster,
-        executor=JobExecutorType.THREAD,
-        num_idle_processes=1,
-    )
-
-
+@pytest.fixture
 def cli_env(nats_url: str, nats_namespace: str, keys: Keys, tmp_path: Path) -> dict[str, str]:
+    """An operator's environment for the CLI: the test's NATS, its operator key."""
     base = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")}
     return base | {
         "PINECALL_NATS_URL": nats_url,
@@ -104,35 +91,31 @@ def cli_env(nats_url: str, nats_namespace: str, keys: Keys, tmp_path: Path) -> d
 
 
 async def test_a_worker_whose_calls_fail_reads_failing_in_fleet_list(
-    lab_settings: Callable[..., WorkerSettings],
-    standin: StandIn,
+    call_worker: Callable[..., Worker],
+    caller: Callable[[str], Awaitable[LabRoom]],
     livekit_api: api.LiveKitAPI,
     vendor_fakes: VendorFakes,
     roster: Replica,
     keys: Keys,
     call_log: Process,
     call_events: CallEvents,
-    nats_url: str,
-    nats_namespace: str,
-    tmp_path: Path,
+    cli_env: dict[str, str],
 ) -> None:
     # the speech-to-text vendor refuses every handshake (401, not retried): livekit-agents
     # reconnects each call's ears, and its fourth unrecoverable error closes the session
     vendor_fakes.deepgram.state.inject(*[Fault(kind="status", status=401)] * 40)
-    worker = call_worker(lab_settings(call_log_url=call_log.url), roster)
+    worker = call_worker()
     calls = [f"call_f{n}" for n in range(4)]
     async with serving(worker):
         async with asyncio.timeout(120):
             for call in calls:
                 room = call.replace("_", "-")
-                await sip_call(
-                    livekit_api, standin.url, API_KEY, API_SECRET, room=room, fleet="pinecall"
-                )
+                await caller(room)
                 await offer_call(livekit_api, worker.name, room=room, call=call)
             sealed = [await call_events.wait("sealed", call) for call in calls]
             await until_measured(worker, lambda: worker.measures.minute.read(0).failed >= 4)
             await beat_beside_a_healthy_sibling(worker, roster, keys)
-        rows = await fleet_list(cli_env(nats_url, nats_namespace, keys, tmp_path))
+        rows = await fleet_list(cli_env)
     assert [s.outcome for s in sealed] == ["failed"] * 4
     minute = worker.state().minute
     assert minute is not None
@@ -148,43 +131,38 @@ async def test_a_worker_whose_calls_fail_reads_failing_in_fleet_list(
 
 
 async def test_a_worker_whose_first_audio_is_slow_reads_failing_once_20_turns_pass_5_s(
-    lab_settings: Callable[..., WorkerSettings],
-    standin: StandIn,
+    call_worker: Callable[..., Worker],
+    caller: Callable[[str], Awaitable[LabRoom]],
     livekit_api: api.LiveKitAPI,
     vendor_fakes: VendorFakes,
     roster: Replica,
     keys: Keys,
     call_log: Process,
     call_events: CallEvents,
-    nats_url: str,
-    nats_namespace: str,
-    tmp_path: Path,
+    cli_env: dict[str, str],
 ) -> None:
     vendor_fakes.anthropic.state.configure(first_s=6.0)  # the model's first token, 6 s late
     vendor_fakes.deepgram.script(LINES["question"], LINES["question"])
     vendor_fakes.anthropic.script(Reply(text="Thursday."), Reply(text="Before noon."))
-    worker = call_worker(lab_settings(call_log_url=call_log.url), roster)
-    env = cli_env(nats_url, nats_namespace, keys, tmp_path)
+    worker = call_worker()
     turn = [Say(line="question"), WaitForAgent(until_quiet_s=1.0)]
     async with serving(worker):
-        caller = await sip_call(
-            livekit_api, standin.url, API_KEY, API_SECRET, room="call-slow", fleet="pinecall"
-        )
+        room = await caller("call-slow")
         async with asyncio.timeout(150):
             await offer_call(livekit_api, worker.name, room="call-slow", call="call_slow")
             await call_events.wait("opened", "call_slow")
-            await play(caller, turn)
-            await play(caller, turn)
+            await play(room, turn)
+            await play(room, turn)
             await until_measured(worker, lambda: worker.measures.minute.read(0).turns >= 2)
             await fast_turns(worker, 17)
             assert worker.measures.minute.read(0).turns == 19
             await beat_beside_a_healthy_sibling(worker, roster, keys)
-            at_19 = (await fleet_list(env))[worker.name]
+            at_19 = (await fleet_list(cli_env))[worker.name]
             await fast_turns(worker, 1)
             assert worker.measures.minute.read(0).turns == 20
             await beat_beside_a_healthy_sibling(worker, roster, keys)
-            at_20 = (await fleet_list(env))[worker.name]
-        await caller.leave()
+            at_20 = (await fleet_list(cli_env))[worker.name]
+        await room.leave()
     log = await read_log(call_log.url, keys.production, "call_slow")
     slow = [t["first_audio_s"] for t in of_kind(log, "turn.agent")]
     assert len(slow) == 2

@@ -7,22 +7,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from urllib.parse import urlparse
 
 from livekit import api
-from livekit.agents import JobExecutorType
 
 from pinecall_call_log.testing import served
+from pinecall_labroom import LabRoom
 from pinecall_loadlab.callers import LINES, HangUp, Say, WaitForAgent, play
-from pinecall_loadlab.livekit import StandIn
-from pinecall_loadlab.livekit.callers import sip_call
-from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.vendors import Reply, VendorFakes
-from pinecall_roster.testing import Keys, Replica
-from pinecall_worker.call import entrypoint, prewarm
+from pinecall_roster.testing import Keys
 from pinecall_worker.server import Worker
-from pinecall_worker.settings import WorkerSettings
 from pinecall_worker.testing import CallEvents, kinds, of_kind, offer_call, read_log, serving
 
 ANSWERS = ["It arrives on Thursday.", "Before noon.", "You are welcome."]
@@ -30,12 +25,11 @@ TURN = [Say(line="question"), WaitForAgent(until_quiet_s=1.0)]
 
 
 async def test_call_log_killed_and_started_again_mid_call_loses_and_doubles_no_entry(
-    lab_settings: Callable[..., WorkerSettings],
+    worker_for: Callable[..., Worker],
+    caller: Callable[[str], Awaitable[LabRoom]],
     call_log_env: dict[str, str],
-    standin: StandIn,
     livekit_api: api.LiveKitAPI,
     vendor_fakes: VendorFakes,
-    roster: Replica,
     keys: Keys,
     call_events: CallEvents,
 ) -> None:
@@ -45,27 +39,18 @@ async def test_call_log_killed_and_started_again_mid_call_loses_and_doubles_no_e
         (first,) = await stack.enter_async_context(served(call_log_env, 1))
         port = urlparse(first.url).port
         assert port is not None
-        worker = Worker(
-            lab_settings(call_log_url=first.url),
-            entrypoint,
-            prewarm=prewarm,
-            roster=roster,
-            executor=JobExecutorType.THREAD,
-            num_idle_processes=1,
-        )
+        worker = worker_for(first.url)
         await stack.enter_async_context(serving(worker))
-        caller = await sip_call(
-            livekit_api, standin.url, API_KEY, API_SECRET, room="call-a4", fleet="pinecall"
-        )
+        room = await caller("call-a4")
         async with asyncio.timeout(180):
             await offer_call(livekit_api, worker.name, room="call-a4", call="call_a4")
             await call_events.wait("opened", "call_a4")
-            await play(caller, TURN)
+            await play(room, TURN)
             first.kill()  # nothing of it runs on: a batch may die with it, answered or not
             await first.proc.wait()
-            await play(caller, TURN)  # said while nobody answers: the writer keeps retrying
+            await play(room, TURN)  # said while nobody answers: the writer keeps retrying
             (again,) = await stack.enter_async_context(served(call_log_env, 1, ports=[port]))
-            await play(caller, [*TURN, HangUp()])
+            await play(room, [*TURN, HangUp()])
             sealed = await call_events.wait("sealed", "call_a4")
         log = await read_log(again.url, keys.production, "call_a4")
     assert sealed.outcome == "caller_hangup"

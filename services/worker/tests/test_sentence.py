@@ -5,23 +5,17 @@ deletes the room and seals the call. The entrypoint routes on ``JobOffer.job``."
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from livekit import api
-from livekit.agents import JobExecutorType
 
 from pinecall_call_log.testing import Process
 from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts.calls import CallOpen
 from pinecall_labroom import LabRoom
-from pinecall_loadlab.livekit import StandIn
-from pinecall_loadlab.livekit.callers import sip_call
-from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.vendors import VendorFakes
-from pinecall_roster.testing import Keys, Replica
-from pinecall_worker.call import entrypoint, prewarm
+from pinecall_roster.testing import Keys
 from pinecall_worker.server import Worker
-from pinecall_worker.settings import WorkerSettings
 from pinecall_worker.testing import CallEvents, kinds, of_kind, offer_call, read_log, serving
 
 DEAD = "pinecall/worker-dead.1791067258"
@@ -41,11 +35,10 @@ async def heard_until_hung_up(caller: LabRoom) -> int:
 
 
 async def test_a_sentence_job_says_the_sentence_follows_on_deletes_the_room_and_seals(
-    lab_settings: Callable[..., WorkerSettings],
-    standin: StandIn,
+    call_worker: Callable[..., Worker],
+    caller: Callable[[str], Awaitable[LabRoom]],
     livekit_api: api.LiveKitAPI,
     vendor_fakes: VendorFakes,
-    roster: Replica,
     keys: Keys,
     call_log: Process,
     call_events: CallEvents,
@@ -67,19 +60,10 @@ async def test_a_sentence_job_says_the_sentence_follows_on_deletes_the_room_and_
             writer.add("turn.user", {"text": f"line {n}"})
         await writer.drain()
         await client.end("call_dead", "drained", "the agent's connection was lost")
-    settings = lab_settings(call_log_url=call_log.url)
-    worker = Worker(
-        settings,
-        entrypoint,
-        prewarm=prewarm,
-        roster=roster,
-        executor=JobExecutorType.THREAD,
-        num_idle_processes=1,
-    )
+    worker = call_worker()
+    settings = worker.settings
     async with serving(worker):
-        caller = await sip_call(
-            livekit_api, standin.url, API_KEY, API_SECRET, room="call-dead", fleet="pinecall"
-        )
+        room = await caller("call-dead")
         async with asyncio.timeout(120):
             await offer_call(
                 livekit_api,
@@ -89,10 +73,10 @@ async def test_a_sentence_job_says_the_sentence_follows_on_deletes_the_room_and_
                 job="sentence",
                 written=writer.written,
             )
-            heard = await heard_until_hung_up(caller)
+            heard = await heard_until_hung_up(room)
             sealed = await call_events.wait("sealed", "call_dead")
     assert heard > 0  # the caller heard the sentence, then the room went
-    assert caller.removed_reason == "ROOM_DELETED"
+    assert room.removed_reason == "ROOM_DELETED"
     said = " ".join(t.strip() for t in vendor_fakes.cartesia.transcripts if t.strip())
     assert said == settings.overflow_says  # the voice said it (in the sentences it was cut into)
     assert sealed.outcome == "drained"

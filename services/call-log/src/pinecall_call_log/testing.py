@@ -102,6 +102,18 @@ def running(app: Litestar) -> AbstractAsyncContextManager[Replica]:
     return run_app(app, base_url="http://call-log.test")
 
 
+def replica_env(database_url: str, nats_url: str, nats_namespace: str) -> dict[str, str]:
+    """The environment of a replica process (:func:`served`) on a test's database and NATS."""
+    return {
+        "PINECALL_DATABASE_URL": database_url,
+        "PINECALL_NATS_URL": nats_url,
+        "PINECALL_NATS_NAMESPACE": nats_namespace,
+        "PINECALL_LOG_FORMAT": "text",
+        "PINECALL_DB_POOL_SIZE": "2",
+        "PINECALL_LOG_TOKEN_SECRET": "a secret every replica shares",
+    }
+
+
 class Process(msgspec.Struct, kw_only=True):
     """A replica served by Granian in processes of its own (``call-log serve``): its main
     process and workers form one process group, so :meth:`kill` takes them all."""

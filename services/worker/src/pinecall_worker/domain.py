@@ -62,6 +62,14 @@ def default_seats(cpus: int) -> int:
     return max(1, cpus * 4)
 
 
+def idle_processes(seats: int, cpus: int) -> int:
+    """Warm job processes to keep: livekit-agents' own default (one per vCPU), 2 at least, never
+    more than the seats. An idle worker guesses a call's weight as its line over its warm
+    processes (``livekit/agents/worker.py``, ``_is_available``), so it accepts at most this many
+    offers in one instant until the first call runs (seed 000, "Capacity is counted in calls")."""
+    return max(1, min(seats, max(2, cpus)))
+
+
 def not_ready(
     *, registered: bool, loaded: set[str], needed: frozenset[str], draining: bool
 ) -> list[str]:

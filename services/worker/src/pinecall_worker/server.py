@@ -59,7 +59,7 @@ class Worker:
         prewarm: Callable[[JobProcess], None] | None = None,
         roster: httpx.AsyncClient | None = None,
         executor: JobExecutorType = JobExecutorType.PROCESS,
-        num_idle_processes: int = 2,
+        num_idle_processes: int | None = None,
         start: int | None = None,
         plugins: frozenset[str] = domain.PLUGINS,
         preload: tuple[str, ...] = (),
@@ -99,7 +99,11 @@ class Worker:
             api_secret=settings.livekit_api_secret,
             job_executor_type=executor,
             load_fnc=self._livekit_load if self.counting else None,
-            num_idle_processes=num_idle_processes,
+            num_idle_processes=(
+                domain.idle_processes(self.seats, settings.cpus())
+                if num_idle_processes is None
+                else num_idle_processes
+            ),
             drain_timeout=int(settings.drain_timeout_s),
             # a job told to stop gets half the seal window to write its end; the rest is ours
             shutdown_process_timeout=settings.seal_timeout_s / 2,

@@ -25,6 +25,7 @@ watches the room's presence itself, and ends the job itself when the call ends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from typing import Any
 
@@ -113,31 +114,32 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
         measures=settings.measures_socket,
         on_refused=lambda why: ctx.shutdown(f"the log refused the call: {why}"),
     )
+    # what the shutdown closes, last first: the caller's watch, the session, its model client
+    held = contextlib.AsyncExitStack()
+
+    async def on_shutdown(reason: str) -> None:
+        await held.aclose()
+        await recorder.finish("failed" if reason == "job crashed" else "drained", reason)
+        await client.aclose()
+
+    # first, so a job that crashes from here on still ends its call failed on the log
+    ctx.add_shutdown_callback(on_shutdown)
+    recorder.start()
     vad = ctx.proc.userdata.get("vad")
     if vad is None:
         from livekit.plugins import silero
 
         vad = silero.VAD.load()
     llm_client = model_client(settings)
+    held.push_async_callback(llm_client.close)
     session = session_for(settings, vad, llm_client)
+    held.push_async_callback(session.aclose)
     follow(session, recorder)
-    held: list[asyncio.Task[None]] = []
 
     def ended(reason: str) -> None:
         ctx.shutdown(reason)
 
     session.on("close", lambda ev: ended(f"session closed: {ev.reason.value}"))
-
-    async def on_shutdown(reason: str) -> None:
-        for task in held:
-            task.cancel()
-        await session.aclose()
-        await recorder.finish("failed" if reason == "job crashed" else "drained", reason)
-        await llm_client.close()
-        await client.aclose()
-
-    ctx.add_shutdown_callback(on_shutdown)
-    recorder.start()
 
     async def agent_ends_it(_: Toolset.ToolCalledEvent) -> None:
         recorder.settle("completed", "the agent ended the call")
@@ -151,11 +153,17 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
 
         room = await join_job_room(ctx)
         wire_session(session, room)
-        held.append(asyncio.create_task(_watch_caller(room, recorder, ended)))
+        watching = asyncio.create_task(_watch_caller(room, recorder, ended))
+        held.push_async_callback(_cancelled, watching)
         await session.start(agent)
     else:
         await ctx.connect()
         await session.start(agent, room=ctx.room)
+
+
+async def _cancelled(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    await asyncio.gather(task, return_exceptions=True)
 
 
 async def _watch_caller(room: Any, recorder: Recorder, ended: Any) -> None:

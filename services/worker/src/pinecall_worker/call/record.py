@@ -173,8 +173,12 @@ class Recorder:
             self._due.clear()
             try:
                 await self.writer.flush()
-            except CallLogError as exc:  # a refusal other than a batch's 409: keep the call
-                _log.error("call %s: a batch was not written: %s", self.call, exc)
+            except CallLogRefused as exc:  # a 409 is the writer's; this is the call refused
+                self.refused = str(exc)
+                _log.error(
+                    "call %s: the log refuses its entries (%s); none is written", self.call, exc
+                )
+                return
 
     async def finish(
         self, outcome: Outcome, reason: str | None = None, *, seal: bool = True
@@ -190,6 +194,8 @@ class Recorder:
             # cancelling a flush is safe: its batch stays pending and goes again unchanged
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+        if self.refused is not None and not self.opened.is_set():
+            return  # not this worker's call: another holds it, or the log would not open it
         try:
             if self.refused is None:
                 await self._close_log(seal=seal)

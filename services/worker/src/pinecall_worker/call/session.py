@@ -2,13 +2,15 @@
 
 The vendor plugins are imported here, at the top, and the worker imports this module before it
 registers, so livekit-agents' forkserver preloads them once and every call's process inherits
-them (seed 000, "Capacity is counted in calls": 3–5 s a call before, 0.1 s after).
+them (seed 000, "Capacity is counted in calls": 3–5 s a call before, 0.1 s after); the worker
+names this module to the forkserver too (``server.modules_of``), so what it imports is preloaded.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import httpcore  # noqa: F401  (httpx imports it at its first client: 0.3–0.5 s on a job's loop)
 from anthropic import AsyncAnthropic
 from livekit.agents import AgentSession, JobProcess
 from livekit.plugins import anthropic, cartesia, deepgram, silero
