@@ -12,7 +12,9 @@ dispatcher offers (a CreateDispatch with a JobOffer), saying the recorded questi
 times, each time waiting for the agent's answer and 0.6 s of quiet, then hanging up. The worker
 is ``pinecall-runtime worker start`` in a process of its own (8 seats, lab rooms, the PROCESS
 executor): its CPU is its process tree's (``/proc``: the worker, the forkserver, the job
-processes), over the step's wall time, and per call above its idle CPU (measured first).
+processes), over the time every call of the step is talking (a job process that ended takes
+its CPU time out of ``/proc``, so the window closes before the callers hang up), and per call
+above the idle worker's CPU (measured first).
 
 First audio, two ways: the worker's (``turn.agent``'s ``first_audio_s`` on the call log, i.e.
 livekit-agents' ``e2e_latency``, the minute's measure) and the caller's (from the end of its line
@@ -126,13 +128,18 @@ async def ring(standin: StandIn, lk: Any, worker: str, events: CallEvents, name:
     return caller
 
 
-async def converse(caller: LabRoom, events: CallEvents, name: str, turns: int) -> list[float]:
+async def converse(caller: LabRoom, turns: int) -> list[float]:
+    """``turns`` times the question, each time until the agent has answered and been quiet."""
     script: list[Step] = []
     for _ in range(turns):
         script += [Say(line="question"), WaitForAgent(until_quiet_s=0.6, timeout_s=60)]
-    heard = await play(caller, [*script, HangUp()])
-    await events.wait("sealed", name)
+    heard = await play(caller, script)
     return heard_after(heard.said, heard.agent_heard)
+
+
+async def hang_up(caller: LabRoom, events: CallEvents, name: str) -> None:
+    await play(caller, [HangUp()])
+    await events.wait("sealed", name)
 
 
 async def calls_phase(
@@ -175,17 +182,20 @@ async def calls_phase(
                 fakes.deepgram.script(*[LINES["question"]] * (n * turns))
                 fakes.anthropic.script(*[Reply(text=ANSWER)] * (n * turns))
                 before = loadavg()
-                cpu0, t0 = tree_cpu_s(proc.pid) or 0.0, time.monotonic()
                 names = [f"bench-{n}-{i}" for i in range(n)]
                 async with asyncio.timeout(600):
                     rooms = [
                         await ring(standin, lk, registered.agent_name, events, c) for c in names
                     ]
-                    heard = await asyncio.gather(
-                        *(converse(r, events, c, turns) for r, c in zip(rooms, names, strict=True))
+                    # CPU while every call talks: a job process that ended takes its CPU time
+                    # out of /proc with it, so the window closes before anyone hangs up
+                    cpu0, t0 = tree_cpu_s(proc.pid) or 0.0, time.monotonic()
+                    heard = await asyncio.gather(*(converse(r, turns) for r in rooms))
+                    wall = time.monotonic() - t0
+                    cores = ((tree_cpu_s(proc.pid) or 0.0) - cpu0) / wall
+                    await asyncio.gather(
+                        *(hang_up(r, events, c) for r, c in zip(rooms, names, strict=True))
                     )
-                wall = time.monotonic() - t0
-                cores = ((tree_cpu_s(proc.pid) or 0.0) - cpu0) / wall
                 e2e = []
                 for name in names:
                     entries = await read_log(urls["call-log"], bench.fleet_key, name)
