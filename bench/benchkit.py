@@ -114,13 +114,13 @@ class Bench:
         )
         return out.stdout.strip()
 
-    def start_replica(self, name: str) -> str:
-        """Start ``roster serve`` (one Granian worker) on a free port; wait for ``/readyz``."""
+    def start_replica(self, name: str, service: str = "roster") -> str:
+        """Start ``<service> serve`` (one Granian worker) on a free port; wait for ``/readyz``."""
         port = free_port()
         url = f"http://127.0.0.1:{port}"
-        logfile = (self.workdir / f"roster-{name}.log").open("wb")
+        logfile = (self.workdir / f"{name}.log").open("wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pinecall_runtime", "roster", "serve", "--workers", "1"],
+            [sys.executable, "-m", "pinecall_runtime", service, "serve", "--workers", "1"],
             env=self.env
             | {
                 "PINECALL_PORT": str(port),
@@ -148,7 +148,7 @@ class Bench:
         raise RuntimeError(f"replica {name} at {url} was not ready in 60 s: {self.tail(name)}")
 
     def tail(self, name: str) -> str:
-        path = self.workdir / f"roster-{name}.log"
+        path = self.workdir / f"{name}.log"
         return path.read_text(errors="replace")[-2000:] if path.exists() else ""
 
     def stop_replicas(self) -> None:

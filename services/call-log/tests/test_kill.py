@@ -12,19 +12,12 @@ import psycopg
 import pytest
 import stamina
 
-from pinecall_call_log.testing import Keys, batch, bearer, opening, served
+from pinecall_call_log.testing import Keys, batch, bearer, opening, replica_env, served
 
 
 @pytest.fixture
 def env(database_url: str, nats_url: str, nats_namespace: str) -> dict[str, str]:
-    return {
-        "PINECALL_DATABASE_URL": database_url,
-        "PINECALL_NATS_URL": nats_url,
-        "PINECALL_NATS_NAMESPACE": nats_namespace,
-        "PINECALL_LOG_FORMAT": "text",
-        "PINECALL_DB_POOL_SIZE": "2",
-        "PINECALL_LOG_TOKEN_SECRET": "a secret both replicas share",
-    }
+    return replica_env(database_url, nats_url, nats_namespace)
 
 
 async def test_a_replica_killed_mid_batch_loses_and_doubles_nothing(

@@ -1,100 +1,122 @@
-"""A spoken call answered by the worker: the real plugins against the vendor fakes, silero on the
-caller's real speech, the caller hearing the agent, the turn measured into the worker's minute
-(issue 6, acceptance 3 without the log, which comes with call-log)."""
+"""Spoken calls answered by the worker, every turn on the call's log (issue 6, acceptance 3): the
+real plugins against the vendor fakes, silero on the caller's recorded speech, a real call-log
+replica process on real Postgres, the caller hearing the agent."""
 
 from __future__ import annotations
 
 import asyncio
-import time
-from pathlib import Path
+from collections.abc import Awaitable, Callable
+from typing import Any
 
-import msgspec
 from livekit import api
-from livekit.agents import JobExecutorType
 
+from pinecall_call_log.testing import Process
 from pinecall_labroom import LabRoom
-from pinecall_loadlab.callers import LINES, Say, WaitForAgent, play
+from pinecall_loadlab.callers import LINES, HangUp, Say, Step, WaitForAgent, play
 from pinecall_loadlab.livekit import StandIn
+from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.callers import caller_token
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
-from pinecall_loadlab.vendors import Reply, VendorFakes
-from pinecall_roster.testing import Keys, Replica, bearer
-from pinecall_worker.call import entrypoint, prewarm
+from pinecall_loadlab.vendors import Reply, ToolUse, VendorFakes
+from pinecall_roster.testing import Keys
 from pinecall_worker.server import Worker
-from pinecall_worker.settings import WorkerSettings
+from pinecall_worker.testing import CallEvents, kinds, of_kind, offer_call, read_log, serving
+
+ANSWER = "Your order arrives on Thursday."
+BYE = "Goodbye, and thank you for calling."
 
 
-async def test_a_caller_who_speaks_is_answered_and_the_turn_is_measured(
-    standin: StandIn, vendor_fakes: VendorFakes, roster: Replica, keys: Keys, tmp_path: Path
+async def play_until_hung_up(caller: LabRoom, script: list[Step]) -> None:
+    """Play ``script``; the agent hangs up (deletes the room) somewhere in it."""
+    playing = asyncio.create_task(play(caller, script))
+    await caller.closed.wait()
+    playing.cancel()
+    await asyncio.gather(playing, return_exceptions=True)
+
+
+async def test_a_spoken_call_is_answered_and_its_log_holds_every_turn_ended_and_sealed(
+    call_worker: Callable[..., Worker],
+    caller: Callable[[str], Awaitable[LabRoom]],
+    livekit_api: api.LiveKitAPI,
+    vendor_fakes: VendorFakes,
+    keys: Keys,
+    call_log: Process,
+    call_events: CallEvents,
 ) -> None:
-    settings = WorkerSettings.from_env(
-        {},
-        fleet="pinecall",
-        fleet_key=keys.production,
-        max_jobs=2,
-        worker_host="worker-call",
-        livekit_url=standin.url,
-        livekit_api_key=API_KEY,
-        livekit_api_secret=API_SECRET,
-        heartbeat_s=3600,
-        drain_timeout_s=5,
-        lab_rooms=True,
-        measures_socket=str(tmp_path / "measures.sock"),
-        deepgram_url=vendor_fakes.deepgram_url,
-        anthropic_url=vendor_fakes.anthropic_url,
-        cartesia_url=vendor_fakes.cartesia_url,
-        deepgram_api_key="lab",
-        anthropic_api_key="lab",
-        cartesia_api_key="lab",
+    vendor_fakes.deepgram.script(LINES["question"], LINES["goodbye"])
+    vendor_fakes.anthropic.script(
+        Reply(text=ANSWER), Reply(tool=ToolUse(name="end_call")), Reply(text=BYE)
     )
+    worker = call_worker()
+    async with serving(worker):
+        room = await caller("call-a3")
+        async with asyncio.timeout(120):
+            await offer_call(livekit_api, worker.name, room="call-a3", call="call_a3")
+            opened = await call_events.wait("opened", "call_a3")
+            heard = await play(room, [Say(line="question"), WaitForAgent(until_quiet_s=1.0)])
+            await play_until_hung_up(room, [Say(line="goodbye"), WaitForAgent(timeout_s=60)])
+            sealed = await call_events.wait("sealed", "call_a3")
+    # the caller heard the agent, after its question
+    assert heard.agent_heard
+    assert heard.agent_heard[0] > heard.said[0][2]
+    assert room.removed_reason == "ROOM_DELETED"  # the agent hung up: end_call deletes the room
+    assert (opened.worker, sealed.outcome) == (worker.name, "completed")
+    log = await read_log(call_log.url, keys.production, "call_a3")
+    assert log.state == "sealed"
+    assert kinds(log)[0] == "call.started"
+    assert kinds(log)[-2:] == ["call.ended", "call.sealed"]
+    assert log.entries[0].data["worker"] == worker.name
+    assert [t["text"] for t in of_kind(log, "turn.user")] == [LINES["question"], LINES["goodbye"]]
+    agent = of_kind(log, "turn.agent")
+    assert [t["text"] for t in agent] == [ANSWER, BYE]
+    assert all(t["first_audio_s"] > 0 for t in agent)  # each turn's first audio, measured
+    assert [t["name"] for t in of_kind(log, "turn.tool")] == ["end_call"]
+    assert of_kind(log, "call.ended") == [
+        {"outcome": "completed", "reason": "the agent ended the call"}
+    ]
+    # every entry the job wrote is on the log once, in the writer's order
+    counted = [e.counted for e in log.entries if e.counted is not None]
+    assert counted == list(range(len(counted)))
+    assert "call.error" not in kinds(log)
+
+
+async def test_a_job_without_a_job_offer_still_answers_and_logs_its_call_under_the_jobs_id(
+    call_worker: Callable[..., Worker],
+    standin: StandIn,
+    livekit_api: api.LiveKitAPI,
+    vendor_fakes: VendorFakes,
+    keys: Keys,
+    call_log: Process,
+    call_events: CallEvents,
+) -> None:
     vendor_fakes.deepgram.script(LINES["question"])
-    vendor_fakes.anthropic.script(Reply(text="Your order arrives on Thursday."))
-    worker = Worker(
-        settings,
-        entrypoint,
-        prewarm=prewarm,
-        roster=roster,
-        executor=JobExecutorType.THREAD,
-        num_idle_processes=1,
-    )
-    running = asyncio.create_task(worker.run())
-    caller: LabRoom | None = None
-    try:
-        async with asyncio.timeout(90):
-            await worker.registered.wait()
-            await standin_room(standin, worker.name)
-            caller = await LabRoom.connect(
-                standin.url, caller_token(API_KEY, API_SECRET, room="call-1", identity="caller")
+    vendor_fakes.anthropic.script(Reply(text=ANSWER))
+    worker = call_worker()
+    async with serving(worker):
+        # LiveKit's own dispatch: the room's agents, no metadata at all
+        await livekit_api.room.create_room(
+            api.CreateRoomRequest(
+                name="call-1", agents=[api.RoomAgentDispatch(agent_name=worker.name)]
             )
-            heard = await play(caller, [Say(line="question"), WaitForAgent(until_quiet_s=1.0)])
-            assert heard.agent_heard, "the caller heard the agent"
-            assert heard.agent_heard[0] > heard.said[0][2]
-            minute = worker.measures.minute
-            while minute.read(time.monotonic()).turns < 1:
+        )
+        caller = await LabRoom.connect(
+            standin.url, caller_token(API_KEY, API_SECRET, room="call-1", identity="caller")
+        )
+        async with asyncio.timeout(120):
+            [offered] = await standin.events.wait_for(ev.JobOffered, lambda e: e.room == "call-1")
+            await call_events.wait("opened", offered.job_id)
+            script: list[Any] = [Say(line="question"), WaitForAgent(until_quiet_s=1.0), HangUp()]
+            heard = await play(caller, script)
+            sealed = await call_events.wait("sealed", offered.job_id)
+            while worker.measures.minute.read(0).ended < 1:  # the job's word, over the socket
                 worker.measures.arrived.clear()
                 await worker.measures.arrived.wait()
-        assert vendor_fakes.cartesia.transcripts[0].strip() == "Your order arrives on Thursday."
-        await worker.heartbeat.beat()
-        r = await roster.get(
-            "/v1/ops/fleet", params={"fleet": "pinecall"}, headers=bearer(keys.operator)
-        )
-        [row] = r.json()["fleets"][0]["workers"]
-        assert (row["worker"], row["active"], row["seats"]) == (worker.name, 1, 2)
-        sent = msgspec.json.decode(msgspec.json.encode(worker.state()))
-        assert sent["minute"]["turns"] == 1
-    finally:
-        if caller is not None:
-            await caller.leave()
-        worker.stop()
-        async with asyncio.timeout(30):
-            await running
-
-
-async def standin_room(standin: StandIn, agent_name: str) -> None:
-    """A room as LiveKit SIP makes one for a call, dispatched to ``agent_name``."""
-    async with api.LiveKitAPI(standin.url.replace("ws", "http", 1), API_KEY, API_SECRET) as lk:
-        await lk.room.create_room(
-            api.CreateRoomRequest(
-                name="call-1", agents=[api.RoomAgentDispatch(agent_name=agent_name)]
-            )
-        )
+    assert heard.agent_heard
+    assert sealed.outcome == "caller_hangup"
+    log = await read_log(call_log.url, keys.production, offered.job_id)
+    assert (log.entries[0].kind, log.entries[0].data["room"]) == ("call.started", "call-1")
+    assert [t["text"] for t in of_kind(log, "turn.agent")] == [ANSWER]
+    # the turn and the end reached the worker's minute too
+    minute = worker.state().minute
+    assert minute is not None
+    assert (minute.turns, minute.ended, minute.failed) == (1, 1, 0)

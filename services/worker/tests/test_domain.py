@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import datetime as dt
+import re
+from pathlib import Path
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from livekit.agents import worker as agents_worker
 
+from pinecall_contracts.base import encode
+from pinecall_contracts.dispatch import JobOffer
 from pinecall_worker import domain
+from pinecall_worker.measures import MeasuresSocket
+from pinecall_worker.offer import derived_call_id, read_offer
+from pinecall_worker.settings import WorkerSettings
 
 
 def test_the_line_is_the_installed_frameworks_own() -> None:
@@ -32,6 +41,8 @@ def test_a_worker_of_8_reporting_calls_over_seats_would_stop_at_6() -> None:
 
 def test_seats_and_names() -> None:
     assert domain.default_seats(8) == 32
+    assert [domain.idle_processes(32, c) for c in (1, 2, 8)] == [2, 2, 8]
+    assert domain.idle_processes(1, 8) == 1  # never more warm processes than seats
     assert domain.worker_name("pinecall", "worker-a", 1791067258) == "pinecall/worker-a.1791067258"
     with pytest.raises(ValueError, match="seats"):
         domain.roster_load(1, 0)
@@ -57,3 +68,111 @@ def test_p95_is_a_value_with_95_percent_at_or_below(values: list[float]) -> None
     p = domain.p95(values)
     assert p in values
     assert sum(v <= p for v in values) >= 0.95 * len(values)
+
+
+NOW = dt.datetime(2026, 12, 1, 6, 0, tzinfo=dt.UTC)
+
+
+def test_a_job_offer_in_the_metadata_is_the_jobs_offer() -> None:
+    offer = JobOffer(
+        call="call_7Qm2x",
+        fleet="pinecall",
+        environment="production",
+        room="call-7Qm2x",
+        offer=2,
+        job="sentence",
+        agent="support-bot",
+        written=17,
+        arrived_at=NOW,
+    )
+    read = read_offer(
+        encode(offer).decode(),
+        job_id="AJ_1",
+        room="call-7Qm2x",
+        fleet="pinecall",
+        environment="production",
+        now=NOW,
+    )
+    assert (read.offer, read.derived, read.why) == (offer, False, None)
+
+
+@pytest.mark.parametrize(
+    "metadata", ["", "  ", '{"type": "dispatch.ring.v1", "agent": "support-bot"}', "not json"]
+)
+def test_a_job_without_a_job_offer_gets_one_derived_from_the_job(metadata: str) -> None:
+    read = read_offer(
+        metadata,
+        job_id="AJ_x9",
+        room="call-1",
+        fleet="pinecall-sandbox",
+        environment="sandbox",
+        now=NOW,
+    )
+    assert read.derived
+    assert (read.why is None) == (not metadata.strip())
+    o = read.offer
+    assert (o.call, o.room, o.fleet, o.environment, o.agent, o.job, o.written) == (
+        "AJ_x9",
+        "call-1",
+        "pinecall-sandbox",
+        "sandbox",
+        "pinecall-sandbox",
+        "answer",
+        None,
+    )
+
+
+@given(st.text(min_size=1, max_size=200))
+def test_a_derived_call_id_always_fits_the_call_ids_pattern(job_id: str) -> None:
+    assert re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}", derived_call_id(job_id))
+
+
+def test_the_startup_probe_waits_for_livekit_and_every_plugin_and_refuses_once_draining() -> None:
+    everything = set(domain.PLUGINS) | {"livekit.agents"}
+    assert (
+        domain.not_ready(registered=True, loaded=everything, needed=domain.PLUGINS, draining=False)
+        == []
+    )
+    assert domain.not_ready(
+        registered=False, loaded={"livekit.plugins.silero"}, needed=domain.PLUGINS, draining=True
+    ) == [
+        "not registered with LiveKit",
+        "plugins not loaded: livekit.plugins.anthropic, livekit.plugins.cartesia, "
+        "livekit.plugins.deepgram",
+        "draining",
+    ]
+
+
+def test_the_environment_of_a_fleet_is_read_as_the_roster_reads_it() -> None:
+    fleets = "pinecall=production, pinecall-sandbox=sandbox"
+    assert (
+        WorkerSettings.from_env({}, fleet="pinecall-sandbox", fleets=fleets).environment()
+        == "sandbox"
+    )
+    assert WorkerSettings.from_env({}, fleet="other", fleets=fleets).environment() == "production"
+
+
+def test_a_calls_end_counts_once_whoever_says_it(tmp_path: Path) -> None:
+    clock = [100.0]
+    measures = MeasuresSocket(tmp_path / "m.sock", clock=lambda: clock[0])
+    assert measures.call_ended("call_1", failed=True)  # the main process, for a dead job
+    assert not measures.call_ended("call_1", failed=False)  # the job's own word, later
+    assert measures.call_ended("call_2", failed=False)
+    read = measures.minute.read(clock[0])
+    assert (read.ended, read.failed) == (2, 1)
+    clock[0] += 61  # a minute on, call_1 is forgotten with the minute it was counted in
+    assert not measures.heard_ended("call_1")
+    assert measures.call_ended("call_3", failed=False)
+    assert not measures.heard_ended("call_1")
+
+
+def test_the_forkserver_preloads_the_calls_own_modules_beside_the_plugins() -> None:
+    from pinecall_worker.call import entrypoint, prewarm
+    from pinecall_worker.server import modules_of
+
+    # livekit-agents preloads the plugins it knows of; the call's own modules (its SDKs, the
+    # clients, the contracts: ~1.5 s a process, measured) only when named
+    assert modules_of(entrypoint, prewarm, None) == [
+        "pinecall_worker.call",
+        "pinecall_worker.call.session",
+    ]

@@ -102,6 +102,18 @@ def running(app: Litestar) -> AbstractAsyncContextManager[Replica]:
     return run_app(app, base_url="http://call-log.test")
 
 
+def replica_env(database_url: str, nats_url: str, nats_namespace: str) -> dict[str, str]:
+    """The environment of a replica process (:func:`served`) on a test's database and NATS."""
+    return {
+        "PINECALL_DATABASE_URL": database_url,
+        "PINECALL_NATS_URL": nats_url,
+        "PINECALL_NATS_NAMESPACE": nats_namespace,
+        "PINECALL_LOG_FORMAT": "text",
+        "PINECALL_DB_POOL_SIZE": "2",
+        "PINECALL_LOG_TOKEN_SECRET": "a secret every replica shares",
+    }
+
+
 class Process(msgspec.Struct, kw_only=True):
     """A replica served by Granian in processes of its own (``call-log serve``): its main
     process and workers form one process group, so :meth:`kill` takes them all."""
@@ -118,10 +130,13 @@ class Process(msgspec.Struct, kw_only=True):
 
 
 @asynccontextmanager
-async def served(env: dict[str, str], count: int = 2) -> AsyncIterator[list[Process]]:
-    """``count`` replicas as real processes, started together; each is stopped (SIGTERM, then
-    SIGKILL) when the test ends. Ready means ``/readyz`` answers 200: a server gives no other
-    sign that it listens."""
+async def served(
+    env: dict[str, str], count: int = 2, *, ports: list[int] | None = None
+) -> AsyncIterator[list[Process]]:
+    """``count`` replicas as real processes, started together (on ``ports`` when given: a
+    replica started again where a killed one listened); each is stopped (SIGTERM, then SIGKILL)
+    when the test ends. Ready means ``/readyz`` answers 200: a server gives no other sign that it
+    listens."""
     import os
     import signal
     import sys
@@ -132,8 +147,8 @@ async def served(env: dict[str, str], count: int = 2) -> AsyncIterator[list[Proc
 
     base = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")} | env
     replicas = []
-    for _ in range(count):
-        port = free_port()
+    for i in range(count):
+        port = ports[i] if ports else free_port()
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",

@@ -16,6 +16,17 @@ from collections.abc import Iterable
 
 from pinecall_contracts.fleet import WorkerMinute
 
+PLUGINS = frozenset(
+    {
+        "livekit.plugins.silero",
+        "livekit.plugins.deepgram",
+        "livekit.plugins.anthropic",
+        "livekit.plugins.cartesia",
+    }
+)
+"""The vendor plugins a call needs, loaded in the worker's own process before it takes one, so
+the forkserver preloads them (seed 000: 3–5 s a call's process before, 0.1 s after)."""
+
 MINUTE_S = 60.0
 P95_MIN_TURNS = 5
 """Turns a minute needs before it states a first-audio p95 (seed 000)."""
@@ -49,6 +60,28 @@ def roster_load(active: int, seats: int) -> float:
 def default_seats(cpus: int) -> int:
     """``PINECALL_MAX_JOBS``' default: vCPU × 4 (seed 000: ~0.15–0.19 vCPU a call)."""
     return max(1, cpus * 4)
+
+
+def idle_processes(seats: int, cpus: int) -> int:
+    """Warm job processes to keep: livekit-agents' own default (one per vCPU), 2 at least, never
+    more than the seats. An idle worker guesses a call's weight as its line over its warm
+    processes (``livekit/agents/worker.py``, ``_is_available``), so it accepts at most this many
+    offers in one instant until the first call runs (seed 000, "Capacity is counted in calls")."""
+    return max(1, min(seats, max(2, cpus)))
+
+
+def not_ready(
+    *, registered: bool, loaded: set[str], needed: frozenset[str], draining: bool
+) -> list[str]:
+    """Why the worker is not ready for a call (its startup probe); empty when it is."""
+    missing = []
+    if not registered:
+        missing.append("not registered with LiveKit")
+    if absent := sorted(needed - loaded):
+        missing.append("plugins not loaded: " + ", ".join(absent))
+    if draining:
+        missing.append("draining")
+    return missing
 
 
 def worker_name(fleet: str, host: str, start: int) -> str:

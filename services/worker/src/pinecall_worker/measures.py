@@ -36,6 +36,9 @@ class MeasuresSocket(asyncio.DatagramProtocol):
         self.minute = Minute()
         self.clock = clock
         self.received = 0
+        self._ended: dict[str, float] = {}
+        """The calls whose end the minute counted, with when: each is counted once, whether the
+        job said it or the main process did for a job that died."""
         self._transport: asyncio.DatagramTransport | None = None
         self._closed = asyncio.Event()
         self.arrived = asyncio.Event()
@@ -65,9 +68,26 @@ class MeasuresSocket(asyncio.DatagramProtocol):
         elif isinstance(measure, CallError):
             self.minute.error(now)
         elif isinstance(measure, CallEnded):
-            self.minute.ended(now, measure.failed)
+            self.call_ended(measure.call, measure.failed)
         self.received += 1
         self.arrived.set()
+
+    def call_ended(self, call: str, failed: bool) -> bool:
+        """Count ``call``'s end in the minute unless it was counted; True if this counted it."""
+        now = self.clock()
+        edge = now - self.minute.window_s
+        for old in [c for c, at in self._ended.items() if at < edge]:
+            del self._ended[old]
+        if call in self._ended:
+            return False
+        self._ended[call] = now
+        self.minute.ended(now, failed)
+        return True
+
+    def heard_ended(self, call: str) -> bool:
+        """Whether ``call``'s end was counted in the last minute."""
+        at = self._ended.get(call)
+        return at is not None and at >= self.clock() - self.minute.window_s
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed.set()

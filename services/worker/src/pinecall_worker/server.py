@@ -3,9 +3,13 @@
 It registers with LiveKit as ``<fleet>/<host>.<start>`` so a dispatch to that name reaches it and
 no other (seed 000, "The gateway hears every worker"). A counting worker (``PINECALL_MAX_JOBS``)
 reports ``line × calls ÷ seats`` to LiveKit and ``calls ÷ seats`` to the roster. SIGTERM drains:
-no new call (it tells LiveKit and declines offers), its calls finish within the drain timeout, and
-it exits 0; a cordon said in a heartbeat answer drains it with no timeout and exits 3 (seed 000,
-"Deploys drain, cordons shrink").
+no new call (it tells LiveKit and declines offers), its calls finish within the drain timeout;
+past it the worker closes its jobs (each ends its call ``drained``), seals every call it still
+held within ``seal_timeout_s`` (60 s), and exits 0. A cordon said in a heartbeat answer drains it
+with no timeout and exits 3 (seed 000, "Deploys drain, cordons shrink"). The main process knows
+each running job's call (``jobs``) and ends it ``failed`` when the job's process dies. Its health
+port answers the startup probe once LiveKit registered it and the plugins are loaded
+(``health``).
 """
 
 from __future__ import annotations
@@ -22,17 +26,26 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from livekit.agents import AgentServer, JobContext, JobExecutorType, JobProcess
+from livekit.agents import AgentServer, JobContext, JobExecutorType, JobProcess, Plugin
 
+from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts.fleet import HeartbeatReply, WorkerHeartbeat
 from pinecall_servicekit.lifecycle import ExitCode
 from pinecall_worker import domain
+from pinecall_worker.health import Health
 from pinecall_worker.heartbeat import Heartbeat
+from pinecall_worker.jobs import HeldCalls
 from pinecall_worker.measures import MeasuresSocket
-from pinecall_worker.settings import WorkerSettings
+from pinecall_worker.settings import JobSetup, WorkerSettings
 
 _log = logging.getLogger(__name__)
 Entrypoint = Callable[[JobContext], Awaitable[None]]
+
+
+def modules_of(*functions: Callable[..., Any] | None) -> list[str]:
+    """The importable modules that define ``functions``, for the forkserver to preload."""
+    names = (getattr(f, "__module__", None) for f in functions if f is not None)
+    return list(dict.fromkeys(n for n in names if n and n != "__main__"))
 
 
 class Worker:
@@ -46,14 +59,18 @@ class Worker:
         prewarm: Callable[[JobProcess], None] | None = None,
         roster: httpx.AsyncClient | None = None,
         executor: JobExecutorType = JobExecutorType.PROCESS,
-        num_idle_processes: int = 2,
+        num_idle_processes: int | None = None,
         start: int | None = None,
+        plugins: frozenset[str] = domain.PLUGINS,
+        preload: tuple[str, ...] = (),
     ) -> None:
         self.settings = settings
         self.counting = settings.max_jobs is not None
         self.seats = settings.max_jobs or domain.default_seats(settings.cpus())
         self.line = domain.livekit_line()
-        self.name = domain.worker_name(settings.fleet, settings.host(), start or int(time.time()))
+        self.name = domain.worker_name(
+            settings.fleet, settings.worker_part(), start or int(time.time())
+        )
         self.registered = asyncio.Event()
         self.draining = False
         self.cordoned = False
@@ -65,18 +82,43 @@ class Worker:
             if settings.measures_socket
             else Path(tempfile.gettempdir()) / f"pinecall-measures-{os.getpid()}.sock"
         )
+        self.plugins = plugins
+        self.call_log = (
+            CallLogClient(settings.call_log_url, settings.fleet_key) if settings.fleet_key else None
+        )
+        self.jobs = HeldCalls(
+            self.call_log,
+            self.measures,
+            fleet=settings.fleet,
+            environment=settings.environment(),
+        )
+        self.health = Health(settings.host, settings.health_port, self.not_ready)
         self.server = AgentServer(
             ws_url=settings.livekit_url,
             api_key=settings.livekit_api_key,
             api_secret=settings.livekit_api_secret,
             job_executor_type=executor,
             load_fnc=self._livekit_load if self.counting else None,
-            num_idle_processes=num_idle_processes,
+            num_idle_processes=(
+                domain.idle_processes(self.seats, settings.cpus())
+                if num_idle_processes is None
+                else num_idle_processes
+            ),
             drain_timeout=int(settings.drain_timeout_s),
-            port=0,
-            setup_fnc=prewarm,
+            # a job told to stop gets half the seal window to write its end; the rest is ours
+            shutdown_process_timeout=settings.seal_timeout_s / 2,
+            port=0,  # livekit-agents' own health server says OK before registering: not ours
+            # the call's own modules too, not only the plugins livekit-agents knows of: else each
+            # job process imports them (1.4 s measured here: the SDKs, clients, contracts)
+            preload_modules=[*modules_of(entrypoint, prewarm), *preload],
+            # each job process gets the worker's settings, its measures socket included
+            setup_fnc=JobSetup(
+                settings.to_env() | {"PINECALL_MEASURES_SOCKET": str(self.measures.path)},
+                prewarm,
+            ),
         )
         self.server.rtc_session(entrypoint, agent_name=self.name)
+        self.server.on("worker_started", self._on_started)
         self.server.on("worker_registered", self._on_registered)
         self.heartbeat = Heartbeat(
             self._roster,
@@ -92,6 +134,18 @@ class Worker:
 
     def _livekit_load(self, _server: AgentServer) -> float:
         return domain.livekit_load(self.active, self.seats, self.line)
+
+    def _on_started(self) -> None:
+        self.jobs.attach(self.server._proc_pool)  # made by run(); no public handle in 1.8.9
+
+    def not_ready(self) -> list[str]:
+        """Why the startup probe is refused now; empty once registered with plugins loaded."""
+        return domain.not_ready(
+            registered=self.registered.is_set(),
+            loaded={p.package for p in Plugin.registered_plugins},
+            needed=self.plugins,
+            draining=self.draining,
+        )
 
     def _on_registered(self, worker_id: str, _info: Any) -> None:
         _log.info("registered with LiveKit as %s (%s)", self.name, worker_id)
@@ -130,11 +184,7 @@ class Worker:
                 "which loses calls when a call's process starts (seed 000); set it"
             )
         await self.measures.start()
-        # the job processes (and the forkserver they come from) read the worker's settings
-        # from the environment, measures socket included; restored when the worker stops
-        handed = self.settings.to_env() | {"PINECALL_MEASURES_SOCKET": str(self.measures.path)}
-        saved = {name: os.environ.get(name) for name in handed}
-        os.environ.update(handed)
+        await self.health.start()
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGTERM, self.stop)
@@ -160,14 +210,13 @@ class Worker:
                 await beating
             self.draining = True
             await self.heartbeat.beat()  # the last word: draining, the calls left
+            await self.jobs.aclose(within_s=self.settings.seal_timeout_s)
             if self._own_roster:
                 await self._roster.aclose()
+            if self.call_log is not None:
+                await self.call_log.aclose()
+            await self.health.aclose()
             await self.measures.close()
-            for name, value in saved.items():
-                if value is None:
-                    os.environ.pop(name, None)
-                else:
-                    os.environ[name] = value
 
     async def _drain(self) -> ExitCode:
         self.draining = True
@@ -178,5 +227,26 @@ class Worker:
         try:
             await self.server.drain(timeout=int(self.settings.drain_timeout_s))
         except TimeoutError:
-            _log.error("drain timeout: %d calls still held; they end with the worker", self.active)
+            await self._seal_what_is_left()
         return ExitCode.OK
+
+    async def _seal_what_is_left(self) -> None:
+        """Past the drain timeout: close the jobs (each ends its call drained), then seal every
+        call still held, all within ``seal_timeout_s``."""
+        held = self.jobs.calls()
+        _log.error(
+            "drain timeout: %d calls still held; ending them drained within %.0f s",
+            len(held),
+            self.settings.seal_timeout_s,
+        )
+        self.jobs.fallback = "drained"
+        deadline = asyncio.get_running_loop().time() + self.settings.seal_timeout_s
+        # not cancelled: livekit-agents bounds each job's close (shutdown_process_timeout), then
+        # kills it, and a job process left running would outlive the worker
+        await self.server.aclose()
+        try:
+            async with asyncio.timeout_at(deadline):
+                await self.jobs.aclose()
+                await self.jobs.seal(held, "drained")
+        except TimeoutError:
+            _log.error("seal timeout: the calls left unsealed are the reaper's")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import os
 import socket
-from typing import ClassVar
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 from pinecall_servicekit.settings import Settings
 
@@ -35,6 +36,14 @@ class WorkerSettings(Settings, frozen=True, kw_only=True):
     livekit_api_secret: str | None = None
     roster_url: str = "http://127.0.0.1:8101"
     call_log_url: str = "http://127.0.0.1:8102"
+    fleets: str = "pinecall=production,pinecall-sandbox=sandbox"
+    """``PINECALL_FLEETS``, as the roster reads it: ``<fleet>=<environment>,...``. A job that
+    carries no JobOffer opens its call in the environment of :attr:`fleet` (production when the
+    fleet is not listed)."""
+    host: str = "127.0.0.1"
+    """``PINECALL_HOST``: where the health port listens (``0.0.0.0`` in the image)."""
+    health_port: int = 8081
+    """``PINECALL_HEALTH_PORT``: the startup probe's port (0 picks a free one, for tests)."""
     heartbeat_s: float = 5.0
     """Seconds between heartbeats (seed 000)."""
     drain_timeout_s: float = 600.0
@@ -53,13 +62,37 @@ class WorkerSettings(Settings, frozen=True, kw_only=True):
     cartesia_api_key: str | None = None
     model: str = "claude-haiku-4-5"
     """The Anthropic model of every call (seed 000: Haiku)."""
-    instructions: str = "You are a helpful voice assistant on a phone call. Answer briefly."
-    """The agent's prompt until a call's own config carries one (call-log, issue 5)."""
+    instructions: str = (
+        "You are a helpful voice assistant on a phone call. Answer briefly. When the caller "
+        "says goodbye or that they are done, say goodbye and end the call."
+    )
+    """The agent's prompt until a call's own config carries one."""
+    overflow_says: str = (
+        "We are sorry, we cannot take your call right now. We will call you back shortly."
+    )
+    """``PINECALL_OVERFLOW_SAYS``: the sentence a ``sentence`` job says into the room of a worker
+    that died (seed 000, "A worker that dies"), the overflow's own."""
     measures_socket: str | None = None
     """The measures socket's path; set by the worker for its job processes."""
 
-    def host(self) -> str:
+    @classmethod
+    def of_job(cls, proc: Any) -> WorkerSettings:
+        """The settings the worker handed the job's process (:class:`JobSetup`), else the
+        environment's (a job run by an AgentServer that is not a ``Worker``)."""
+        handed = proc.userdata.get(HANDED)
+        return cls.from_env(handed if isinstance(handed, dict) else None)
+
+    def worker_part(self) -> str:
+        """The worker part of the worker's name: :attr:`worker_host`, or the host name."""
         return self.worker_host or socket.gethostname().split(".")[0]
+
+    def environment(self) -> str:
+        """The environment :attr:`fleet` serves, from :attr:`fleets` (production if unlisted)."""
+        for item in self.fleets.split(","):
+            name, _, environment = item.strip().partition("=")
+            if name == self.fleet and environment:
+                return environment
+        return "production"
 
     def cpus(self) -> int:
         return (
@@ -67,3 +100,24 @@ class WorkerSettings(Settings, frozen=True, kw_only=True):
             if hasattr(os, "sched_getaffinity")
             else (os.cpu_count() or 1)
         )
+
+
+HANDED = "pinecall.settings"
+"""The key of a job process's ``userdata`` that holds the environment its worker handed it."""
+
+
+class JobSetup:
+    """The job processes' setup (AgentServer's ``setup_fnc``): it carries the worker's settings
+    into each process as the environment :meth:`WorkerSettings.from_env` reads back, then runs
+    ``prewarm``. Picklable, so it travels with each process's start arguments: the forkserver's
+    own environment is the one it was started with, which a second worker in the same Python
+    process (a test) would not change.
+    """
+
+    def __init__(self, env: dict[str, str], prewarm: Callable[[Any], None] | None = None) -> None:
+        self.env, self.prewarm = env, prewarm
+
+    def __call__(self, proc: Any) -> None:
+        proc.userdata[HANDED] = self.env
+        if self.prewarm is not None:
+            self.prewarm(proc)

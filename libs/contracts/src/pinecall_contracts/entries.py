@@ -1,0 +1,59 @@
+"""The kinds of a call's entries: what each says and who writes it, in one place.
+
+A call's log is one ordered record (seed 002, "A deploy never cuts a call"). Two writers put
+entries on it: the **call-log service**, whose own entries take seqs but are not counted in the
+writer's count, and the call's **one writer** (the worker's job, or the job that says the
+sentence into a dead worker's room), whose entries travel in counted batches
+(``POST /v1/calls/{call}/entries``). Kinds are dotted, lower case (``calls.Kind``).
+
+================  ========  ==========================================================
+kind              writer    data
+================  ========  ==========================================================
+call.started      service   ``{worker, room, agent}``: the worker that opened the call
+call.reopened     service   ``{agent}``: a call an older release opened, said again
+turn.user         worker    ``{text, stopped_speaking_at}``: what the caller said (one
+                            user turn; ``stopped_speaking_at`` in Unix seconds or null)
+turn.agent        worker    ``{text, first_audio_s, llm_ttft_s, tts_ttfb_s, interrupted}``:
+                            what the agent said; ``first_audio_s`` is the turn's first
+                            audio (livekit-agents' ``e2e_latency``: the caller's end of
+                            speech to the agent's first audio out), null when the turn
+                            was not measured
+turn.tool         worker    ``{id, name, arguments, output, error}``: a tool the agent ran
+                            in the worker (``end_call``); ``arguments`` is the model's
+                            JSON text, ``error`` true when the tool failed
+tool.call         service   ``{id, name, arguments, deadline}``: a tool the app runs,
+                            asked through ``POST /v1/calls/{call}/tools``, once per id
+tool.result       service   ``{id, result, error}``: that tool's one answer
+call.error        worker    ``{source, what, recoverable}``: a vendor or the session failed
+                            (``source``: ``stt``, ``llm``, ``tts``, ``session``, ``job``)
+call.sentence     worker    ``{text}``: the overflow's sentence, said into the room of a
+                            worker that died (a ``sentence`` job, following on)
+call.ended        service   ``{outcome, reason?}``: ``POST /v1/calls/{call}/end`` or the seal
+call.sealed       service   ``{}``: nothing more is written
+================  ========  ==========================================================
+
+Each ``call.error`` is also a datagram to the worker's main process (its minute's ``errors``),
+and each measured ``turn.agent`` a ``TurnMeasured`` (its minute's first audio p95): see
+``pinecall_contracts.worker``.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+CALL_STARTED: Final = "call.started"
+CALL_REOPENED: Final = "call.reopened"
+TURN_USER: Final = "turn.user"
+TURN_AGENT: Final = "turn.agent"
+TURN_TOOL: Final = "turn.tool"
+TOOL_CALL: Final = "tool.call"
+TOOL_RESULT: Final = "tool.result"
+CALL_ERROR: Final = "call.error"
+CALL_SENTENCE: Final = "call.sentence"
+CALL_ENDED: Final = "call.ended"
+CALL_SEALED: Final = "call.sealed"
+
+WRITTEN_BY_THE_WORKER: Final = frozenset(
+    {TURN_USER, TURN_AGENT, TURN_TOOL, CALL_ERROR, CALL_SENTENCE}
+)
+"""The kinds a call's writer sends; every other kind is the call-log service's own."""

@@ -1,0 +1,51 @@
+"""The job a worker runs for each call: it reads its offer and does what the offer's job says.
+
+``entrypoint`` is the worker's ``rtc_session``. It reads the dispatch's ``JobOffer`` from
+``ctx.job.metadata`` (``pinecall_worker.offer``: a job without one — LiveKit's own dispatch, a
+test — still runs, with its call id derived from the job) and dispatches on ``JobOffer.job``:
+
+* ``answer``: an AgentSession answers the caller and the call goes on the log (``answer``);
+* ``sentence``: the overflow's sentence into a dead worker's room, the room deleted, the call
+  sealed (``sentence``).
+
+Modules: ``session`` (the pipeline; imports every vendor plugin, so the worker's forkserver
+preloads them), ``record`` (the call's log: open, one writer, flush cadence, end, seal),
+``answer`` and ``sentence`` (the two jobs).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+
+from livekit.agents import JobContext
+
+from pinecall_worker.call.answer import answer
+from pinecall_worker.call.sentence import say_sentence
+from pinecall_worker.call.session import prewarm
+from pinecall_worker.offer import read_offer
+from pinecall_worker.settings import WorkerSettings
+
+_log = logging.getLogger(__name__)
+
+__all__ = ["entrypoint", "prewarm"]
+
+
+async def entrypoint(ctx: JobContext) -> None:
+    """Run the job ``ctx`` was given: answer its caller, or say the sentence into its room."""
+    settings = WorkerSettings.of_job(ctx.proc)
+    read = read_offer(
+        ctx.job.metadata,
+        job_id=ctx.job.id,
+        room=ctx.job.room.name,
+        fleet=settings.fleet,
+        environment=settings.environment(),
+        now=dt.datetime.now(dt.UTC),
+    )
+    if read.why:
+        _log.warning("job %s: %s; its call is %s", ctx.job.id, read.why, read.offer.call)
+    offer = read.offer
+    if offer.job == "sentence":
+        await say_sentence(ctx, settings, offer)
+    else:
+        await answer(ctx, settings, offer)

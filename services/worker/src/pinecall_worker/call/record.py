@@ -1,0 +1,225 @@
+"""A call's record on the log: opened naming the worker, written through its one writer, ended
+with its outcome and sealed (seed 002, "The gateway restarts"; issue 6, "The call").
+
+Invariants:
+
+* One :class:`~pinecall_clients.calllog.CallLogWriter` per call, following on from the offer's
+  ``written`` when it carries one; its batches are counted, so a retry never writes twice.
+* The writer is flushed at once after each turn and every :data:`FLUSH_EVERY_S` otherwise, so a
+  worker that dies loses at most the last second of what it had not flushed. Nothing the call
+  needs lives only in the job's memory: the turns are on the log, the outcome is the log's.
+* The call is opened while the agent already answers (no caller waits on the log); entries wait
+  in the writer until it is open. Opening retries while nothing answers; a 4xx is final: a 409
+  means another worker holds the call (``on_refused`` is told, so the job leaves), and a call the
+  log refused is answered with nothing written.
+* The outcome is settled once, by the first event that knows it (:meth:`Recorder.settle`).
+* Each error and each measured turn is also a datagram to the worker's minute
+  (:func:`pinecall_worker.measures.report`), and the end once the log has it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime as dt
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from pinecall_clients.calllog import SEAL_WITHIN_S, CallLogClient
+from pinecall_clients.errors import CallLogError, CallLogRefused
+from pinecall_contracts import entries
+from pinecall_contracts.calls import CallOpen, Outcome, Reopened
+from pinecall_contracts.dispatch import JobOffer
+from pinecall_contracts.worker import CallEnded, CallError, TurnMeasured
+from pinecall_worker.measures import report
+
+_log = logging.getLogger(__name__)
+
+FLUSH_EVERY_S = 1.0
+"""Seconds between flushes when no turn asks for one sooner."""
+TEXT_MAX = 2000
+"""Characters of one text kept on the log."""
+
+
+def _ts(unix_s: float | None) -> dt.datetime:
+    return dt.datetime.fromtimestamp(unix_s, dt.UTC) if unix_s else dt.datetime.now(dt.UTC)
+
+
+class Recorder:
+    """The log of one call, written from the job that runs it."""
+
+    def __init__(
+        self,
+        client: CallLogClient,
+        offer: JobOffer,
+        *,
+        worker: str,
+        measures: str | None,
+        on_refused: Callable[[str], None] = lambda _why: None,
+    ) -> None:
+        self.client = client
+        self.offer = offer
+        self.call = offer.call
+        self.worker = worker
+        self.measures = measures
+        self.on_refused = on_refused
+        self.writer = client.writer(
+            offer.call,
+            written=offer.written or 0,
+            reopen=Reopened(
+                agent=offer.agent,
+                org=offer.org,
+                room=offer.room,
+                worker=worker,
+                context=offer.context,
+                config=offer.config,
+            ),
+        )
+        self.outcome: Outcome | None = None
+        self.reason: str | None = None
+        self.opened = asyncio.Event()
+        self.refused: str | None = None
+        """Why the log refused the call (None while it has not)."""
+        self._due = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    # ------------------------------------------------------------------ what the call says
+
+    def settle(self, outcome: Outcome, reason: str | None = None) -> bool:
+        """Fix the call's outcome unless an earlier event already did; True if this one did."""
+        if self.outcome is not None:
+            return False
+        self.outcome, self.reason = outcome, reason
+        return True
+
+    def add(self, kind: str, data: dict[str, Any], *, at: float | None = None) -> None:
+        """Queue an entry (``at``: when it happened, Unix seconds); a turn's is flushed at once."""
+        self.writer.add(kind, data, _ts(at))
+        if kind in (entries.TURN_USER, entries.TURN_AGENT, entries.TURN_TOOL):
+            self._due.set()
+
+    def user_turn(self, text: str, *, stopped_at: float | None, at: float | None) -> None:
+        self.add(
+            entries.TURN_USER, {"text": text[:TEXT_MAX], "stopped_speaking_at": stopped_at}, at=at
+        )
+
+    def agent_turn(
+        self, text: str, metrics: dict[str, Any], *, interrupted: bool, at: float
+    ) -> None:
+        first_audio = metrics.get("e2e_latency")
+        self.add(
+            entries.TURN_AGENT,
+            {
+                "text": text[:TEXT_MAX],
+                "first_audio_s": first_audio,
+                "llm_ttft_s": metrics.get("llm_node_ttft"),
+                "tts_ttfb_s": metrics.get("tts_node_ttfb"),
+                "interrupted": interrupted,
+            },
+            at=at,
+        )
+        if first_audio is not None:
+            report(self.measures, TurnMeasured(call=self.call, first_audio_s=first_audio))
+
+    def error(self, source: str, what: str, *, recoverable: bool, at: float | None = None) -> None:
+        self.add(
+            entries.CALL_ERROR,
+            {"source": source, "what": what[:TEXT_MAX], "recoverable": recoverable},
+            at=at,
+        )
+        report(self.measures, CallError(call=self.call, what=what[:200]))
+        self._due.set()
+
+    # ------------------------------------------------------------------ open, flush, finish
+
+    def start(self) -> None:
+        """Open the call (a ``sentence`` job's is open already) and flush on the cadence until
+        :meth:`finish`."""
+        if self.offer.job != "answer":
+            self.opened.set()
+        self._task = asyncio.create_task(self._run(), name=f"record {self.call}")
+
+    async def _open(self) -> bool:
+        body = CallOpen(
+            call=self.call,
+            agent=self.offer.agent,
+            org=self.offer.org,
+            environment=self.offer.environment,
+            room=self.offer.room,
+            worker=self.worker,
+            context=self.offer.context
+            | {"caller": self.offer.caller, "offer": self.offer.offer}
+            | ({"number": self.offer.number} if self.offer.number else {}),
+            config=self.offer.config,
+        )
+        try:
+            await self.client.open(body, within_s=None)
+        except CallLogRefused as exc:
+            self.refused = str(exc)
+            _log.error("call %s: the log refused it (%s); nothing is written", self.call, exc)
+            self.on_refused(self.refused)
+            return False
+        self.opened.set()
+        return True
+
+    async def _run(self) -> None:
+        if not self.opened.is_set() and not await self._open():
+            return
+        while True:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(FLUSH_EVERY_S):  # the cadence, or a turn's flush
+                    await self._due.wait()
+            self._due.clear()
+            try:
+                await self.writer.flush()
+            except CallLogRefused as exc:  # a 409 is the writer's; this is the call refused
+                self.refused = str(exc)
+                _log.error(
+                    "call %s: the log refuses its entries (%s); none is written", self.call, exc
+                )
+                return
+
+    async def finish(
+        self, outcome: Outcome, reason: str | None = None, *, seal: bool = True
+    ) -> None:
+        """Settle ``outcome`` unless one is settled, write what is queued, end and seal.
+
+        Bounded: the queue gets :data:`SEAL_WITHIN_S` to drain, the end and the seal their own
+        30 s each (the client's). Tells the worker's minute how the call ended either way.
+        """
+        self.settle(outcome, reason)
+        assert self.outcome is not None
+        if self._task is not None:
+            # cancelling a flush is safe: its batch stays pending and goes again unchanged
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        if self.refused is not None and not self.opened.is_set():
+            return  # not this worker's call: another holds it, or the log would not open it
+        try:
+            if self.refused is None:
+                await self._close_log(seal=seal)
+        finally:
+            failed = self.outcome == "failed"
+            report(self.measures, CallEnded(call=self.call, outcome=self.outcome, failed=failed))
+
+    async def _close_log(self, *, seal: bool) -> None:
+        assert self.outcome is not None
+        try:
+            async with asyncio.timeout(SEAL_WITHIN_S):
+                if not self.opened.is_set() and not await self._open():
+                    return
+                await self.writer.drain()
+        except (TimeoutError, CallLogError) as exc:
+            _log.error(
+                "call %s: %d entries not written before the end: %r",
+                self.call,
+                self.writer.queued,
+                exc,
+            )
+        try:
+            await self.client.end(self.call, self.outcome, self.reason)
+            if seal:
+                await self.client.seal(self.call)
+        except CallLogError as exc:
+            _log.error("call %s: not ended %s on the log: %s", self.call, self.outcome, exc)

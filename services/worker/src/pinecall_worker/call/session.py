@@ -1,0 +1,63 @@
+"""The call's pipeline: silero, Deepgram, Anthropic (Haiku) and Cartesia, each at its base URL.
+
+The vendor plugins are imported here, at the top, and the worker imports this module before it
+registers, so livekit-agents' forkserver preloads them once and every call's process inherits
+them (seed 000, "Capacity is counted in calls": 3–5 s a call before, 0.1 s after); the worker
+names this module to the forkserver too (``server.modules_of``), so what it imports is preloaded.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpcore  # noqa: F401  (httpx imports it at its first client: 0.3–0.5 s on a job's loop)
+from anthropic import AsyncAnthropic
+from livekit.agents import AgentSession, JobProcess
+from livekit.plugins import anthropic, cartesia, deepgram, silero
+
+from pinecall_worker.settings import WorkerSettings
+
+
+def prewarm(proc: JobProcess) -> None:
+    """Load silero's model once per job process, before any call is given to it."""
+    proc.userdata["vad"] = silero.VAD.load()
+
+
+def model_client(settings: WorkerSettings) -> AsyncAnthropic:
+    """The Anthropic client of one call, owned by the call so it is closed when the call ends.
+
+    livekit-plugins-anthropic 1.8.9 builds a client it never closes (``llm.py`` L137-150); this
+    one has the same settings (no SDK retries: livekit-agents retries; 30 s to read).
+    """
+    return AsyncAnthropic(
+        api_key=settings.anthropic_api_key,
+        base_url=settings.anthropic_url,
+        max_retries=0,
+        timeout=30.0,
+    )
+
+
+def _given(**kwargs: Any) -> dict[str, Any]:
+    return {k: v for k, v in kwargs.items() if v is not None}
+
+
+def voice(settings: WorkerSettings) -> cartesia.TTS:
+    """Cartesia at its configured base URL (the sentence job's only plugin)."""
+    return cartesia.TTS(**_given(base_url=settings.cartesia_url, api_key=settings.cartesia_api_key))
+
+
+def session_for(settings: WorkerSettings, vad: Any, client: AsyncAnthropic) -> AgentSession[Any]:
+    """The call's pipeline, each vendor at its configured base URL."""
+    return AgentSession(
+        vad=vad,
+        stt=deepgram.STT(
+            **_given(base_url=settings.deepgram_url, api_key=settings.deepgram_api_key)
+        ),
+        llm=anthropic.LLM(
+            model=settings.model, client=client, **_given(api_key=settings.anthropic_api_key)
+        ),
+        # the end of a turn by silero's VAD: chosen, not the auto-selected turn-detector model,
+        # which runs a model per turn and waited 0.58 s or 2.5 s at random in the lab
+        turn_handling={"turn_detection": "vad"},
+        tts=voice(settings),
+    )

@@ -1,0 +1,66 @@
+"""The worker's health port (``PINECALL_HEALTH_PORT``, 8081): the probes Kubernetes asks.
+
+livekit-agents serves its own ``GET /`` on its ``port`` (``livekit/agents/worker.py``,
+``health_check``): it answers ``OK`` from the moment the server starts, before it has registered
+with LiveKit, and 503 only once the connection failed for good. That is no startup probe: a new
+pod would count as up while LiveKit still has nobody to give a job to, and a rolling deploy would
+stop an old worker too soon (seed 000, "Deploys drain": the new pod answers its startup probe
+before an old one is told to stop). So that server is put on a port of its own (0) and this one
+answers instead:
+
+=============  ==========================================================================
+route          answer
+=============  ==========================================================================
+GET /healthz   200 ``ok`` while the process runs, draining included (liveness)
+GET /readyz    200 ``ready`` once LiveKit registered the worker (the proc pool's warm
+               processes are started before it connects) and every plugin a call needs is
+               loaded in this process; 503 with what is missing otherwise, and 503
+               ``draining`` once the worker takes no new call (the startup probe)
+GET /          the same as ``/readyz``
+=============  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+from aiohttp import web
+
+
+class Health:
+    """An aiohttp server on ``host``:``port`` answering from ``missing()``: the reasons the
+    worker is not ready (empty when it is)."""
+
+    def __init__(self, host: str, port: int, missing: Callable[[], list[str]]) -> None:
+        self.host, self.port = host, port
+        self.missing = missing
+        self.listening = asyncio.Event()
+        """Set once the port listens (:attr:`port` is then the one chosen)."""
+        self._runner: web.AppRunner | None = None
+
+    async def _live(self, _request: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def _ready(self, _request: web.Request) -> web.Response:
+        missing = self.missing()
+        if missing:
+            return web.Response(status=503, text="; ".join(missing))
+        return web.Response(text="ready")
+
+    async def start(self) -> None:
+        """Listen; with port 0 the port chosen is in :attr:`port`."""
+        app = web.Application()
+        app.router.add_get("/healthz", self._live)
+        app.router.add_get("/readyz", self._ready)
+        app.router.add_get("/", self._ready)
+        self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await self._runner.setup()
+        await web.TCPSite(self._runner, self.host, self.port).start()
+        self.port = self._runner.addresses[0][1]
+        self.listening.set()
+
+    async def aclose(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
