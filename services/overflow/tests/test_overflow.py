@@ -73,7 +73,7 @@ async def test_an_answer_job_says_the_sentence_writes_the_call_back_ends_overflo
             log = (await http.get(f"/v1/calls/{call}/entries")).json()["entries"]
             assert [(e["kind"], e["counted"]) for e in log] == [
                 ("call.started", None),
-                ("transcript.agent", 0),
+                ("call.sentence", 0),
                 ("call.ended", None),
                 ("call.sealed", None),
             ]

@@ -79,7 +79,7 @@ async def test_a_sentence_follows_on_from_the_dead_workers_count_deletes_the_roo
             log = (await http.get(f"/v1/calls/{call}/entries")).json()["entries"]
             counted = [e for e in log if e["counted"] is not None]
             assert [e["counted"] for e in counted] == list(range(n + 1)), "no gap, nothing twice"
-            assert counted[-1]["kind"] == "transcript.agent"
+            assert counted[-1]["kind"] == "call.sentence"
             assert counted[-1]["data"] == {"text": SAYS, "job": "sentence"}
             assert log[-1]["kind"] == "call.sealed"
             assert [e["kind"] for e in log].count("call.ended") == 1  # the death handler's

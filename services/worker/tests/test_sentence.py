@@ -90,5 +90,5 @@ async def test_a_sentence_job_says_the_sentence_follows_on_deletes_the_room_and_
         "call.sentence",
         "call.sealed",
     ]
-    assert of_kind(log, "call.sentence") == [{"text": settings.overflow_says}]
+    assert of_kind(log, "call.sentence") == [{"text": settings.overflow_says, "job": "sentence"}]
     assert [e.counted for e in log.entries if e.counted is not None] == [0, 1, 2, 3]

@@ -26,8 +26,9 @@ tool.call         service   ``{id, name, arguments, deadline}``: a tool the app 
 tool.result       service   ``{id, result, error}``: that tool's one answer
 call.error        worker    ``{source, what, recoverable}``: a vendor or the session failed
                             (``source``: ``stt``, ``llm``, ``tts``, ``session``, ``job``)
-call.sentence     worker    ``{text}``: the overflow's sentence, said into the room of a
-                            worker that died (a ``sentence`` job, following on)
+call.sentence     worker    ``{text, job}``: the overflow's sentence, said by the overflow
+                            (``job``: ``answer``) or into the room of a worker that died
+                            (``sentence``, following on from its count)
 call.ended        service   ``{outcome, reason?}``: ``POST /v1/calls/{call}/end`` or the seal
 call.sealed       service   ``{}``: nothing more is written
 ================  ========  ==========================================================

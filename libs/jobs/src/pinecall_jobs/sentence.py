@@ -15,7 +15,7 @@ In order, each step idempotent so a job that dies half way leaves what the reape
    nothing is written, the room still goes, and the call is the reaper's;
 2. join the room and say the sentence with an ``AgentSession`` that has a voice (Cartesia) and
    nothing else: no ears, no model (``session.say``, awaited to the end of its playout);
-3. ``transcript.agent`` ``{"text", "job"}`` on the call's log, counted after the writer's count
+3. ``call.sentence`` ``{"text", "job"}`` on the call's log, counted after the writer's count
    (a 409 means the offer's count was stale: the entry goes once more after the log's count);
 4. ``then(callers)``: what the job's owner adds (the overflow's call back);
 5. end the call with ``outcome`` (nothing changes on a call already ended, as a dead worker's is;
@@ -35,6 +35,7 @@ from livekit.plugins import cartesia
 
 from pinecall_clients.calllog import SEAL_WITHIN_S, CallLogClient, CallLogWriter
 from pinecall_clients.errors import CallLogRefused, CallLogUnavailable, CallUnknown
+from pinecall_contracts import entries
 from pinecall_contracts.calls import CallOpen, Outcome
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_jobs.errors import CallTaken
@@ -42,8 +43,8 @@ from pinecall_jobs.room import Caller, JobRoom, LiveKitAccess, delete_room
 
 _log = logging.getLogger(__name__)
 
-SAID = "transcript.agent"
-"""The entry kind of what an agent said; ``data``: ``{"text", "job"}``."""
+SAID = entries.CALL_SENTENCE
+"""The entry kind of the sentence said; ``data``: ``{"text", "job"}``."""
 OPEN_WITHIN_S = 10.0
 """Seconds the job retries opening or reading its call before it speaks anyway: the caller
 waits in silence while it does."""

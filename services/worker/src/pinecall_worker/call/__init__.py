@@ -6,7 +6,7 @@ test — still runs, with its call id derived from the job) and dispatches on ``
 
 * ``answer``: an AgentSession answers the caller and the call goes on the log (``answer``);
 * ``sentence``: the overflow's sentence into a dead worker's room, the room deleted, the call
-  sealed (``sentence``).
+  sealed (``sentence``, the job it shares with the overflow: ``pinecall_jobs``).
 
 Modules: ``session`` (the pipeline; imports every vendor plugin, so the worker's forkserver
 preloads them), ``record`` (the call's log: open, one writer, flush cadence, end, seal),
@@ -21,7 +21,7 @@ import logging
 from livekit.agents import JobContext
 
 from pinecall_worker.call.answer import answer
-from pinecall_worker.call.sentence import say_sentence
+from pinecall_worker.call.sentence import sentence_job
 from pinecall_worker.call.session import prewarm
 from pinecall_worker.offer import read_offer
 from pinecall_worker.settings import WorkerSettings
@@ -46,6 +46,6 @@ async def entrypoint(ctx: JobContext) -> None:
         _log.warning("job %s: %s; its call is %s", ctx.job.id, read.why, read.offer.call)
     offer = read.offer
     if offer.job == "sentence":
-        await say_sentence(ctx, settings, offer)
+        await sentence_job(ctx, settings, offer)
     else:
         await answer(ctx, settings, offer)
