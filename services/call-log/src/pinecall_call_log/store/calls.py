@@ -3,9 +3,10 @@
 Every change to a call's log runs in one transaction that first locks the call's head row at READ
 COMMITTED: two replicas retrying one batch at once queue on that row, and the second reads the
 head the first committed, so it finds a replay and writes nothing (platform notes, "Postgres, the
-append-only call log"). A batch's common case locks and moves the head in one statement (``UPDATE
-… WHERE written = after RETURNING last_seq``); anything else falls back to ``SELECT … FOR UPDATE``
-and :func:`domain.judge`. The keys of ``entries`` back it up.
+append-only call log"). A batch's common case moves the head and writes its entries in one statement, its own transaction
+(:data:`.head.WRITE_AT_HEAD`: one round trip); anything else (a replay, a gap, a race lost, a
+sealed or unknown call) falls back to a transaction that locks the head ``SELECT … FOR UPDATE``
+and follows :func:`domain.judge`. The keys of ``entries`` back it up.
 """
 
 from __future__ import annotations
@@ -19,7 +20,13 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_call_log import domain
-from pinecall_call_log.store.head import append_own, insert_entries, lock_head, record_of
+from pinecall_call_log.store.head import (
+    append_own,
+    insert_entries,
+    lock_head,
+    record_of,
+    write_at_head,
+)
 from pinecall_call_log.store.tables import CALLS, ENTRIES
 from pinecall_contracts.calls import (
     BatchWritten,
@@ -40,6 +47,8 @@ class CallStore:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
+        """The same pool; each statement its own transaction (a batch's common case)."""
 
     async def open(self, o: CallOpen, now: dt.datetime) -> tuple[CallRecord, bool]:
         """Open ``o.call`` and write ``call.started`` (naming the worker) as its seq 1.
@@ -132,29 +141,13 @@ class CallStore:
         """A writer's batch, by :func:`domain.judge`: written whole, answered as a replay, or
         ``Conflict`` (409) naming both counts. ``NotFound`` / ``Conflict`` for an unknown or
         sealed call. ``digests`` are :func:`domain.digest` of ``entries``."""
+        if entries:
+            # the common case, one statement in autocommit (see head.WRITE_AT_HEAD)
+            async with db.translate_errors("writing entries"), self._autocommit.connect() as conn:
+                written = await write_at_head(conn, call, after, entries, digests, now)
+            if written is not None:
+                return written
         async with db.translate_errors("writing entries"), self.engine.begin() as conn:
-            if entries:
-                # The common case in one statement: the head moves on only if it stands at the
-                # batch's count (an UPDATE at READ COMMITTED waits for the row and re-reads its
-                # newest version), and this transaction then owns the places it took.
-                moved = (
-                    await conn.execute(
-                        sa.update(CALLS)
-                        .where(
-                            CALLS.c.call_id == call,
-                            CALLS.c.written == after,
-                            CALLS.c.sealed_at.is_(None),
-                        )
-                        .values(
-                            written=CALLS.c.written + len(entries),
-                            last_seq=CALLS.c.last_seq + len(entries),
-                        )
-                        .returning(CALLS.c.last_seq)
-                    )
-                ).first()
-                if moved is not None:
-                    first = int(moved.last_seq) - len(entries) + 1
-                    return await insert_entries(conn, call, after, first, entries, digests, now)
             head = await lock_head(conn, call)
             verdict = domain.judge(int(head.written), after, len(entries))
             if isinstance(verdict, domain.Conflict):
