@@ -171,6 +171,7 @@ def service_app(
             Exception: _unexpected,
         },
         openapi_config=OpenAPIConfig(title=f"pinecall {service}", version=version, path="/schema"),
-        plugins=[OpenTelemetryPlugin(OpenTelemetryConfig())],
+        # a span per request; none per ASGI message (two or three more a request, for nothing)
+        plugins=[OpenTelemetryPlugin(OpenTelemetryConfig(exclude_spans=["receive", "send"]))],
         state=State(state or {}),
     )
