@@ -63,10 +63,8 @@ async def test_a_replica_killed_mid_batch_loses_and_doubles_nothing(
             f"{b.url}/v1/calls/call_1/entries", json=batch(2, 5), headers=auth
         )
         assert retried.status_code == 200, retried.text
-        # a's batch is one statement, its own transaction, and it was already at Postgres when a
-        # died: it lands once the head is let go, so the retry is the lost answer's case, answered
-        # with the seqs a's statement wrote, writing nothing
-        assert (retried.json()["seqs"], retried.json()["replayed"]) == ([4, 5, 6, 7, 8], True)
+        # a's transaction died with it: the retry writes the batch, for the first time
+        assert (retried.json()["seqs"], retried.json()["replayed"]) == ([4, 5, 6, 7, 8], False)
         log = (await http.get(f"{b.url}/v1/calls/call_1/entries", headers=auth)).json()
         assert [e["data"].get("n") for e in log["entries"]] == [None, *range(7)]
 

@@ -3,10 +3,10 @@
 Every change to a call's log runs in one transaction that first locks the call's head row at READ
 COMMITTED: two replicas retrying one batch at once queue on that row, and the second reads the
 head the first committed, so it finds a replay and writes nothing (platform notes, "Postgres, the
-append-only call log"). A batch's common case moves the head and writes its entries in one statement, its own transaction
-(:data:`.head.WRITE_AT_HEAD`: one round trip); anything else (a replay, a gap, a race lost, a
-sealed or unknown call) falls back to a transaction that locks the head ``SELECT … FOR UPDATE``
-and follows :func:`domain.judge`. The keys of ``entries`` back it up.
+append-only call log"). A batch's common case moves the head and writes its entries in one statement
+(:data:`.head.WRITE_AT_HEAD`); anything else (a replay, a gap, a race lost, a sealed or unknown
+call) goes on in the same transaction, which locks the head ``SELECT … FOR UPDATE`` and follows
+:func:`domain.judge`. The keys of ``entries`` back it up.
 """
 
 from __future__ import annotations
@@ -47,8 +47,6 @@ class CallStore:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
-        self._autocommit = engine.execution_options(isolation_level="AUTOCOMMIT")
-        """The same pool; each statement its own transaction (a batch's common case)."""
 
     async def open(self, o: CallOpen, now: dt.datetime) -> tuple[CallRecord, bool]:
         """Open ``o.call`` and write ``call.started`` (naming the worker) as its seq 1.
@@ -141,13 +139,13 @@ class CallStore:
         """A writer's batch, by :func:`domain.judge`: written whole, answered as a replay, or
         ``Conflict`` (409) naming both counts. ``NotFound`` / ``Conflict`` for an unknown or
         sealed call. ``digests`` are :func:`domain.digest` of ``entries``."""
-        if entries:
-            # the common case, one statement in autocommit (see head.WRITE_AT_HEAD)
-            async with db.translate_errors("writing entries"), self._autocommit.connect() as conn:
-                written = await write_at_head(conn, call, after, entries, digests, now)
-            if written is not None:
-                return written
         async with db.translate_errors("writing entries"), self.engine.begin() as conn:
+            if entries:
+                # the common case in one statement (head.WRITE_AT_HEAD); committed by this
+                # transaction, so a replica that dies before it commits takes the batch with it
+                written = await write_at_head(conn, call, after, entries, digests, now)
+                if written is not None:
+                    return written
             head = await lock_head(conn, call)
             verdict = domain.judge(int(head.written), after, len(entries))
             if isinstance(verdict, domain.Conflict):

@@ -1,9 +1,9 @@
 """A call's head row: what the call is and where its log stands, locked by every change.
 
 Shared by :mod:`.calls` and :mod:`.agents`; the SQL of the head and of writing entries after it.
-:data:`WRITE_AT_HEAD` is a batch's common case in one statement (one round trip, its own
-transaction): it moves the head only if it stands at the batch's count and writes the entries
-under the places it took, or, when the head stands elsewhere, changes nothing.
+:data:`WRITE_AT_HEAD` is a batch's common case in one statement: it moves the head only if it
+stands at the batch's count and writes the entries under the places it took, or, when the head
+stands elsewhere, changes nothing.
 """
 
 from __future__ import annotations
@@ -104,9 +104,9 @@ async def write_at_head(
     digests: Sequence[bytes],
     now: dt.datetime,
 ) -> BatchWritten | None:
-    """A batch written whole at the head by :data:`WRITE_AT_HEAD` on ``conn`` (in autocommit: the
-    statement is its transaction), or None if the head did not stand at ``after`` (or the call is
-    unknown or sealed) and nothing was written. ``entries`` is not empty."""
+    """A batch written whole at the head by :data:`WRITE_AT_HEAD` in ``conn``'s transaction, or
+    None if the head did not stand at ``after`` (or the call is unknown or sealed) and nothing was
+    written. ``entries`` is not empty."""
     row = (
         await conn.execute(
             WRITE_AT_HEAD,
