@@ -22,6 +22,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pinecall_call_log import domain
 from pinecall_call_log.store.head import (
     append_own,
+    append_own_all,
     insert_entries,
     lock_head,
     record_of,
@@ -68,12 +69,13 @@ class CallStore:
                 "prompt_hash": o.prompt_hash,
                 "opened_at": now,
             }
+            # a row made here is this transaction's, locked until it commits: it is the head
             made = (
                 await conn.execute(
-                    insert(CALLS).values(values).on_conflict_do_nothing().returning(CALLS.c.call_id)
+                    insert(CALLS).values(values).on_conflict_do_nothing().returning(*CALLS.c)
                 )
             ).first()
-            head = await lock_head(conn, o.call, changing=made is None)
+            head = made if made is not None else await lock_head(conn, o.call)
             if made is None:
                 same = (head.agent, head.environment, head.room, head.worker) == (
                     o.agent,
@@ -85,8 +87,7 @@ class CallStore:
                     raise Conflict(f"call {o.call} was opened by {head.worker} in {head.room}")
                 return record_of(head), False
             data = {"worker": o.worker, "room": o.room, "agent": o.agent}
-            await append_own(conn, head, "call.started", data, now)
-            return record_of(await lock_head(conn, o.call, changing=False)), True
+            return record_of(await append_own_all(conn, head, [("call.started", data)], now)), True
 
     async def reopen(
         self, call: str, r: Reopened, environment: str, now: dt.datetime
@@ -204,28 +205,24 @@ class CallStore:
         async with db.translate_errors("ending a call"), self.engine.begin() as conn:
             head = await lock_head(conn, call, changing=not seal)
             done: list[str] = []
+            own: list[tuple[str, dict[str, Any]]] = []
+            changes: dict[str, Any] = {}
             if head.ended_at is None:
                 if outcome is None:
                     raise Unprocessable(f"call {call} is open: name its outcome")
                 data: dict[str, Any] = {"outcome": outcome}
                 if reason:
                     data["reason"] = reason
-                await append_own(conn, head, "call.ended", data, now)
-                await conn.execute(
-                    sa.update(CALLS)
-                    .where(CALLS.c.call_id == call)
-                    .values(ended_at=now, outcome=outcome)
-                )
+                own.append(("call.ended", data))
+                changes |= {"ended_at": now, "outcome": outcome}
                 done.append("ended")
-                head = await lock_head(conn, call, changing=False)
             if seal and head.sealed_at is None:
-                await append_own(conn, head, "call.sealed", {}, now)
-                await conn.execute(
-                    sa.update(CALLS).where(CALLS.c.call_id == call).values(sealed_at=now)
-                )
+                own.append(("call.sealed", {}))
+                changes["sealed_at"] = now
                 done.append("sealed")
-            row = await lock_head(conn, call, changing=False)
-            return record_of(row), done
+            if own:
+                head = await append_own_all(conn, head, own, now, **changes)
+            return record_of(head), done
 
     async def read(self, call: str, after: int = 0, limit: int = 10_000) -> CallLog:
         """Entries of ``call`` with seq above ``after``, in seq order; ``NotFound`` if unknown."""

@@ -88,12 +88,34 @@ async def append_own(
 ) -> int:
     """Write one of the service's own entries after ``head`` (locked): it takes a seq and is not
     counted. Returns its seq; the head's ``last_seq`` is moved on."""
-    seq = int(head.last_seq) + 1
+    return int((await append_own_all(conn, head, [(kind, data)], now)).last_seq)
+
+
+async def append_own_all(
+    conn: AsyncConnection,
+    head: Head,
+    own: Sequence[tuple[str, dict[str, Any]]],
+    now: dt.datetime,
+    **changes: Any,
+) -> Head:
+    """Write the service's own entries ``own`` (kind, data) after ``head`` (locked), each taking
+    the next seq, none counted, and move the head past them, setting ``changes`` on it in the same
+    statement. Returns the head as it stands now (two statements, whatever the number of entries)."""
+    first = int(head.last_seq) + 1
     await conn.execute(
-        sa.insert(ENTRIES).values(call_id=head.call_id, seq=seq, kind=kind, ts=now, data=data)
+        sa.insert(ENTRIES),
+        [
+            {"call_id": head.call_id, "seq": first + i, "kind": kind, "ts": now, "data": data}
+            for i, (kind, data) in enumerate(own)
+        ],
     )
-    await conn.execute(sa.update(CALLS).where(CALLS.c.call_id == head.call_id).values(last_seq=seq))
-    return seq
+    moved = (
+        sa.update(CALLS)
+        .where(CALLS.c.call_id == head.call_id)
+        .values(last_seq=first + len(own) - 1, **changes)
+        .returning(*CALLS.c)
+    )
+    return (await conn.execute(moved)).one()
 
 
 async def write_at_head(
