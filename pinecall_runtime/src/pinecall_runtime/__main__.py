@@ -2,4 +2,5 @@
 
 from pinecall_runtime.cli import main
 
-main()
+if __name__ == "__main__":  # not when a driver process of ``load`` imports it (spawn)
+    main()

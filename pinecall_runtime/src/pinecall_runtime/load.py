@@ -1,278 +1,258 @@
 """``pinecall-runtime load``: the call log under the golden call's traffic (issue 5, "Load").
 
-Starts call-log replicas (real processes) on a database of its own, then drives ``--calls``
-simulated calls for ``--duration`` seconds as workers would, through the workers' writer
-(:mod:`pinecall_clients.calllog`): each call opens, writes 2.1 entries a second in the batches a
-worker sends (one each ``--batch-every`` seconds; ``--per-entry`` sends each entry alone, for
-comparison), asks a tool now and then (nobody answers: it times out once, 0.2 s), ends and seals.
-Then every log is read back and verified: the writer's entries, once each, in order.
+Starts call-log replicas (real processes) on a database of its own (:mod:`.loadrig`), then, for
+each number of ``--calls`` (one, or a sweep ``100,250,500``), drives that many simulated calls for
+``--duration`` seconds as workers would, through the workers' writer (:mod:`.loaddrive`), and reads
+every log back and verifies it: the writer's entries, once each, in order. A sweep steps up on the
+same replicas and stops after the first step that does not hold (p99 at or over
+``--target-p99-ms``, or a log wrong). Before the first step, ``--warmup`` seconds of its calls open
+the replicas' connections and compile their statements, as in a service that has been running.
 
-Postgres CPU is the CPU time of the Postgres backends serving this run's database, read from
-``/proc/<pid>/stat`` at the start and the end (the server's own background processes are not
-counted; a Postgres on another machine is reported as unknown). The replicas' CPU (their Granian
-processes) and the driver's own are reported beside it: on one machine they share the cores.
+Each step reports request latency (opens, batches and seals; a tool call's round trip waits for the
+app and is counted apart) as p50/p95/p99, overall and by kind, entries a second, and the CPU each
+part spent over the step, as cores and cores per 1 000 calls: the Postgres backends serving this
+run's database, Postgres's own processes (shared with every database on the server), the replicas
+(their Granian processes) and the drivers, with how late the drivers' event loops woke. On one
+machine they all share the cores, with whatever else runs: the load average before each step is
+reported beside its numbers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import random
-import secrets
-import subprocess
-import sys
 import time
-from collections.abc import Awaitable
-from typing import Any, TypeVar
+from typing import Any
 
 import click
-import httpx
-import psutil
-import psycopg
 
-from pinecall_clients.calllog import CallLogClient
-from pinecall_contracts.calls import CallOpen, ToolCall
-from pinecall_runtime.processes import run_cli, wait_ready
+from pinecall_runtime.loaddrive import (
+    ENTRIES_PER_S,
+    Driven,
+    Plan,
+    drive_all,
+    plans,
+    quantile,
+    verify,
+)
+from pinecall_runtime.loadrig import Cpu, Rig, loadavg, replicas
 from pinecall_servicekit.operator import OperatorSettings, table
-from pinecall_servicekit.platform import ensure_platform, free_port
 
-ENTRIES_PER_S = 2.1
-"""The golden call's entries a second (seed 002)."""
-T = TypeVar("T")
+MAX_CALLS = 20_000
 
 
-class Stats:
-    """Request latencies in seconds, and what went wrong. A tool call's round trip waits for
-    the app (here its 0.2 s timeout, as nobody answers): it is counted apart."""
+class Steps(click.ParamType):
+    """A number of calls, or a sweep of them: ``100`` or ``100,250,500`` (each 1–20 000)."""
 
-    def __init__(self) -> None:
-        self.latencies: list[float] = []
-        self.tools = 0
-        self.errors: list[str] = []
-        self.entries = 0
+    name = "N[,N…]"
 
-    async def timed(self, what: Awaitable[T]) -> T:
-        started = time.perf_counter()
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if isinstance(value, tuple):
+            return value
         try:
-            return await what
-        finally:
-            self.latencies.append(time.perf_counter() - started)
-
-    def quantile(self, q: float) -> float:
-        ordered = sorted(self.latencies)
-        return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
-
-
-async def _call(
-    i: int, client: CallLogClient, stats: Stats, duration: float, every: float, per_entry: bool
-) -> tuple[str, int]:
-    rng = random.Random(i)
-    call = f"load_{i}_{secrets.token_hex(3)}"
-    await asyncio.sleep(rng.uniform(0, every))  # calls do not all start in the same instant
-    opened = CallOpen(
-        call=call,
-        agent="load-bot",
-        org="org_load",
-        environment="production",
-        room=f"room-{call}",
-        worker="pinecall/load.1791067258",
-    )
-    await stats.timed(client.open(opened))
-    writer = client.writer(call)
-    loop = asyncio.get_running_loop()
-    stop_at = loop.time() + duration
-    step = 1 / ENTRIES_PER_S if per_entry else every
-    owed, written, tools = 0.0, 0, 0
-    next_tool = loop.time() + rng.uniform(10, 40)
-    while loop.time() < stop_at:
-        await asyncio.sleep(step)  # the worker's flush period: a simulation's clock, not a wait
-        owed += ENTRIES_PER_S * step
-        while owed >= 1:
-            writer.add("transcript.user", {"n": written, "text": "I'd like to move my booking"})
-            written, owed = written + 1, owed - 1
-        if writer.queued:
-            await stats.timed(writer.flush())
-        if loop.time() >= next_tool:
-            tools += 1
-            tool = ToolCall(id=f"tc{tools}", name="lookup", timeout_s=0.2)
-            await client.tool(call, tool)
-            stats.tools += 1
-            next_tool = loop.time() + rng.uniform(20, 60)
-    await writer.drain()
-    await stats.timed(client.seal(call, "completed"))
-    stats.entries += written
-    if writer.refused:
-        stats.errors.append(f"{call}: {len(writer.refused)} batches refused")
-    return call, written
-
-
-async def _verify(client: CallLogClient, call: str, written: int) -> str | None:
-    response = await client.http.get(f"/v1/calls/{call}/entries")
-    log = response.json()
-    counted = [e["data"]["n"] for e in log["entries"] if e["counted"] is not None]
-    seqs = [e["seq"] for e in log["entries"]]
-    if counted != list(range(written)) or seqs != list(range(1, len(seqs) + 1)):
-        return f"{call}: the log does not hold the writer's {written} entries once each in order"
-    if log["state"] != "sealed":
-        return f"{call}: not sealed"
-    return None
-
-
-def _backend_cpu_s(database_url: str, database: str) -> dict[int, float] | None:
-    """CPU seconds of each Postgres backend on ``database`` (None when not on this machine)."""
-    ticks = os.sysconf("SC_CLK_TCK")
-    with psycopg.connect(database_url, autocommit=True) as conn:
-        pids = [
-            r[0]
-            for r in conn.execute(
-                "SELECT pid FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
-                (database,),
-            )
-        ]
-    cpu = {}
-    for pid in pids:
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            return None
-        cpu[pid] = (int(fields[11]) + int(fields[12])) / ticks
-    return cpu
-
-
-async def _drive(
-    urls: list[str], key: str, calls: int, duration: float, every: float, per_entry: bool
-) -> tuple[Stats, list[str], float]:
-    size = max(100, calls // len(urls) + 10)
-    limits = httpx.Limits(max_connections=size, max_keepalive_connections=size)
-    clients = [CallLogClient(url, key, request_timeout_s=30.0, limits=limits) for url in urls]
-    stats = Stats()
-    started = time.perf_counter()
-    try:
-        done = await asyncio.gather(
-            *[
-                _call(i, clients[i % len(clients)], stats, duration, every, per_entry)
-                for i in range(calls)
-            ]
-        )
-        elapsed = time.perf_counter() - started
-        checks = await asyncio.gather(
-            *[_verify(clients[0], call, written) for call, written in done]
-        )
-        return stats, [c for c in checks if c is not None] + stats.errors, elapsed
-    finally:
-        for c in clients:
-            await c.aclose()
+            steps = tuple(int(v) for v in str(value).split(","))
+        except ValueError:
+            self.fail(f"{value!r} is not a number of calls or a list of them (100,250,500)")
+        if not all(1 <= s <= MAX_CALLS for s in steps):
+            self.fail(f"{value!r}: each number of calls is 1 to {MAX_CALLS}")
+        return steps
 
 
 @click.command()
-@click.option("--calls", default=100, show_default=True, type=click.IntRange(1, 20_000))
-@click.option("--duration", default=30.0, show_default=True, help="Seconds each call runs.")
-@click.option("--replicas", default=2, show_default=True, type=click.IntRange(1, 8))
-@click.option("--batch-every", default=1.0, show_default=True, help="Seconds between batches.")
+@click.option(
+    "--calls",
+    "steps",
+    default="100",
+    show_default=True,
+    type=Steps(),
+    help="Calls at once; a comma-separated sweep (100,250,500) steps up on the same replicas.",
+)
+@click.option(
+    "--duration",
+    default=30.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Seconds each call runs (each step).",
+)
+@click.option("--replicas", "replicas_n", default=2, show_default=True, type=click.IntRange(1, 8))
+@click.option(
+    "--batch-every",
+    default=1.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="Seconds between a call's batches.",
+)
 @click.option("--per-entry", is_flag=True, help="One entry per request, for comparison.")
+@click.option(
+    "--seats",
+    default=32,
+    show_default=True,
+    type=click.IntRange(1, 1000),
+    help="Calls a simulated worker holds (each worker has its own client and connections).",
+)
+@click.option(
+    "--drivers",
+    default=1,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    help="Driver processes the workers are shared out over.",
+)
+@click.option(
+    "--ramp",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Seconds the calls' opens (and so their seals) are spread over.",
+)
+@click.option(
+    "--db-pool-size",
+    type=click.IntRange(1, 500),
+    default=None,
+    help="Postgres connections per replica (PINECALL_DB_POOL_SIZE; default the service's).",
+)
+@click.option(
+    "--target-p99-ms",
+    default=50.0,
+    show_default=True,
+    type=click.FloatRange(0, min_open=True),
+    help="A step holds when every log verifies and request p99 is under this.",
+)
+@click.option(
+    "--warmup",
+    default=5.0,
+    show_default=True,
+    type=click.FloatRange(0),
+    help="Seconds of the first step's calls first, not measured (0: none).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON only.")
 def load(
-    calls: int, duration: float, replicas: int, batch_every: float, per_entry: bool, as_json: bool
+    steps: tuple[int, ...],
+    duration: float,
+    replicas_n: int,
+    batch_every: float,
+    per_entry: bool,
+    seats: int,
+    drivers: int,
+    ramp: float,
+    db_pool_size: int | None,
+    target_p99_ms: float,
+    warmup: float,
+    as_json: bool,
 ) -> None:
     """Drive the call log with CALLS golden calls for DURATION s; verify every log."""
     settings = OperatorSettings.from_env()
-    with ensure_platform(settings.database_url, settings.nats_url) as platform:
-        admin = platform.database_url
-        name = f"pinecall_load_{secrets.token_hex(4)}"
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        url = psycopg.conninfo.make_conninfo(admin, dbname=name)
-        url = f"postgresql://{_dsn_to_url(url)}"
-        env = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")} | {
-            "PINECALL_DATABASE_URL": url,
-            "PINECALL_NATS_URL": platform.nats_url,
-            "PINECALL_NATS_NAMESPACE": f"load{secrets.token_hex(3)}",
-            "PINECALL_LOG_LEVEL": "WARNING",
-            "PINECALL_LOG_FORMAT": "text",
-        }
-        procs: list[subprocess.Popen[bytes]] = []
-        try:
-            run_cli("migrate", env=env)
-            key = run_cli(
-                "keys", "create", "--kind", "fleet", "--name", "load",
-                "--environment", "production", env=env,
+    env = {} if db_pool_size is None else {"PINECALL_DB_POOL_SIZE": str(db_pool_size)}
+    mode = "per-entry" if per_entry else f"batch every {batch_every} s"
+    reports: list[dict[str, Any]] = []
+    with replicas(settings, replicas_n, env) as rig:
+
+        def step(calls: int, duration_s: float, n: int) -> list[Plan]:
+            return plans(
+                rig.urls, rig.key, calls=calls, seats=seats, drivers=drivers,
+                duration_s=duration_s, every_s=batch_every, per_entry=per_entry,
+                ramp_s=ramp, step=n,
             )  # fmt: skip
-            urls = []
-            for _ in range(replicas):
-                port = free_port()
-                cmd = [sys.executable, "-m", "pinecall_runtime", "call-log", "serve"]
-                procs.append(subprocess.Popen(cmd, env=env | {"PINECALL_PORT": str(port)}))
-                urls.append(f"http://127.0.0.1:{port}")
-            for u, p in zip(urls, procs, strict=True):
-                wait_ready(u, p)
-            before = _backend_cpu_s(url, name)
-            replicas_before = _tree_cpu_s(procs)
-            driver_before = time.process_time()
-            stats, problems, elapsed = asyncio.run(
-                _drive(urls, key, calls, duration, batch_every, per_entry)
+
+        if warmup:
+            drive_all(step(steps[0], warmup, 0), deadline_s=warmup * 10 + 600)
+        for n, calls in enumerate(steps):
+            before = loadavg()
+            report = _step(rig, step(calls, duration, n + 1), calls, duration) | {
+                "duration_s": duration,
+                "mode": mode,
+                "replicas": replicas_n,
+                "seats": seats,
+                "drivers": min(drivers, -(-calls // seats)),
+                "loadavg_before": before,
+            }
+            report["held"] = report["verified"] and report["p99_ms"] < target_p99_ms
+            reports.append(report)
+            click.echo(
+                f"load: {calls} calls ({mode}): p99 {report['p99_ms']} ms, "
+                f"verified {report['verified']}, load average {before}",
+                err=True,
             )
-            driver_cpu = time.process_time() - driver_before
-            replicas_cpu = _tree_cpu_s(procs) - replicas_before
-            after = _backend_cpu_s(url, name)
-        finally:
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                p.wait(60)
-            with psycopg.connect(admin, autocommit=True) as conn:
-                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    pg_cpu = (
-        None
-        if before is None or after is None
-        else sum(v - before.get(pid, 0.0) for pid, v in after.items())
-    )
+            if not report["held"]:
+                break
+    held = [r["calls"] for r in reports if r["held"]]
+    out = {"target_p99_ms": target_p99_ms, "held": max(held, default=0), "steps": reports}
+    if not as_json:
+        click.echo(table(COLUMNS, [[r[c] for c in COLUMNS] for r in reports]))
+    click.echo(json.dumps(out))
+
+
+def _step(rig: Rig, shared: list[Plan], calls: int, duration: float) -> dict[str, Any]:
+    """Drive one step's plans, read every log back; the step's report."""
+    readings: list[tuple[Cpu, float]] = []
+
+    def started() -> None:
+        readings.append((Cpu.read(rig), time.perf_counter()))
+
+    seen = drive_all(shared, started=started, deadline_s=duration * 10 + 600)
+    (before, t0), after = readings[0], Cpu.read(rig)
+    elapsed = time.perf_counter() - t0
+    problems = asyncio.run(verify(rig.urls[0], rig.key, seen.calls)) + seen.errors
+    return _report(calls, seen, elapsed, after.since(before), problems)
+
+
+COLUMNS = (
+    "calls", "mode", "p50_ms", "p95_ms", "p99_ms", "batch_p99_ms", "entries_per_s",
+    "postgres_cores_per_1000_calls", "replicas_cores", "driver_cores", "driver_lag_p99_ms",
+    "verified", "held", "loadavg_before",
+)  # fmt: skip
+"""The table's columns (every step's JSON holds more)."""
+
+
+def _report(
+    calls: int,
+    seen: Driven,
+    elapsed: float,
+    cpu: tuple[float | None, float | None, float],
+    problems: list[str],
+) -> dict[str, Any]:
+    """One step's numbers: latencies in ms, CPU in seconds, cores, and cores per 1 000 calls.
+    ``cpu`` is what :meth:`Cpu.since` says: Postgres's backends, its own processes, the replicas."""
+    every = [v for values in seen.latencies.values() for v in values]
+
+    def ms(values: list[float], q: float) -> float:
+        return round(quantile(values, q) * 1000, 2)
+
+    def spent(name: str, cpu_s: float | None) -> dict[str, Any]:
+        if cpu_s is None:
+            return {
+                f"{name}_cpu_s": None,
+                f"{name}_cores": None,
+                f"{name}_cores_per_1000_calls": None,
+            }
+        return {
+            f"{name}_cpu_s": round(cpu_s, 2),
+            f"{name}_cores": round(cpu_s / elapsed, 3),
+            f"{name}_cores_per_1000_calls": round(cpu_s / elapsed * 1000 / calls, 3),
+        }
+
     report: dict[str, Any] = {
         "calls": calls,
-        "duration_s": duration,
-        "mode": "per-entry" if per_entry else f"batch every {batch_every} s",
         "elapsed_s": round(elapsed, 2),
-        "entries": stats.entries,
-        "entries_per_s": round(stats.entries / elapsed, 1),
-        "requests": len(stats.latencies),
-        "tool_calls": stats.tools,
-        "p50_ms": round(stats.quantile(0.50) * 1000, 2),
-        "p95_ms": round(stats.quantile(0.95) * 1000, 2),
-        "p99_ms": round(stats.quantile(0.99) * 1000, 2),
-        "verified": not problems,
-        "problems": problems[:20],
-        "replicas_cpu_s": round(replicas_cpu, 2),
-        "replicas_cores": round(replicas_cpu / elapsed, 3),
-        "driver_cpu_s": round(driver_cpu, 2),
-        "postgres_cpu_s": None if pg_cpu is None else round(pg_cpu, 2),
-        "postgres_cores": None if pg_cpu is None else round(pg_cpu / elapsed, 3),
-        "postgres_cores_per_1000_calls": None
-        if pg_cpu is None
-        else round(pg_cpu / elapsed * 1000 / calls, 3),
+        "entries": seen.entries,
+        "entries_per_s": round(seen.entries / elapsed, 1),
+        "offered_entries_per_s": round(calls * ENTRIES_PER_S, 1),
+        "requests": len(every),
+        "requests_per_s": round(len(every) / elapsed, 1),
+        "tool_calls": seen.tools,
+        "p50_ms": ms(every, 0.50),
+        "p95_ms": ms(every, 0.95),
+        "p99_ms": ms(every, 0.99),
+        "max_ms": ms(every, 1.0),
     }
-    if as_json:
-        click.echo(json.dumps(report))
-        return
-    rows = [(k, json.dumps(v) if isinstance(v, list) else v) for k, v in report.items()]
-    click.echo(table(("measure", "value"), rows))
-    click.echo(json.dumps(report))
-
-
-def _tree_cpu_s(procs: list[subprocess.Popen[bytes]]) -> float:
-    """CPU seconds (user + system) of ``procs`` and every process under them."""
-    total = 0.0
-    for p in procs:
-        root = psutil.Process(p.pid)
-        for proc in [root, *root.children(recursive=True)]:
-            times = proc.cpu_times()
-            total += times.user + times.system
-    return total
-
-
-def _dsn_to_url(conninfo: str) -> str:
-    parts = psycopg.conninfo.conninfo_to_dict(conninfo)
-    user = parts.get("user") or ""
-    password = f":{parts['password']}" if parts.get("password") else ""
-    auth = f"{user}{password}@" if user else ""
-    return f"{auth}{parts.get('host', '127.0.0.1')}:{parts.get('port', 5432)}/{parts['dbname']}"
+    for kind, values in seen.latencies.items():
+        report |= {f"{kind}_p50_ms": ms(values, 0.5), f"{kind}_p99_ms": ms(values, 0.99)}
+    backends, background, replicas_cpu = cpu
+    return (
+        report
+        | {"verified": not problems, "problems": problems[:20]}
+        | spent("postgres", backends)
+        | spent("postgres_own", background)
+        | spent("replicas", replicas_cpu)
+        | spent("driver", seen.cpu_s)
+        | {"driver_lag_p99_ms": ms(seen.lag, 0.99)}
+    )

@@ -1,7 +1,8 @@
 """OpenTelemetry and structured logging, configured in one function per process.
 
 Traces follow the standard ``OTEL_*`` environment (``OTEL_EXPORTER_OTLP_ENDPOINT`` turns the OTLP
-exporter on; without it spans are made, so ``traceparent`` still travels, and kept nowhere). Logs
+exporter on; without it spans are made but not recorded, unless their parent was sampled, so
+``traceparent`` still travels and costs a request next to nothing). Logs
 are one JSON object a line carrying the current ``trace_id`` and ``span_id``. Call
 :func:`configure_telemetry` in a service's lifespan (after any fork), never at import.
 """
@@ -19,6 +20,7 @@ from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
 
 _configured: set[str] = set()
 
@@ -70,13 +72,18 @@ def configure_telemetry(service: str, *, level: str = "INFO", fmt: str = "json")
     if _configured:
         return
     _configured.add(service)
-    provider = TracerProvider(resource=Resource.create({SERVICE_NAME: service}))
+    resource = Resource.create({SERVICE_NAME: service})
     if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
         "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
     ):
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 
+        provider = TracerProvider(resource=resource)
         provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    else:
+        # nothing keeps a span: record none (a span of a sampled parent still is), so a request
+        # pays no attributes; every span still has its ids, so traceparent travels, logs carry it
+        provider = TracerProvider(resource=resource, sampler=ParentBased(ALWAYS_OFF))
     trace.set_tracer_provider(provider)
 
 

@@ -3,9 +3,10 @@
 Every change to a call's log runs in one transaction that first locks the call's head row at READ
 COMMITTED: two replicas retrying one batch at once queue on that row, and the second reads the
 head the first committed, so it finds a replay and writes nothing (platform notes, "Postgres, the
-append-only call log"). A batch's common case locks and moves the head in one statement (``UPDATE
-… WHERE written = after RETURNING last_seq``); anything else falls back to ``SELECT … FOR UPDATE``
-and :func:`domain.judge`. The keys of ``entries`` back it up.
+append-only call log"). A batch's common case moves the head and writes its entries in one statement
+(:data:`.head.WRITE_AT_HEAD`); anything else (a replay, a gap, a race lost, a sealed or unknown
+call) goes on in the same transaction, which locks the head ``SELECT … FOR UPDATE`` and follows
+:func:`domain.judge`. The keys of ``entries`` back it up.
 """
 
 from __future__ import annotations
@@ -19,7 +20,14 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_call_log import domain
-from pinecall_call_log.store.head import append_own, insert_entries, lock_head, record_of
+from pinecall_call_log.store.head import (
+    append_own,
+    append_own_all,
+    insert_entries,
+    lock_head,
+    record_of,
+    write_at_head,
+)
 from pinecall_call_log.store.tables import CALLS, ENTRIES
 from pinecall_contracts.calls import (
     BatchWritten,
@@ -61,12 +69,13 @@ class CallStore:
                 "prompt_hash": o.prompt_hash,
                 "opened_at": now,
             }
+            # a row made here is this transaction's, locked until it commits: it is the head
             made = (
                 await conn.execute(
-                    insert(CALLS).values(values).on_conflict_do_nothing().returning(CALLS.c.call_id)
+                    insert(CALLS).values(values).on_conflict_do_nothing().returning(*CALLS.c)
                 )
             ).first()
-            head = await lock_head(conn, o.call, changing=made is None)
+            head = made if made is not None else await lock_head(conn, o.call)
             if made is None:
                 same = (head.agent, head.environment, head.room, head.worker) == (
                     o.agent,
@@ -78,8 +87,7 @@ class CallStore:
                     raise Conflict(f"call {o.call} was opened by {head.worker} in {head.room}")
                 return record_of(head), False
             data = {"worker": o.worker, "room": o.room, "agent": o.agent}
-            await append_own(conn, head, "call.started", data, now)
-            return record_of(await lock_head(conn, o.call, changing=False)), True
+            return record_of(await append_own_all(conn, head, [("call.started", data)], now)), True
 
     async def reopen(
         self, call: str, r: Reopened, environment: str, now: dt.datetime
@@ -134,27 +142,11 @@ class CallStore:
         sealed call. ``digests`` are :func:`domain.digest` of ``entries``."""
         async with db.translate_errors("writing entries"), self.engine.begin() as conn:
             if entries:
-                # The common case in one statement: the head moves on only if it stands at the
-                # batch's count (an UPDATE at READ COMMITTED waits for the row and re-reads its
-                # newest version), and this transaction then owns the places it took.
-                moved = (
-                    await conn.execute(
-                        sa.update(CALLS)
-                        .where(
-                            CALLS.c.call_id == call,
-                            CALLS.c.written == after,
-                            CALLS.c.sealed_at.is_(None),
-                        )
-                        .values(
-                            written=CALLS.c.written + len(entries),
-                            last_seq=CALLS.c.last_seq + len(entries),
-                        )
-                        .returning(CALLS.c.last_seq)
-                    )
-                ).first()
-                if moved is not None:
-                    first = int(moved.last_seq) - len(entries) + 1
-                    return await insert_entries(conn, call, after, first, entries, digests, now)
+                # the common case in one statement (head.WRITE_AT_HEAD); committed by this
+                # transaction, so a replica that dies before it commits takes the batch with it
+                written = await write_at_head(conn, call, after, entries, digests, now)
+                if written is not None:
+                    return written
             head = await lock_head(conn, call)
             verdict = domain.judge(int(head.written), after, len(entries))
             if isinstance(verdict, domain.Conflict):
@@ -213,28 +205,24 @@ class CallStore:
         async with db.translate_errors("ending a call"), self.engine.begin() as conn:
             head = await lock_head(conn, call, changing=not seal)
             done: list[str] = []
+            own: list[tuple[str, dict[str, Any]]] = []
+            changes: dict[str, Any] = {}
             if head.ended_at is None:
                 if outcome is None:
                     raise Unprocessable(f"call {call} is open: name its outcome")
                 data: dict[str, Any] = {"outcome": outcome}
                 if reason:
                     data["reason"] = reason
-                await append_own(conn, head, "call.ended", data, now)
-                await conn.execute(
-                    sa.update(CALLS)
-                    .where(CALLS.c.call_id == call)
-                    .values(ended_at=now, outcome=outcome)
-                )
+                own.append(("call.ended", data))
+                changes |= {"ended_at": now, "outcome": outcome}
                 done.append("ended")
-                head = await lock_head(conn, call, changing=False)
             if seal and head.sealed_at is None:
-                await append_own(conn, head, "call.sealed", {}, now)
-                await conn.execute(
-                    sa.update(CALLS).where(CALLS.c.call_id == call).values(sealed_at=now)
-                )
+                own.append(("call.sealed", {}))
+                changes["sealed_at"] = now
                 done.append("sealed")
-            row = await lock_head(conn, call, changing=False)
-            return record_of(row), done
+            if own:
+                head = await append_own_all(conn, head, own, now, **changes)
+            return record_of(head), done
 
     async def read(self, call: str, after: int = 0, limit: int = 10_000) -> CallLog:
         """Entries of ``call`` with seq above ``after``, in seq order; ``NotFound`` if unknown."""

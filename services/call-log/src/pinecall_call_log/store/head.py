@@ -1,6 +1,9 @@
 """A call's head row: what the call is and where its log stands, locked by every change.
 
 Shared by :mod:`.calls` and :mod:`.agents`; the SQL of the head and of writing entries after it.
+:data:`WRITE_AT_HEAD` is a batch's common case in one statement: it moves the head only if it
+stands at the batch's count and writes the entries under the places it took, or, when the head
+stands elsewhere, changes nothing.
 """
 
 from __future__ import annotations
@@ -9,6 +12,7 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
+import msgspec
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
@@ -18,6 +22,28 @@ from pinecall_contracts.calls import BatchWritten, CallRecord, Entry
 from pinecall_servicekit.errors import Conflict, NotFound
 
 Head = sa.Row[Any]
+
+WRITE_AT_HEAD = sa.text(
+    f"""
+    WITH moved AS (
+        UPDATE {CALLS.fullname} SET written = written + :size, last_seq = last_seq + :size
+        WHERE call_id = :call AND written = :after AND sealed_at IS NULL
+        RETURNING last_seq
+    ), written AS (
+        INSERT INTO {ENTRIES.fullname} (call_id, seq, counted, kind, ts, data, digest)
+        SELECT :call, moved.last_seq - :size + e.i, :after + e.i - 1,
+               e.kind, e.ts, e.data::jsonb, e.digest
+        FROM moved, unnest(
+            CAST(:kinds AS text[]), CAST(:ts AS timestamptz[]),
+            CAST(:data AS text[]), CAST(:digests AS bytea[])
+        ) WITH ORDINALITY AS e(kind, ts, data, digest, i)
+    )
+    SELECT last_seq FROM moved
+    """
+)
+"""The head moves on by the batch's size if it stands at ``after`` and the call is not sealed (an
+UPDATE at READ COMMITTED waits for the row and re-reads its newest version), and the entries take
+the seqs it moved past; no row when the head stands elsewhere (then nothing was written)."""
 
 
 def record_of(row: sa.Row[Any]) -> CallRecord:
@@ -62,12 +88,65 @@ async def append_own(
 ) -> int:
     """Write one of the service's own entries after ``head`` (locked): it takes a seq and is not
     counted. Returns its seq; the head's ``last_seq`` is moved on."""
-    seq = int(head.last_seq) + 1
+    return int((await append_own_all(conn, head, [(kind, data)], now)).last_seq)
+
+
+async def append_own_all(
+    conn: AsyncConnection,
+    head: Head,
+    own: Sequence[tuple[str, dict[str, Any]]],
+    now: dt.datetime,
+    **changes: Any,
+) -> Head:
+    """Write the service's own entries ``own`` (kind, data) after ``head`` (locked), each taking
+    the next seq, none counted, and move the head past them, setting ``changes`` on it in the same
+    statement. Returns the head as it stands now (two statements, whatever the number of entries)."""
+    first = int(head.last_seq) + 1
     await conn.execute(
-        sa.insert(ENTRIES).values(call_id=head.call_id, seq=seq, kind=kind, ts=now, data=data)
+        sa.insert(ENTRIES),
+        [
+            {"call_id": head.call_id, "seq": first + i, "kind": kind, "ts": now, "data": data}
+            for i, (kind, data) in enumerate(own)
+        ],
     )
-    await conn.execute(sa.update(CALLS).where(CALLS.c.call_id == head.call_id).values(last_seq=seq))
-    return seq
+    moved = (
+        sa.update(CALLS)
+        .where(CALLS.c.call_id == head.call_id)
+        .values(last_seq=first + len(own) - 1, **changes)
+        .returning(*CALLS.c)
+    )
+    return (await conn.execute(moved)).one()
+
+
+async def write_at_head(
+    conn: AsyncConnection,
+    call: str,
+    after: int,
+    entries: Sequence[Entry],
+    digests: Sequence[bytes],
+    now: dt.datetime,
+) -> BatchWritten | None:
+    """A batch written whole at the head by :data:`WRITE_AT_HEAD` in ``conn``'s transaction, or
+    None if the head did not stand at ``after`` (or the call is unknown or sealed) and nothing was
+    written. ``entries`` is not empty."""
+    row = (
+        await conn.execute(
+            WRITE_AT_HEAD,
+            {
+                "call": call,
+                "after": after,
+                "size": len(entries),
+                "kinds": [e.kind for e in entries],
+                "ts": [domain.clamp(e.ts, now) for e in entries],
+                "data": [msgspec.json.encode(e.data).decode() for e in entries],
+                "digests": list(digests),
+            },
+        )
+    ).first()
+    if row is None:
+        return None
+    first = int(row.last_seq) - len(entries) + 1
+    return BatchWritten(seqs=list(range(first, first + len(entries))), written=after + len(entries))
 
 
 async def insert_entries(
