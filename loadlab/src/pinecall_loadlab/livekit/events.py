@@ -75,6 +75,16 @@ class JobStatusChanged:
 
 
 @dataclass(frozen=True, kw_only=True)
+class DispatchCreated:
+    """A dispatch made by CreateDispatch (not the ones a room's creation makes)."""
+
+    room: str
+    dispatch_id: str
+    agent_name: str
+    metadata: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class ParticipantJoined:
     room: str
     identity: str

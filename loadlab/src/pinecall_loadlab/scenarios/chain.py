@@ -1,0 +1,311 @@
+"""The runtime choosing, whole, in one process: the stand-in → webhook-ingest → JetStream →
+dispatcher → CreateDispatch → real workers heartbeating to a real roster.
+
+Each service is its own production app (``create_app``) run in this event loop and reached over
+ASGI (``pinecall_servicekit.testing.apps.running``); the stand-in's webhooks reach webhook-ingest
+through a loopback relay (the stand-in posts over HTTP, as LiveKit does, and the relay hands the
+exact bytes and headers on). Workers are unmodified ``pinecall_worker.server.Worker``s with a
+light entrypoint (``answer_and_hold``: the job joins its lab room as the agent), on the THREAD
+executor; their heartbeats go through a transport that :meth:`LabWorker.vanish` cuts, so a worker
+can vanish as a machine does (frozen on LiveKit's socket, silent to the roster). The overflow is a
+lab ``AgentServer`` registered as ``<fleet>/overflow`` that answers and holds, so a room sent to it
+is observable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from aiohttp import web
+from livekit import api
+from livekit.agents import AgentServer, JobExecutorType
+from livekit.protocol import models
+
+from pinecall_contracts.base import encode
+from pinecall_contracts.fleet import WorkerHeartbeat
+from pinecall_dispatcher.app import create_app as dispatcher_app
+from pinecall_dispatcher.placing import Placing
+from pinecall_dispatcher.service import DispatcherService
+from pinecall_dispatcher.settings import DispatcherSettings
+from pinecall_loadlab.livekit import StandIn
+from pinecall_loadlab.livekit import events as ev
+from pinecall_loadlab.livekit.labagents import LabWorkers, answer_and_hold
+from pinecall_roster.app import create_app as roster_app
+from pinecall_roster.settings import RosterSettings
+from pinecall_servicekit.testing.apps import Replica, running
+from pinecall_webhook_ingest.app import create_app as ingest_app
+from pinecall_webhook_ingest.settings import IngestSettings
+from pinecall_worker.server import Worker
+from pinecall_worker.settings import WorkerSettings
+
+AGENT_NAME = "lk.agent_name"
+
+
+@dataclass(kw_only=True)
+class ChainConfig:
+    """Where the chain's services store and talk, their keys, and the dispatcher's numbers."""
+
+    database_url: str
+    nats_url: str
+    namespace: str
+    operator_key: str
+    fleet_keys: dict[str, str]
+    """Fleet key per environment, for the workers' heartbeats."""
+    api_key: str
+    api_secret: str
+    """The stand-in's LiveKit key, used for every environment."""
+    heartbeat_s: float = 5.0
+    dispatcher: dict[str, Any] = field(default_factory=dict)
+    """DispatcherSettings fields to change (the rules' numbers, shortened in tests)."""
+
+
+class Cuttable(httpx.AsyncBaseTransport):
+    """A transport that fails every request once cut, as a vanished machine's would."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.cut = False
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if self.cut:
+            raise httpx.ConnectError("the machine is gone", request=request)
+        return await self.inner.handle_async_request(request)
+
+
+@dataclass(kw_only=True)
+class LabWorker:
+    """A real worker of the chain."""
+
+    worker: Worker
+    task: asyncio.Task[Any]
+    transport: Cuttable
+    lk: StandIn
+
+    @property
+    def name(self) -> str:
+        return self.worker.name
+
+    @property
+    def worker_id(self) -> str:
+        [registered] = self.lk.events.of(ev.WorkerRegistered, lambda e: e.agent_name == self.name)
+        return registered.worker_id
+
+    def vanish(self) -> None:
+        """The machine is gone: LiveKit keeps its socket (a ghost), the roster hears nothing."""
+        self.lk.freeze(self.worker_id)
+        self.transport.cut = True
+
+
+class Chain:
+    """The services of the runtime choosing, and its workers."""
+
+    def __init__(
+        self,
+        lk: StandIn,
+        config: ChainConfig,
+        roster: Replica,
+        replica: Callable[[], contextlib.AbstractAsyncContextManager[Replica]],
+    ) -> None:
+        self.lk, self.config, self.roster = lk, config, roster
+        self.replica = replica
+        """Start another dispatcher replica (an async context manager)."""
+        self.dispatchers: list[Replica] = []
+        self.workers: list[LabWorker] = []
+        self.lab = LabWorkers(lk, config.api_key, config.api_secret)
+        """Lab AgentServers of the chain (the overflow; LiveKit-choosing workers)."""
+        self._beats: list[asyncio.Task[None]] = []
+        self._tmp = tempfile.TemporaryDirectory(prefix="pinecall-chain-")
+        self.livekit = api.LiveKitAPI(lk.url, config.api_key, config.api_secret)
+
+    @property
+    def service(self) -> DispatcherService:
+        """The first dispatcher replica's service."""
+        service: DispatcherService = self.dispatchers[0].app.state.dispatcher
+        return service
+
+    async def worker(
+        self, host: str, *, seats: int, fleet: str = "pinecall", environment: str = "production"
+    ) -> LabWorker:
+        """Start a real worker of ``fleet`` with ``seats``; returns once LiveKit registered it
+        and the roster heard it say so."""
+        settings = WorkerSettings.from_env(
+            {},
+            fleet=fleet,
+            fleet_key=self.config.fleet_keys[environment],
+            max_jobs=seats,
+            worker_host=host,
+            livekit_url=self.lk.url,
+            livekit_api_key=self.config.api_key,
+            livekit_api_secret=self.config.api_secret,
+            heartbeat_s=self.config.heartbeat_s,
+            drain_timeout_s=1,
+            measures_socket=os.path.join(self._tmp.name, f"{host}.sock"),
+        )
+        transport = Cuttable(httpx.ASGITransport(app=self.roster.app))  # type: ignore[arg-type]
+        client = httpx.AsyncClient(transport=transport, base_url="http://roster.lab")
+        worker = Worker(
+            settings,
+            answer_and_hold,
+            roster=client,
+            executor=JobExecutorType.THREAD,
+            num_idle_processes=2,
+            start=int(time.time()),
+        )
+        task = asyncio.create_task(worker.run(), name=f"worker-{host}")
+        handle = LabWorker(worker=worker, task=task, transport=transport, lk=self.lk)
+        self.workers.append(handle)
+        async with asyncio.timeout(60):
+            await worker.registered.wait()
+            await worker.heartbeat.beat()  # said registered now, not at its next beat
+            await self._heard()
+        return handle
+
+    async def _heard(self) -> None:
+        """Every dispatcher replica reads the roster now (not when its rows are next stale)."""
+        for replica in self.dispatchers:
+            await replica.app.state.dispatcher.roster.refresh()
+
+    async def pretend(
+        self,
+        host: str,
+        *,
+        seats: int,
+        load: Callable[[AgentServer], float],
+        fleet: str = "pinecall",
+        environment: str = "production",
+    ) -> str:
+        """A lab ``AgentServer`` under the worker name ``<fleet>/<host>.<start>``, reporting
+        ``load`` to LiveKit (1.0 declines every offer), with heartbeats of a worker with
+        ``seats`` and no call; returns the name."""
+        name = f"{fleet}/{host}.{int(time.time())}"
+        await self.lab.start(agent_name=name, seats=seats, load=load)
+        body = WorkerHeartbeat(
+            fleet=fleet, worker=name, agent_name=name, active=0, max_jobs=seats, load=0.0
+        )
+        headers = {"authorization": f"Bearer {self.config.fleet_keys[environment]}"}
+
+        async def beat() -> None:
+            while True:
+                await self.roster.post(
+                    "/v1/fleet/heartbeat",
+                    content=encode(body),
+                    headers=headers | {"content-type": "application/json"},
+                )
+                await asyncio.sleep(self.config.heartbeat_s)  # a heartbeat's cadence
+
+        self._beats.append(asyncio.create_task(beat(), name=f"heartbeat-{host}"))
+        await self._heard()
+        return name
+
+    async def overflow(self, fleet: str = "pinecall") -> str:
+        """Register ``<fleet>/overflow``: a lab server that answers every room it is sent."""
+        async with asyncio.timeout(60):
+            return await self.lab.start(agent_name=f"{fleet}/overflow", seats=1000)
+
+    async def handled(self, room: str, event: str, kind: str | None = None) -> None:
+        """Wait until a dispatcher replica applied ``event`` of ``room`` (of a ``kind``
+        participant); bound it with ``asyncio.timeout``."""
+
+        def seen(placing: Placing) -> bool:
+            return any(
+                e.room == room and e.event == event and kind in (None, e.participant_kind)
+                for e in placing.handled
+            )
+
+        placings = [r.app.state.dispatcher.placing for r in self.dispatchers]
+        waits = [
+            asyncio.ensure_future(p.changes.wait_for(lambda p=p: seen(p), timeout=3600))
+            for p in placings
+        ]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
+            await asyncio.gather(*waits, return_exceptions=True)
+
+    async def answered_by(self, room: str) -> str | None:
+        """The agent name of the agent in ``room`` (a worker's, or ``<fleet>/overflow``)."""
+        people = await self.livekit.room.list_participants(api.ListParticipantsRequest(room=room))
+        for p in people.participants:
+            if p.kind == models.ParticipantInfo.Kind.AGENT:
+                return p.attributes.get(AGENT_NAME, "")
+        return None
+
+    async def aclose(self) -> None:
+        for beat in self._beats:
+            beat.cancel()
+        await asyncio.gather(*self._beats, return_exceptions=True)
+        for handle in reversed(self.workers):  # each restores the environment it changed
+            handle.worker.stop()
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(30):
+                    await handle.task
+        await self.lab.aclose()
+        await self.livekit.aclose()
+        self._tmp.cleanup()
+
+
+async def _relay(ingest: Replica) -> tuple[web.AppRunner, str]:
+    """A loopback server handing each webhook, bytes and headers unchanged, to webhook-ingest."""
+
+    async def forward(request: web.Request) -> web.Response:
+        headers = {k: v for k, v in request.headers.items() if k.lower() != "host"}
+        r = await ingest.post(
+            request.path_qs, content=await request.read(), headers=headers, timeout=30
+        )
+        return web.Response(status=r.status_code, body=r.content)
+
+    app = web.Application()
+    app.router.add_post("/v1/livekit/webhook", forward)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/v1/livekit/webhook"
+
+
+@contextlib.asynccontextmanager
+async def runtime_chain(
+    lk: StandIn,
+    config: ChainConfig,
+    *,
+    call_log: httpx.AsyncClient | None = None,
+    dispatchers: int = 1,
+) -> AsyncIterator[Chain]:
+    """The chain on ``lk``: roster, webhook-ingest (LiveKit's webhooks to it) and ``dispatchers``
+    dispatcher replicas (``Chain.replica()`` starts more)."""
+    base = {
+        "database_url": config.database_url,
+        "nats_url": config.nats_url,
+        "nats_namespace": config.namespace,
+        "log_format": "text",
+    }
+    keys = f"production={config.api_key}:{config.api_secret},sandbox={config.api_key}:{config.api_secret}"
+    settings = DispatcherSettings.from_env(
+        {}, **base, livekit_keys=keys, operator_key=config.operator_key, **config.dispatcher
+    )
+    async with (
+        running(roster_app(RosterSettings.from_env({}, **base, livekit_url=lk.url))) as roster,
+        running(ingest_app(IngestSettings.from_env({}, **base, livekit_keys=keys))) as ingest,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        runner, url = await _relay(ingest)
+        stack.push_async_callback(runner.cleanup)
+        lk.webhooks.urls.append(url)
+        stack.callback(lk.webhooks.urls.remove, url)
+        chain = Chain(
+            lk, config, roster, lambda: running(dispatcher_app(settings, call_log=call_log))
+        )
+        stack.push_async_callback(chain.aclose)
+        for _ in range(dispatchers):
+            chain.dispatchers.append(await stack.enter_async_context(chain.replica()))
+        yield chain
