@@ -7,6 +7,7 @@ The dispatcher's numbers are shortened (conftest ``SHORT``: re-offer and fleet w
 from __future__ import annotations
 
 import asyncio
+import itertools
 
 from livekit import api
 
@@ -89,7 +90,8 @@ async def test_declined_and_unanswered_offers_go_to_another_then_to_the_overflow
     assert created[3].agent_name == "pinecall/overflow"
     journal = await journal_of(chain, call.room)
     assert journal.lines[3].line.endswith("offered 3 times and never opened")
-    gaps = [(b.at - a.at).total_seconds() for a, b in zip(journal.lines, journal.lines[1:4])]
+    firsts = journal.lines[:4]
+    gaps = [(b.at - a.at).total_seconds() for a, b in itertools.pairwise(firsts)]
     assert all(gap >= 4.0 for gap in gaps)
     # a late accept never puts two agents in the room: only the overflow's dispatch is left
     left = await chain.livekit.agent_dispatch.list_dispatch(call.room)
@@ -105,7 +107,8 @@ async def test_a_fleet_nobody_heard_waits_then_overflows(chain: Chain) -> None:
     [line, _opened] = (await journal_of(chain, call.room)).lines
     assert line.line.endswith("no worker of the fleet heard lately")
     [row] = await chain.service.store.rooms.of_room("production", call.room)
-    assert row.arrived_at is not None and row.offered_at is not None
+    assert row.arrived_at is not None
+    assert row.offered_at is not None
     assert (row.offered_at - row.arrived_at).total_seconds() >= 4.0  # the fleet's wait
 
 
