@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import os
 import tempfile
 import time
@@ -32,7 +33,6 @@ from livekit.protocol import models
 from pinecall_contracts.base import encode
 from pinecall_contracts.fleet import WorkerHeartbeat
 from pinecall_dispatcher.app import create_app as dispatcher_app
-from pinecall_dispatcher.placing import Placing
 from pinecall_dispatcher.service import DispatcherService
 from pinecall_dispatcher.settings import DispatcherSettings
 from pinecall_loadlab.livekit import StandIn
@@ -40,6 +40,7 @@ from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.labagents import LabWorkers, answer_and_hold
 from pinecall_roster.app import create_app as roster_app
 from pinecall_roster.settings import RosterSettings
+from pinecall_servicekit.changes import Changes
 from pinecall_servicekit.testing.apps import Replica, running
 from pinecall_webhook_ingest.app import create_app as ingest_app
 from pinecall_webhook_ingest.settings import IngestSettings
@@ -214,16 +215,30 @@ class Chain:
         """Wait until a dispatcher replica applied ``event`` of ``room`` (of a ``kind``
         participant); bound it with ``asyncio.timeout``."""
 
-        def seen(placing: Placing) -> bool:
+        def seen(service: DispatcherService) -> bool:
             return any(
                 e.room == room and e.event == event and kind in (None, e.participant_kind)
-                for e in placing.handled
+                for e in service.placing.handled
             )
 
-        placings = [r.app.state.dispatcher.placing for r in self.dispatchers]
+        await self._any_replica(lambda s: s.placing.changes, seen)
+
+    async def outcome(self, call: str, outcome: str) -> None:
+        """Wait until a dispatcher replica's offer of ``call`` came to ``outcome``
+        (``dispatched``, ``room_gone``, …); bound it with ``asyncio.timeout``."""
+        await self._any_replica(
+            lambda s: s.offering.changes, lambda s: (call, outcome) in s.offering.outcomes
+        )
+
+    async def _any_replica(
+        self,
+        changes: Callable[[DispatcherService], Changes],
+        holds: Callable[[DispatcherService], bool],
+    ) -> None:
+        services: list[DispatcherService] = [r.app.state.dispatcher for r in self.dispatchers]
         waits = [
-            asyncio.ensure_future(p.changes.wait_for(lambda p=p: seen(p), timeout=3600))
-            for p in placings
+            asyncio.ensure_future(changes(s).wait_for(functools.partial(holds, s), timeout=3600))
+            for s in services
         ]
         try:
             await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections import deque
+from typing import Literal
 
 import msgspec
 
@@ -31,9 +32,13 @@ from pinecall_dispatcher.metrics import Metrics
 from pinecall_dispatcher.roster import RosterView
 from pinecall_dispatcher.settings import DispatcherSettings
 from pinecall_dispatcher.store import RoomRow, Store
+from pinecall_servicekit.changes import Changes
 from pinecall_servicekit.db import utcnow
 
 _log = logging.getLogger(__name__)
+Outcome = Literal["dispatched", "room_gone", "unavailable", "withdrawn"]
+"""What became of an offer taken: its dispatch made; the room gone (ended, no dispatch); LiveKit
+did not answer (offered again later); the room ended meanwhile (the dispatch deleted again)."""
 
 
 def job_offer(row: RoomRow) -> JobOffer:
@@ -82,8 +87,10 @@ class Offering:
         self.livekits = livekits
         self.roster = roster
         self.metrics = metrics
-        self.offered: Callable[[RoomRow], None] | None = None
-        """Called with each room dispatched (tests and the lab await it)."""
+        self.outcomes: deque[tuple[str, Outcome]] = deque(maxlen=10_000)
+        """``(call, outcome)`` of the newest offers taken here, oldest first."""
+        self.changes = Changes()
+        """Notified after each outcome."""
 
     async def ring(self, call: str, fleet: str, livekit: LiveKit) -> None:
         """Offer the room of ``call`` at once: a caller just arrived (its dispatches were read)."""
@@ -145,16 +152,22 @@ class Offering:
             )
         except RoomGone:
             await self.store.rooms.ended(utcnow(), row.call, "room_gone")
+            await self._outcome(row, "room_gone")
             return
         except LiveKitUnavailable as exc:
             _log.warning("room %s: not dispatched (%s); offered again later", row.call, exc)
+            await self._outcome(row, "unavailable")
             return
         confirmed = await self.store.offers.confirm(row.call, len(row.tried), dispatch)
         if confirmed is None or confirmed.state == "ended":
             await livekit.delete_dispatch(row.room, dispatch)
+            await self._outcome(row, "withdrawn")
             return
-        if self.offered is not None:
-            self.offered(confirmed)
+        await self._outcome(row, "dispatched")
+
+    async def _outcome(self, row: RoomRow, outcome: Outcome) -> None:
+        self.outcomes.append((row.call, outcome))
+        await self.changes.notify()
 
     async def _livekit(self, row: RoomRow) -> LiveKit:
         record = await self.roster.fleet(row.fleet)

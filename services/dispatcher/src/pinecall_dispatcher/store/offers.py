@@ -121,7 +121,7 @@ class FleetOffers:
                     worker=overflow,
                     offered_at=self.now,
                     outcome=reason,
-                    waited=ROOMS.c.waited | waited,
+                    waited=ROOMS.c.waited | waited | (_offers_made > 0),
                 )
                 .returning(ROOMS)
             )

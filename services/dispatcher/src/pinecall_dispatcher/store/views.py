@@ -1,7 +1,7 @@
 """What the operator reads: a call's journal, each fleet's rooms waiting, the rooms kept.
 
-A room *waited* for a worker when it was offered again, went to the overflow for want of an open
-(three offers, or a fleet nobody heard), or is still unopened a re-offer's time after it arrived;
+A room *waited* for a worker when it was offered again, went to the overflow after an offer nobody
+opened or for a fleet nobody heard, or is still unopened a re-offer's time after it arrived;
 ``waiting`` counts those that arrived in the last ten minutes (seed 000: "a number that is not 0
 is a call that LiveKit or a worker dropped"). A room is *kept* when it is still in offers (waiting
 or overflowed, never opened) past ``kept_s``: only a deployment with no replica sweeping leaves
@@ -51,7 +51,7 @@ class ViewStore:
         in_offers = ROOMS.c.state.in_(("waiting", "overflow"))
         waited = sa.or_(
             ROOMS.c.waited,
-            sa.and_(ROOMS.c.state == "waiting", ROOMS.c.arrived_at <= unopened_since),
+            sa.and_(in_offers, ROOMS.c.arrived_at <= unopened_since),
         )
         rooms = sa.select(
             ROOMS.c.fleet,
