@@ -44,6 +44,7 @@ async def test_a_hang_up_before_an_open_ends_the_offers_and_withdraws_the_dispat
     assert len(chain.lk.events.of(ev.DispatchCreated, lambda e: e.room == "hangup-1")) == 1
     [row] = await chain.service.store.rooms.of_room("production", "hangup-1")
     assert (row.state, row.outcome) == ("ended", "caller_hangup")
+    assert row.agent == "pinecall"  # a SIP rule's ring with no CallRing: the fleet's own agent
     left = await chain.livekit.agent_dispatch.list_dispatch("hangup-1")
     assert [d.agent_name for d in left] == ["pinecall"]  # only the ring: ours was deleted
     journal = await chain.service.store.views.journal(row.call)

@@ -47,7 +47,12 @@ async def test_a_sip_call_is_offered_at_once_by_name_with_its_job(chain: Chain) 
         1,
         "answer",
     )
-    assert (offer.caller, offer.number, offer.agent) == ("sip", "+1555000000", "pinecall")
+    assert (offer.caller, offer.number, offer.agent, offer.org) == (
+        "sip",
+        "+1555000000",
+        "lab-agent",
+        "lab",
+    )
     [line, opened] = (await journal_of(chain, call.room)).lines
     assert line.line == (
         f"room {offer.call}: offered to {a.name}: 4 seats free, heard 0 s ago (offer 1)"

@@ -90,6 +90,18 @@ def migrate(url: str, script_location: Path, schema: str, revision: str = "head"
     command.upgrade(config, revision)
 
 
+def migrate_installed(url: str) -> list[str]:
+    """Every installed service's migrations on ``url`` (the ``pinecall_runtime.migrations``
+    entry points, by name); returns the services migrated (blocking)."""
+    from importlib.metadata import entry_points
+
+    done = []
+    for ep in sorted(entry_points(group="pinecall_runtime.migrations"), key=lambda e: e.name):
+        ep.load()(url)
+        done.append(ep.name)
+    return done
+
+
 def run_migration_env(target_metadata: sa.MetaData) -> None:
     """The body of every service's ``migrations/env.py``: online migrations on a sync engine."""
     from alembic import context

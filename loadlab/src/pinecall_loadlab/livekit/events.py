@@ -8,8 +8,9 @@ tests await events instead of sleeping. The log is the stand-in's own (LiveKit h
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 E = TypeVar("E")
@@ -82,6 +83,8 @@ class DispatchCreated:
     dispatch_id: str
     agent_name: str
     metadata: str
+    at: float = field(default_factory=time.time)
+    """When the stand-in received it (Unix seconds)."""
 
 
 @dataclass(frozen=True, kw_only=True)

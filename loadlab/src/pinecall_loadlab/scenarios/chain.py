@@ -64,6 +64,7 @@ class ChainConfig:
     api_secret: str
     """The stand-in's LiveKit key, used for every environment."""
     heartbeat_s: float = 5.0
+    log_level: str = "INFO"
     dispatcher: dict[str, Any] = field(default_factory=dict)
     """DispatcherSettings fields to change (the rules' numbers, shortened in tests)."""
 
@@ -303,6 +304,7 @@ async def runtime_chain(
         "nats_url": config.nats_url,
         "nats_namespace": config.namespace,
         "log_format": "text",
+        "log_level": config.log_level,
     }
     keys = f"production={config.api_key}:{config.api_secret},sandbox={config.api_key}:{config.api_secret}"
     settings = DispatcherSettings.from_env(

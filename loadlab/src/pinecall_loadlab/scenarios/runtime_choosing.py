@@ -6,8 +6,8 @@ fleet's plain name, the caller joining as a SIP participant); the dispatcher pla
 or ``<fleet>/overflow``); a call no agent joins within ``settle_s`` is *silent*.
 
 ``settle_each`` waits for each call's agent before the next call (the seeds' capacity runs, one
-after another); otherwise calls are placed ``interval_s`` apart regardless (the ghost run, a burst),
-and every call is awaited at the end.
+after another); either way ``interval_s`` passes before the next call, and every call is awaited
+at the end (the ghost run, a burst: calls placed ``interval_s`` apart regardless).
 """
 
 from __future__ import annotations
@@ -19,12 +19,16 @@ from dataclasses import dataclass
 
 from livekit.protocol import models
 
+from pinecall_contracts.base import encode
+from pinecall_contracts.dispatch import CallRing
 from pinecall_labroom import LabRoom
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.callers import sip_call
 from pinecall_loadlab.scenarios.chain import Chain
 
 AGENT = models.ParticipantInfo.Kind.AGENT
+RING = encode(CallRing(agent="lab-agent", org="lab", caller="sip")).decode()
+"""What the lab's SIP dispatch rule puts on its ring."""
 
 
 @dataclass
@@ -47,7 +51,7 @@ async def place_calls(
     prefix: str,
     calls: int,
     fleet: str = "pinecall",
-    interval_s: float = 1.0,
+    interval_s: float = 0.0,
     settle_each: bool = False,
     settle_s: float = 60.0,
     before_call: Callable[[int], Awaitable[None]] | None = None,
@@ -68,13 +72,14 @@ async def place_calls(
                 room=room,
                 fleet=fleet,
                 phone=f"+1555{i:06d}",
+                metadata=RING,
             )
         )
         if settle_each:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(settle_s):
                     await _answered(chain, room)
-        elif interval_s > 0:
+        if interval_s > 0:
             await asyncio.sleep(interval_s)  # the experiment's pacing, not a wait for an event
     with contextlib.suppress(TimeoutError):
         async with asyncio.timeout(settle_s):

@@ -68,6 +68,7 @@ class Placing:
         self.store, self.livekits, self.roster, self.offering = store, livekits, roster, offering
         self.handled: deque[LiveKitEvent] = deque(maxlen=HANDLED)
         """The newest events handled here, oldest first (an operator's and a test's view)."""
+        self.handled_calls: deque[CallEvent] = deque(maxlen=HANDLED)
         self.changes = Changes()
         """Notified after each event handled."""
 
@@ -132,10 +133,13 @@ class Placing:
             )
 
     async def call_event(self, event: CallEvent) -> None:
+        """Apply ``call.opened`` or ``call.ended``; ``handled_calls`` holds it once applied."""
         if event.what == "opened":
             await self.store.rooms.opened(utcnow(), event.worker, call=event.call)
         else:
             await self.store.rooms.ended(utcnow(), event.call, event.outcome or event.what)
+        self.handled_calls.append(event)
+        await self.changes.notify()
 
     async def _livekit(self, environment: str) -> LiveKit | None:
         record = await self.roster.fleet_of(environment)
