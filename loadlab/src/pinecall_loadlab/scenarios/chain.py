@@ -27,25 +27,22 @@ from typing import Any
 import httpx
 from aiohttp import web
 from livekit import api
-from livekit.agents import AgentServer, JobExecutorType
+from livekit.agents import AgentServer
 from livekit.protocol import models
 
-from pinecall_contracts.base import encode
 from pinecall_contracts.fleet import WorkerHeartbeat
 from pinecall_dispatcher.app import create_app as dispatcher_app
 from pinecall_dispatcher.service import DispatcherService
 from pinecall_dispatcher.settings import DispatcherSettings
 from pinecall_loadlab.livekit import StandIn
-from pinecall_loadlab.livekit import events as ev
-from pinecall_loadlab.livekit.labagents import LabWorkers, answer_and_hold
+from pinecall_loadlab.livekit.labagents import LabWorkers
+from pinecall_loadlab.scenarios.labworkers import LabWorker, beat_forever, start_worker
 from pinecall_roster.app import create_app as roster_app
 from pinecall_roster.settings import RosterSettings
 from pinecall_servicekit.changes import Changes
 from pinecall_servicekit.testing.apps import Replica, running
 from pinecall_webhook_ingest.app import create_app as ingest_app
 from pinecall_webhook_ingest.settings import IngestSettings
-from pinecall_worker.server import Worker
-from pinecall_worker.settings import WorkerSettings
 
 AGENT_NAME = "lk.agent_name"
 
@@ -67,43 +64,6 @@ class ChainConfig:
     log_level: str = "INFO"
     dispatcher: dict[str, Any] = field(default_factory=dict)
     """DispatcherSettings fields to change (the rules' numbers, shortened in tests)."""
-
-
-class Cuttable(httpx.AsyncBaseTransport):
-    """A transport that fails every request once cut, as a vanished machine's would."""
-
-    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
-        self.inner = inner
-        self.cut = False
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if self.cut:
-            raise httpx.ConnectError("the machine is gone", request=request)
-        return await self.inner.handle_async_request(request)
-
-
-@dataclass(kw_only=True)
-class LabWorker:
-    """A real worker of the chain."""
-
-    worker: Worker
-    task: asyncio.Task[Any]
-    transport: Cuttable
-    lk: StandIn
-
-    @property
-    def name(self) -> str:
-        return self.worker.name
-
-    @property
-    def worker_id(self) -> str:
-        [registered] = self.lk.events.of(ev.WorkerRegistered, lambda e: e.agent_name == self.name)
-        return registered.worker_id
-
-    def vanish(self) -> None:
-        """The machine is gone: LiveKit keeps its socket (a ghost), the roster hears nothing."""
-        self.lk.freeze(self.worker_id)
-        self.transport.cut = True
 
 
 class Chain:
@@ -138,31 +98,17 @@ class Chain:
     ) -> LabWorker:
         """Start a real worker of ``fleet`` with ``seats``; returns once LiveKit registered it
         and the roster heard it say so."""
-        settings = WorkerSettings.from_env(
-            {},
+        handle = start_worker(
+            self.lk,
+            self.roster,
+            self.config,
+            host=host,
+            seats=seats,
             fleet=fleet,
             fleet_key=self.config.fleet_keys[environment],
-            max_jobs=seats,
-            worker_host=host,
-            livekit_url=self.lk.url,
-            livekit_api_key=self.config.api_key,
-            livekit_api_secret=self.config.api_secret,
-            heartbeat_s=self.config.heartbeat_s,
-            drain_timeout_s=1,
-            measures_socket=os.path.join(self._tmp.name, f"{host}.sock"),
+            measures=os.path.join(self._tmp.name, f"{host}.sock"),
         )
-        transport = Cuttable(httpx.ASGITransport(app=self.roster.app))  # type: ignore[arg-type]
-        client = httpx.AsyncClient(transport=transport, base_url="http://roster.lab")
-        worker = Worker(
-            settings,
-            answer_and_hold,
-            roster=client,
-            executor=JobExecutorType.THREAD,
-            num_idle_processes=2,
-            start=int(time.time()),
-        )
-        task = asyncio.create_task(worker.run(), name=f"worker-{host}")
-        handle = LabWorker(worker=worker, task=task, transport=transport, lk=self.lk)
+        worker = handle.worker
         self.workers.append(handle)
         async with asyncio.timeout(60):
             await worker.registered.wait()
@@ -189,21 +135,15 @@ class Chain:
         ``seats`` and no call; returns the name."""
         name = f"{fleet}/{host}.{int(time.time())}"
         await self.lab.start(agent_name=name, seats=seats, load=load)
-        body = WorkerHeartbeat(
-            fleet=fleet, worker=name, agent_name=name, active=0, max_jobs=seats, load=0.0
+        beat = beat_forever(
+            self.roster,
+            WorkerHeartbeat(
+                fleet=fleet, worker=name, agent_name=name, active=0, max_jobs=seats, load=0.0
+            ),
+            self.config.fleet_keys[environment],
+            self.config.heartbeat_s,
         )
-        headers = {"authorization": f"Bearer {self.config.fleet_keys[environment]}"}
-
-        async def beat() -> None:
-            while True:
-                await self.roster.post(
-                    "/v1/fleet/heartbeat",
-                    content=encode(body),
-                    headers=headers | {"content-type": "application/json"},
-                )
-                await asyncio.sleep(self.config.heartbeat_s)  # a heartbeat's cadence
-
-        self._beats.append(asyncio.create_task(beat(), name=f"heartbeat-{host}"))
+        self._beats.append(asyncio.create_task(beat, name=f"heartbeat-{host}"))
         await self._heard()
         return name
 

@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import msgspec
 from livekit import api
 
+from pinecall_dispatcher.settings import DispatcherSettings
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.labagents import LabWorkers, LoadReport
@@ -108,7 +110,10 @@ async def capacity(
         placed = await livekit_choosing.place_calls(
             lk, lkapi, agent_name="capacity-lk", calls=calls, interval_s=setup.interval_s
         )
-        livekit = _livekit_row(placed, workers * seats)
+        took = Counter(c.offered_to[-1] for c in placed if c.answered)
+        livekit = _livekit_row(
+            placed, workers * seats, {f"worker_{i + 1}": n for i, n in enumerate(took.values())}
+        )
     finally:
         await lab.aclose()
         await lkapi.aclose()
@@ -124,7 +129,10 @@ async def capacity(
             interval_s=setup.interval_s,
             settle_s=setup.settle_s,
         )
-        runtime = _runtime_row(answered, workers * seats)
+        took = Counter(a.by for a in answered if a.by and not a.by.endswith("/overflow"))
+        runtime = _runtime_row(
+            answered, workers * seats, {f"worker_{i + 1}": n for i, n in enumerate(took.values())}
+        )
         for c in callers:
             await c.leave()
     return Experiment(experiment="capacity", modes=[runtime, livekit])
@@ -159,7 +167,9 @@ async def ghost(
             placed,
             2 * seats,
             {
-                "offered_to_ghost": sum(frozen in c.offered_to for c in placed),
+                "offered_to_ghost_once_gone": sum(
+                    frozen in c.offered_to for c in placed[vanish_at - 1 :]
+                ),
                 "lost_to_ghost": sum(frozen in c.offered_to and not c.answered for c in placed),
             },
         )
@@ -186,23 +196,31 @@ async def ghost(
             settle_s=setup.settle_s,
             before_call=vanish,
         )
-        detail = _ghost_detail(chain.lk, b.name, vanished_at[0], chain.service.settings.heard_s)
+        detail = _ghost_detail(chain.lk, b.name, vanished_at[0], chain.service.settings)
         runtime = _runtime_row(answered, 2 * seats, detail)
         for c in callers:
             await c.leave()
     return Experiment(experiment="ghost", modes=[runtime, livekit])
 
 
-def _ghost_detail(lk: StandIn, ghost: str, vanished_at: float, heard_s: float) -> dict[str, int]:
-    """Offers to the ghost after it vanished, those re-offered, and any made past ``heard_s``."""
+def _ghost_detail(
+    lk: StandIn, ghost: str, vanished_at: float, rules: DispatcherSettings
+) -> dict[str, int]:
+    """Offers to the ghost once its machine was gone; the rooms of those offered again to
+    another, and how many of those sooner than the re-offer time after the ghost's offer; offers
+    to the ghost made once it was unheard ``heard_s`` (the rules say none of either)."""
     created = lk.events.of(ev.DispatchCreated, lambda e: e.room.startswith("ghost-"))
-    to_ghost = [d for d in created if d.agent_name == ghost]
-    rooms = {d.room for d in to_ghost}
-    reoffered = {d.room for d in created if d.room in rooms and d.agent_name != ghost}
+    to_ghost = {d.room: d for d in created if d.agent_name == ghost and d.at >= vanished_at}
+    again = {d.room: d for d in created if d.room in to_ghost and d.agent_name != ghost}
     return {
-        "offered_to_ghost": len(to_ghost),
-        "reoffered_to_the_other": len(reoffered),
-        "offered_to_ghost_once_unheard": sum(d.at > vanished_at + heard_s for d in to_ghost),
+        "offered_to_ghost_once_gone": len(to_ghost),
+        "reoffered_to_the_other": len(again),
+        "reoffered_sooner": sum(
+            d.at - to_ghost[room].at < rules.reoffer_s for room, d in again.items()
+        ),
+        "offered_to_ghost_once_unheard": sum(
+            d.at > vanished_at + rules.heard_s for d in to_ghost.values()
+        ),
     }
 
 
