@@ -186,7 +186,7 @@ async def _row_when_overflowed(chain: Chain, room: str) -> list[RoomRow]:
         ev.DispatchCreated, lambda e: e.room == room and e.agent_name == "pinecall/overflow"
     )
     rows = await chain.service.store.rooms.of_room("production", room)
-    await chain.outcome(rows[0].call, "dispatched")
+    await chain.outcome(rows[0].call, "dispatched", count=2)  # the offer, then the overflow
     return rows
 
 

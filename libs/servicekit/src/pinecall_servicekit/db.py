@@ -50,18 +50,23 @@ def sqlalchemy_url(url: str) -> str:
     return url
 
 
-def create_engine(url: str, *, pool_size: int = 5, max_overflow: int | None = None) -> AsyncEngine:
+def create_engine(
+    url: str, *, pool_size: int = 5, max_overflow: int | None = None, pre_ping: bool = True
+) -> AsyncEngine:
     """An async engine on ``url``; sessions run at READ COMMITTED in UTC.
 
     ``max_overflow`` (default ``pool_size``) connections beyond the pool are opened under bursts
     and closed when returned; a service under steady load sets it to 0 so it never pays for a
-    connection (and a Postgres backend) per burst.
+    connection (and a Postgres backend) per burst. ``pre_ping`` tests each connection as it is
+    taken from the pool (one round trip more a transaction); a service whose every operation is
+    retried anyway (a redelivered event, the next sweep) turns it off, and a connection lost with
+    its server is then found by the statement that fails, and the pool made anew.
     """
     return create_async_engine(
         sqlalchemy_url(url),
         pool_size=pool_size,
         max_overflow=pool_size if max_overflow is None else max_overflow,
-        pool_pre_ping=True,
+        pool_pre_ping=pre_ping,
         connect_args={"options": "-c timezone=UTC"},
     )
 

@@ -131,10 +131,18 @@ class EventLog:
     def __init__(self) -> None:
         self.events: list[Any] = []
         self._waiters: list[asyncio.Future[None]] = []
+        self._listeners: list[Callable[[Any], None]] = []
+
+    def listen(self, listener: Callable[[Any], None]) -> None:
+        """Call ``listener`` with every event appended from now on (a load that waits for many
+        events at once: each waiter of `wait_for` reads the whole log on every event)."""
+        self._listeners.append(listener)
 
     def append(self, event: Any) -> None:
-        """Record `event` and wake every waiter."""
+        """Record `event`, tell the listeners and wake every waiter."""
         self.events.append(event)
+        for listener in self._listeners:
+            listener(event)
         waiters, self._waiters = self._waiters, []
         for fut in waiters:
             if not fut.done():

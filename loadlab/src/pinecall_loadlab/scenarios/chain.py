@@ -164,11 +164,12 @@ class Chain:
 
         await self._any_replica(lambda s: s.placing.changes, seen)
 
-    async def outcome(self, call: str, outcome: str) -> None:
-        """Wait until a dispatcher replica's offer of ``call`` came to ``outcome``
+    async def outcome(self, call: str, outcome: str, *, count: int = 1) -> None:
+        """Wait until ``count`` offers of ``call`` on a dispatcher replica came to ``outcome``
         (``dispatched``, ``room_gone``, …); bound it with ``asyncio.timeout``."""
         await self._any_replica(
-            lambda s: s.offering.changes, lambda s: (call, outcome) in s.offering.outcomes
+            lambda s: s.offering.changes,
+            lambda s: list(s.offering.outcomes).count((call, outcome)) >= count,
         )
 
     async def _any_replica(

@@ -36,7 +36,11 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
         configure_telemetry("dispatcher", level=settings.log_level, fmt=settings.log_format)
-        engine = db.create_engine(settings.database_url, pool_size=settings.db_pool_size)
+        # every write is retried by a redelivered event or the next sweep: no pre-ping (the
+        # offer path's transactions are its latency)
+        engine = db.create_engine(
+            settings.database_url, pool_size=settings.db_pool_size, pre_ping=False
+        )
         client = call_log or httpx.AsyncClient(base_url=settings.call_log_url)
         service: DispatcherService | None = None
         ops = None

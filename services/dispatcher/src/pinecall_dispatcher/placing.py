@@ -3,8 +3,8 @@
 - ``participant_joined`` of a caller (``STANDARD`` or ``SIP``): read the room's newest dispatch
   on the LiveKit of the event's environment (ListDispatch); one to a fleet's plain name that no
   job took is the call to place: keep the room in offers (its call id is the ring's, or one made
-  from the ring's dispatch id) and offer it at once. The caller's presence is read *after* the row
-  is written, so a hang-up handled in between is never missed.
+  from the ring's dispatch id) and offer it at once (``Offering.ring``, which reads the caller's
+  presence *after* the row is written, so a hang-up handled in between is never missed).
 - ``participant_joined`` of an agent: the room's offers end; the agent's ``lk.agent_name``
   holds the seat.
 - ``participant_left`` of a caller: a room not opened yet ends, its dispatch is deleted.
@@ -182,18 +182,10 @@ class Placing:
                 person = next((x for x in people if kind_of(x) in domain.CALLER_KINDS), None)
                 if person is None:
                     return
-            row, first = await self.store.rooms.arrive(
-                self._arrival(ring, fleet.name, environment, room, sid, person), utcnow()
-            )
-            if not first and (row.state != "waiting" or row.tried):
-                return  # a duplicate: the row was placed already
-            present = {x.identity for x in await livekit.participants(room)}
         except RoomGone:
             return
-        if person.identity not in present:
-            await self.store.rooms.caller_left(utcnow(), environment, room, sid, person.identity)
-            return
-        await self.offering.ring(row.call, row.fleet, livekit)
+        arrival = self._arrival(ring, fleet.name, environment, room, sid, person)
+        await self.offering.ring(arrival, livekit)
 
     def _arrival(
         self,

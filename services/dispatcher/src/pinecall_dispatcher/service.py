@@ -109,6 +109,7 @@ class DispatcherService:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.offering.aclose()
         await self.livekits.aclose()
 
     async def _call_event(self, event: CallEvent) -> None:

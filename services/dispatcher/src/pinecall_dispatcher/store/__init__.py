@@ -15,8 +15,8 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_dispatcher.store.admissions import AdmissionStore
 from pinecall_dispatcher.store.offers import FleetOffers, OfferStore
-from pinecall_dispatcher.store.rooms import Arrival, RoomStore
-from pinecall_dispatcher.store.rows import RoomRow
+from pinecall_dispatcher.store.rooms import RoomStore
+from pinecall_dispatcher.store.rows import Arrival, RoomRow
 from pinecall_dispatcher.store.tables import JOURNAL, REFUSALS, ROOMS, SCHEMA
 from pinecall_dispatcher.store.views import ViewStore
 from pinecall_servicekit import db

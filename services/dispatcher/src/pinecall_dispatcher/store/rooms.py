@@ -8,35 +8,14 @@ ending or opening is a journal line.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_dispatcher.store.rows import RoomRow, journal
 from pinecall_dispatcher.store.tables import ROOMS
 from pinecall_servicekit import db
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Arrival:
-    """A caller alone in a room with a ring nobody took: the call to place."""
-
-    call: str
-    environment: str
-    fleet: str
-    room: str
-    room_sid: str | None
-    ring: str
-    agent: str
-    org: str
-    caller: str
-    caller_identity: str
-    number: str | None
-    context: dict[str, Any] = field(default_factory=dict)
-    config: dict[str, Any] = field(default_factory=dict)
 
 
 def _instance(environment: str, room: str, room_sid: str | None) -> sa.ColumnElement[bool]:
@@ -70,43 +49,6 @@ class RoomStore:
             ).all()
         return [RoomRow.of(r) for r in rows]
 
-    async def arrive(self, a: Arrival, now: dt.datetime) -> tuple[RoomRow, bool]:
-        """Keep ``a`` in offers; ``(row, True)`` the first time (a new row, or an admitted one
-        whose visitor arrived), ``(row, False)`` for a call already known (a duplicate)."""
-        values = {
-            "call": a.call,
-            "environment": a.environment,
-            "fleet": a.fleet,
-            "room": a.room,
-            "room_sid": a.room_sid,
-            "ring": a.ring,
-            "agent": a.agent,
-            "org": a.org,
-            "caller": a.caller,
-            "caller_identity": a.caller_identity,
-            "number": a.number,
-            "state": "waiting",
-            "context": a.context,
-            "config": a.config,
-            "arrived_at": now,
-        }
-        stmt = insert(ROOMS).values(values)
-        upsert = stmt.on_conflict_do_update(
-            index_elements=[ROOMS.c.call],
-            set_={
-                k: stmt.excluded[k]
-                for k in ("room", "room_sid", "ring", "caller_identity", "number", "arrived_at")
-            }
-            | {"state": "waiting"},
-            where=sa.and_(ROOMS.c.state == "admitted", ROOMS.c.environment == a.environment),
-        ).returning(ROOMS)
-        async with db.translate_errors("keeping a room"), self.engine.begin() as conn:
-            row = (await conn.execute(upsert)).first()
-            if row is not None:
-                return RoomRow.of(row), True
-            row = (await conn.execute(sa.select(ROOMS).where(ROOMS.c.call == a.call))).one()
-        return RoomRow.of(row), False
-
     async def _update(
         self,
         where: sa.ColumnElement[bool],
@@ -124,7 +66,7 @@ class RoomStore:
                     )
                 ).all()
             ]
-            await journal(conn, [(r, line.format(call=r.call, worker=r.worker)) for r in rows], now)
+            await journal(conn, [(r, line.format(call=r.call, worker=r.worker), now) for r in rows])
         return rows
 
     async def opened(

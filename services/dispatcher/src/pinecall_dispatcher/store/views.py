@@ -31,7 +31,9 @@ class ViewStore:
         async with db.translate_errors("reading a journal"), self.engine.connect() as conn:
             rows = (
                 await conn.execute(
-                    sa.select(JOURNAL).where(JOURNAL.c.call == call).order_by(JOURNAL.c.id)
+                    sa.select(JOURNAL)
+                    .where(JOURNAL.c.call == call)
+                    .order_by(JOURNAL.c.at, JOURNAL.c.id)
                 )
             ).all()
         return Journal(
