@@ -169,7 +169,7 @@ class Chain:
         (``dispatched``, ``room_gone``, …); bound it with ``asyncio.timeout``."""
         await self._any_replica(
             lambda s: s.offering.changes,
-            lambda s: list(s.offering.outcomes).count((call, outcome)) >= count,
+            lambda s: sum(x == (call, outcome) for x in s.offering.outcomes) >= count,
         )
 
     async def _any_replica(
