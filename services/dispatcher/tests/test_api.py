@@ -213,3 +213,34 @@ async def test_health_readiness_and_openapi(chain: Chain) -> None:
     assert ready == {"ready": True, "checks": {"postgres": True, "nats": True, "consumer": True}}
     schema = (await ops.get("/schema/openapi.json")).json()
     assert {"/v1/tokens", "/v1/ops/offers", "/v1/ops/quotas"} <= set(schema["paths"])
+
+
+async def test_fleet_list_says_each_fleets_rooms_waiting(chain: Chain, keys: Keys) -> None:
+    """``pinecall-runtime fleet list`` (the roster's verb) asks the dispatcher's ops verb too."""
+    import os
+    import sys
+
+    mute = await chain.worker("mute", seats=4)
+    chain.lk.freeze(mute.worker_id)
+    async with asyncio.timeout(60):
+        await sip_call(
+            chain.livekit, chain.lk.url, API_KEY, API_SECRET, room="waits-1", fleet="pinecall"
+        )
+        await _row_when_overflowed(chain, "waits-1")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")} | {
+        "PINECALL_NATS_URL": chain.config.nats_url,
+        "PINECALL_NATS_NAMESPACE": chain.config.namespace,
+        "PINECALL_OPERATOR_KEY": keys.operator,
+        "PINECALL_STATE_DIR": "/nonexistent",
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pinecall_runtime", "fleet", "list",
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    async with asyncio.timeout(60):
+        out, err = await proc.communicate()
+    assert proc.returncode == 0, err.decode()
+    lines = out.decode().splitlines()
+    assert lines[0].startswith("pinecall (production): 1 accepting")  # the mute one
+    assert lines[0].endswith(", 1 rooms waiting in 10 min")
+    assert any(line.endswith(", 0 rooms waiting in 10 min") for line in lines)  # the sandbox
