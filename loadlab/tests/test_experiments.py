@@ -4,27 +4,9 @@ workers."""
 
 from __future__ import annotations
 
-import pytest
-
 from pinecall_loadlab.livekit import StandIn
-from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.scenarios import experiments
 from pinecall_loadlab.scenarios.chain import ChainConfig
-from pinecall_roster.testing import make_keys
-
-
-@pytest.fixture
-async def config(database_url: str, nats_url: str, nats_namespace: str) -> ChainConfig:
-    keys = await make_keys(database_url)
-    return ChainConfig(
-        database_url=database_url,
-        nats_url=nats_url,
-        namespace=nats_namespace,
-        operator_key=keys.operator,
-        fleet_keys={"production": keys.production, "sandbox": keys.sandbox},
-        api_key=API_KEY,
-        api_secret=API_SECRET,
-    )
 
 
 def modes(result: experiments.Experiment) -> dict[str, experiments.Mode]:
@@ -32,9 +14,9 @@ def modes(result: experiments.Experiment) -> dict[str, experiments.Mode]:
 
 
 async def test_capacity_the_runtime_fills_8_of_8_where_livekit_fills_6_of_8(
-    standin: StandIn, config: ChainConfig
+    standin: StandIn, chain_config: ChainConfig
 ) -> None:
-    setup = experiments.Setup(lk=standin, config=config, interval_s=0, settle_s=30)
+    setup = experiments.Setup(lk=standin, config=chain_config, interval_s=0, settle_s=30)
     result = modes(await experiments.run("capacity", setup))
     runtime, livekit = result["runtime_choosing"], result["livekit_choosing"]
     assert (runtime.placed, runtime.answered_by_agent, runtime.answered_by_overflow) == (18, 16, 2)
@@ -45,11 +27,11 @@ async def test_capacity_the_runtime_fills_8_of_8_where_livekit_fills_6_of_8(
 
 
 async def test_ghost_the_runtime_answers_every_call_where_livekit_loses_some(
-    standin: StandIn, config: ChainConfig
+    standin: StandIn, chain_config: ChainConfig
 ) -> None:
     """As the issue states it: two workers, the second's machine gone at the 8th of 16 calls
     placed a second apart, the seed's 12 s (the stand-in's offer deadline is 3 s)."""
-    setup = experiments.Setup(lk=standin, config=config, interval_s=1.0, settle_s=60)
+    setup = experiments.Setup(lk=standin, config=chain_config, interval_s=1.0, settle_s=60)
     result = modes(await experiments.run("ghost", setup))
     runtime, livekit = result["runtime_choosing"], result["livekit_choosing"]
     assert (runtime.placed, runtime.answered_by_agent, runtime.silent) == (16, 16, 0)

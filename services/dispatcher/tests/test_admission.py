@@ -10,8 +10,6 @@ from collections.abc import AsyncIterator
 import httpx
 import pytest
 
-from pinecall_call_log.app import create_app as call_log_app
-from pinecall_call_log.settings import CallLogSettings
 from pinecall_call_log.testing import Keys, bearer
 from pinecall_contracts.base import decode
 from pinecall_contracts.dispatch import JobOffer
@@ -20,16 +18,7 @@ from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, runtime_chain
 from pinecall_loadlab.scenarios.runtime_choosing import place_calls
-from pinecall_servicekit.testing.apps import Replica, running
-
-
-@pytest.fixture
-async def call_log(database_url: str, nats_url: str, nats_namespace: str) -> AsyncIterator[Replica]:
-    settings = CallLogSettings.from_env(
-        {}, database_url=database_url, nats_url=nats_url, nats_namespace=nats_namespace
-    )
-    async with running(call_log_app(settings), "http://call-log.lab") as client:
-        yield client
+from pinecall_servicekit.testing.apps import Replica
 
 
 @pytest.fixture

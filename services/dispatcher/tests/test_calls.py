@@ -4,39 +4,19 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 
-import pytest
 from livekit import api
 from livekit.protocol import models
 
-from pinecall_call_log.app import create_app as call_log_app
-from pinecall_call_log.settings import CallLogSettings
 from pinecall_call_log.testing import Keys, bearer
 from pinecall_contracts.base import decode
 from pinecall_contracts.dispatch import JobOffer
-from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.callers import sip_call
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
-from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, runtime_chain
+from pinecall_loadlab.scenarios.chain import Chain
 from pinecall_loadlab.scenarios.runtime_choosing import place_calls
-from pinecall_servicekit.testing.apps import Replica, running
-
-
-@pytest.fixture
-async def call_log(database_url: str, nats_url: str, nats_namespace: str) -> AsyncIterator[Replica]:
-    settings = CallLogSettings.from_env(
-        {}, database_url=database_url, nats_url=nats_url, nats_namespace=nats_namespace
-    )
-    async with running(call_log_app(settings), "http://call-log.lab") as client:
-        yield client
-
-
-@pytest.fixture
-async def chain(standin: StandIn, chain_config: ChainConfig) -> AsyncIterator[Chain]:
-    async with runtime_chain(standin, chain_config) as c:
-        yield c
+from pinecall_servicekit.testing.apps import Replica
 
 
 async def test_call_opened_ends_the_offers_and_call_ended_frees_the_seat(

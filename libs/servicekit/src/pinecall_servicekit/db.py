@@ -8,6 +8,7 @@ independently (``shared/CONVENTIONS.md`` habit 14). Driver errors become
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -69,6 +70,16 @@ def create_engine(
         pool_pre_ping=pre_ping,
         connect_args={"options": "-c timezone=UTC"},
     )
+
+
+async def answers(engine: AsyncEngine, timeout_s: float = 2.0) -> bool:
+    """Whether Postgres answers a query on ``engine`` within ``timeout_s`` seconds (readiness)."""
+    try:
+        async with asyncio.timeout(timeout_s), engine.connect() as conn:
+            await conn.execute(sa.text("SELECT 1"))
+    except (TimeoutError, sa.exc.SQLAlchemyError, OSError):
+        return False
+    return True
 
 
 @asynccontextmanager

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -123,6 +123,17 @@ class WebhookDropped:
     event: str
     url: str
     why: str
+
+
+async def first_of(*waits: Awaitable[Any]) -> None:
+    """Return once any of ``waits`` is done; the others are cancelled."""
+    futures = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for f in futures:
+            f.cancel()
+        await asyncio.gather(*futures, return_exceptions=True)
 
 
 class EventLog:

@@ -35,6 +35,7 @@ from pinecall_dispatcher.app import create_app as dispatcher_app
 from pinecall_dispatcher.service import DispatcherService
 from pinecall_dispatcher.settings import DispatcherSettings
 from pinecall_loadlab.livekit import StandIn
+from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.labagents import LabWorkers
 from pinecall_loadlab.scenarios.labworkers import LabWorker, beat_forever, start_worker
 from pinecall_roster.app import create_app as roster_app
@@ -178,16 +179,9 @@ class Chain:
         holds: Callable[[DispatcherService], bool],
     ) -> None:
         services: list[DispatcherService] = [r.app.state.dispatcher for r in self.dispatchers]
-        waits = [
-            asyncio.ensure_future(changes(s).wait_for(functools.partial(holds, s), timeout=3600))
-            for s in services
-        ]
-        try:
-            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for w in waits:
-                w.cancel()
-            await asyncio.gather(*waits, return_exceptions=True)
+        await ev.first_of(
+            *(changes(s).wait_for(functools.partial(holds, s), timeout=3600) for s in services)
+        )
 
     async def answered_by(self, room: str) -> str | None:
         """The agent name of the agent in ``room`` (a worker's, or ``<fleet>/overflow``)."""

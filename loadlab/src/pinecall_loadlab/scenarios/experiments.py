@@ -18,9 +18,10 @@ overflow, silent, seats used (of the fleet's seats).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import msgspec
@@ -96,13 +97,23 @@ def _livekit_row(
     )
 
 
+@contextlib.asynccontextmanager
+async def _livekit_choosing(setup: Setup) -> AsyncIterator[tuple[LabWorkers, api.LiveKitAPI]]:
+    """Lab workers on the stand-in and livekit-api, for the mode where LiveKit chooses."""
+    lab = LabWorkers(setup.lk, setup.config.api_key, setup.config.api_secret)
+    lkapi = api.LiveKitAPI(setup.lk.url, setup.config.api_key, setup.config.api_secret)
+    try:
+        yield lab, lkapi
+    finally:
+        await lab.aclose()
+        await lkapi.aclose()
+
+
 async def capacity(
     setup: Setup, *, workers: int = 2, seats: int = 8, calls: int = 18
 ) -> Experiment:
     lk = setup.lk
-    lab = LabWorkers(lk, setup.config.api_key, setup.config.api_secret)
-    lkapi = api.LiveKitAPI(lk.url, setup.config.api_key, setup.config.api_secret)
-    try:
+    async with _livekit_choosing(setup) as (lab, lkapi):
         for _ in range(workers):
             await lab.start(
                 agent_name="capacity-lk", seats=seats, report=LoadReport.CALLS_OVER_SEATS
@@ -114,9 +125,6 @@ async def capacity(
         livekit = _livekit_row(
             placed, workers * seats, {f"worker_{i + 1}": n for i, n in enumerate(took.values())}
         )
-    finally:
-        await lab.aclose()
-        await lkapi.aclose()
     async with runtime_chain(lk, _with(setup.config, setup.dispatcher)) as chain:
         for i in range(workers):
             await chain.worker(f"cap-{i}", seats=seats)
@@ -142,10 +150,8 @@ async def ghost(
     setup: Setup, *, seats: int = 16, calls: int = 16, vanish_at: int = 8
 ) -> Experiment:
     lk = setup.lk
-    lab = LabWorkers(lk, setup.config.api_key, setup.config.api_secret)
-    lkapi = api.LiveKitAPI(lk.url, setup.config.api_key, setup.config.api_secret)
     ghosts: set[str] = set()
-    try:
+    async with _livekit_choosing(setup) as (lab, lkapi):
         await lab.start(agent_name="ghost-lk", seats=seats)
         frozen = await lab.start(agent_name="ghost-lk", seats=seats)
 
@@ -174,9 +180,6 @@ async def ghost(
             },
         )
         lk.thaw(frozen)
-    finally:
-        await lab.aclose()
-        await lkapi.aclose()
     async with runtime_chain(lk, _with(setup.config, setup.dispatcher)) as chain:
         await chain.worker("ghost-a", seats=seats)
         b = await chain.worker("ghost-b", seats=seats)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import TypeVar
 
 import msgspec
 
@@ -28,6 +29,7 @@ from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.errors import PinecallError
 
 _log = logging.getLogger(__name__)
+R = TypeVar("R", RosterSnapshot, FleetRecords)
 RECORDS_TTL_S = 60.0
 MISS_RETRY_S = 1.0
 """A fleet name not in the fleets rows is looked up again at most this often."""
@@ -47,19 +49,20 @@ class RosterView:
         self._records_at = -RECORDS_TTL_S
         self._missed_at = -MISS_RETRY_S
 
-    async def _read(self) -> None:
+    async def _ask(self, subject: str, reply: type[R]) -> R | None:
+        """The roster's answer on ``subject``, or None (logged) when it did not answer."""
         try:
-            snapshot = await self.bus.request(
-                self.bus.subjects.ops_fleet_list,
-                FleetListRequest(),
-                RosterSnapshot,
-                headers=self._headers,
-                timeout=2.0,
+            return await self.bus.request(
+                subject, FleetListRequest(), reply, headers=self._headers, timeout=2.0
             )
         except PinecallError as exc:
-            _log.warning("the roster did not answer fleet.list: %s", exc)
-            return
-        self._snapshot, self._read_at = snapshot, time.monotonic()
+            _log.warning("the roster did not answer %s: %s", subject, exc)
+            return None
+
+    async def _read(self) -> None:
+        snapshot = await self._ask(self.bus.subjects.ops_fleet_list, RosterSnapshot)
+        if snapshot is not None:
+            self._snapshot, self._read_at = snapshot, time.monotonic()
 
     async def refresh(self) -> None:
         """Read the rows now, whatever their age (a test that just heard a worker)."""
@@ -104,16 +107,7 @@ class RosterView:
         return None
 
     async def _read_records(self) -> None:
-        try:
-            records = await self.bus.request(
-                self.bus.subjects.ops_fleet_records,
-                FleetListRequest(),
-                FleetRecords,
-                headers=self._headers,
-                timeout=2.0,
-            )
-        except PinecallError as exc:
-            _log.warning("the roster did not answer fleet.records: %s", exc)
-            return
-        self._records = {r.name: r for r in records.fleets}
-        self._records_at = time.monotonic()
+        records = await self._ask(self.bus.subjects.ops_fleet_records, FleetRecords)
+        if records is not None:
+            self._records = {r.name: r for r in records.fleets}
+            self._records_at = time.monotonic()

@@ -6,7 +6,6 @@ the fleet's lock (:mod:`.offers`), admission and quotas (:mod:`.admissions`), th
 
 from __future__ import annotations
 
-import asyncio
 import datetime as dt
 from pathlib import Path
 
@@ -44,12 +43,7 @@ class Store:
 
     async def answers(self, timeout_s: float = 2.0) -> bool:
         """Whether Postgres answers a query within ``timeout_s`` seconds (readiness)."""
-        try:
-            async with asyncio.timeout(timeout_s), self.engine.connect() as conn:
-                await conn.execute(sa.text("SELECT 1"))
-        except (TimeoutError, sa.exc.SQLAlchemyError, OSError):
-            return False
-        return True
+        return await db.answers(self.engine, timeout_s)
 
     async def prune(self, now: dt.datetime, keep_s: float = KEEP_S) -> None:
         """Forget rooms ended, tokens expired, journal lines and refusals older than ``keep_s``."""
