@@ -19,7 +19,7 @@ from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.callers import sip_call
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.scenarios.chain import Chain
-from pinecall_servicekit.errors import Unauthorized
+from pinecall_servicekit.errors import BadRequest, Unauthorized
 
 from .conftest import SHORT
 
@@ -152,6 +152,13 @@ async def test_the_journal_and_the_rooms_waiting_and_kept_over_http_nats_and_met
     assert [x.line for x in over_nats.lines] == lines
     with pytest.raises(Unauthorized):
         await bus.request(bus.subjects.ops_dispatch_journal, JournalRequest(call=row.call), Journal)
+    with pytest.raises(BadRequest):  # not a call id: refused by the verb, as on HTTP
+        await bus.request(
+            bus.subjects.ops_dispatch_journal,
+            JournalRequest(call="not a call"),
+            Journal,
+            headers=bearer(keys.operator),
+        )
     snapshot = await bus.request(
         bus.subjects.ops_dispatch_offers,
         OffersRequest(fleet="pinecall"),
