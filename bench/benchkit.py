@@ -115,44 +115,59 @@ class Bench:
         return out.stdout.strip()
 
     def start_replica(self, name: str, service: str = "roster") -> str:
-        """Start ``<service> serve`` (one Granian worker) on a free port; wait for ``/readyz``."""
-        port = free_port()
+        """Start ``<service> serve`` (one Granian worker) as replica ``name``; its URL once
+        ready."""
+        return self.start(name, service, "serve", "--workers", "1")
+
+    def start(
+        self,
+        name: str,
+        *command: str,
+        env: dict[str, str] | None = None,
+        port: int | None = None,
+        ready: str = "/readyz",
+    ) -> str:
+        """Start ``pinecall-runtime COMMAND…`` (a server) as ``name`` on ``port`` (free when not
+        given; ``PINECALL_PORT``), its output in ``<workdir>/<name>.log``; its URL once ``ready``
+        answers 200 (any answer when ``ready`` is empty)."""
+        port = port or free_port()
         url = f"http://127.0.0.1:{port}"
         logfile = (self.workdir / f"{name}.log").open("wb")
         proc = subprocess.Popen(
-            [sys.executable, "-m", "pinecall_runtime", service, "serve", "--workers", "1"],
+            [sys.executable, "-m", "pinecall_runtime", *command],
             env=self.env
             | {
                 "PINECALL_PORT": str(port),
                 "PINECALL_LOG_FORMAT": "text",
                 "PINECALL_LOG_LEVEL": "WARNING",
-            },
+            }
+            | (env or {}),
             stdout=logfile,
             stderr=subprocess.STDOUT,
+            start_new_session=True,  # a group of its own: Granian's worker goes with its server
         )
         logfile.close()  # the child holds its own descriptor
         self.replicas[name] = (url, proc)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if proc.poll() is not None:
-                raise RuntimeError(
-                    f"replica {name} exited with {proc.returncode}: {self.tail(name)}"
-                )
+                raise RuntimeError(f"{name} exited with {proc.returncode}: {self.tail(name)}")
             try:
-                if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
-                    log(f"replica {name}: {url} ready (pid {proc.pid})")
+                status = httpx.get(f"{url}{ready}", timeout=1).status_code
+                if status == 200 or not ready:
+                    log(f"{name}: {url} ready (pid {proc.pid})")
                     return url
             except httpx.HTTPError:
                 pass
             time.sleep(0.1)  # a server gives no other signal that it listens
-        raise RuntimeError(f"replica {name} at {url} was not ready in 60 s: {self.tail(name)}")
+        raise RuntimeError(f"{name} at {url} was not ready in 60 s: {self.tail(name)}")
 
     def tail(self, name: str) -> str:
         path = self.workdir / f"{name}.log"
         return path.read_text(errors="replace")[-2000:] if path.exists() else ""
 
     def stop_replicas(self) -> None:
-        """SIGTERM every replica, wait up to 30 s each, SIGKILL one that is still up."""
+        """SIGTERM every service started, wait up to 30 s each, SIGKILL one that is still up."""
         for _, proc in self.replicas.values():
             if proc.poll() is None:
                 proc.send_signal(signal.SIGTERM)
@@ -162,7 +177,9 @@ class Bench:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 self.exit_codes[name] = proc.wait(10)
-                log(f"replica {name} did not stop on SIGTERM in 30 s: killed")
+                log(f"{name} did not stop on SIGTERM in 30 s: killed; its log: {self.tail(name)}")
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)  # whatever its group left behind
         log(f"replicas stopped: {self.exit_codes}")
 
 

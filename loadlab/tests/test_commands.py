@@ -46,3 +46,48 @@ async def test_lab_livekit_serves_until_sigterm() -> None:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
+
+
+async def test_lab_run_capacity_prints_both_modes_as_json(platform_endpoints) -> None:  # type: ignore[no-untyped-def]
+    """`pinecall-runtime lab run capacity --json`, as anyone runs it (issue 7, acceptance 9),
+    with the test's shorter numbers; its own database and namespace are removed after."""
+    import json
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")}
+    env |= {
+        "PINECALL_DATABASE_URL": platform_endpoints.database_url,
+        "PINECALL_NATS_URL": platform_endpoints.nats_url,
+    }
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "pinecall_runtime",
+        "lab",
+        "run",
+        "capacity",
+        "--json",
+        "--interval",
+        "0",
+        "--offer-deadline",
+        "3",
+        "--reoffer",
+        "4",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        async with asyncio.timeout(300):
+            out, _ = await proc.communicate()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0
+    result = json.loads(out)
+    rows = {
+        m["mode"]: (m["placed"], m["answered_by_agent"], m["answered_by_overflow"], m["silent"])
+        for m in result["modes"]
+    }
+    assert rows == {"runtime_choosing": (18, 16, 2, 0), "livekit_choosing": (18, 12, 0, 6)}

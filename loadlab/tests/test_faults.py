@@ -47,6 +47,19 @@ async def test_control_api_lists_freezes_and_thaws_workers(
         assert (answer["drop_next"], answer["lose"]) == (2, {"call-1": sorted(lose["call-1"])})
         f = standin.webhooks.faults
         assert (f.drop_next, f.delay_s, f.lose) == (2, 0.5, {"call-1": set(lose["call-1"])})
+        lkapi = api.LiveKitAPI(standin.url, API_KEY, API_SECRET)
+        made = await lkapi.agent_dispatch.create_dispatch(
+            api.CreateAgentDispatchRequest(room="timed", agent_name="nobody")
+        )
+        await lkapi.aclose()
+        async with http.get(f"{base}/dispatches", headers=auth) as r:
+            [listed] = await r.json()
+        assert (listed["room"], listed["dispatch_id"], listed["agent_name"]) == (
+            "timed",
+            made.id,
+            "nobody",
+        )
+        assert listed["at"] > 0
 
 
 async def test_an_agent_whose_connection_is_cut_ends_its_job_failed(

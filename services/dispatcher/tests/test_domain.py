@@ -58,7 +58,7 @@ def test_unheard_unregistered_and_not_accepting_workers_are_not_offered() -> Non
 
 def test_reoffer_after_12_s_to_another_and_overflow_after_three() -> None:
     rows = [row("a"), row("b"), row("c"), row("d")]
-    first = Room(name="r", arrived_at=0, offers=(("pinecall/a.100", 0.0),))
+    first = Room(name="r", arrived_at=0, tried=("pinecall/a.100",), offered_at=0.0)
     assert domain.decide(first, rows, {}, now=11.9) == Wait(until=12.0)
     again = domain.decide(first, rows, {}, now=12.0)
     assert isinstance(again, Offer)
@@ -67,7 +67,8 @@ def test_reoffer_after_12_s_to_another_and_overflow_after_three() -> None:
     third = Room(
         name="r",
         arrived_at=0,
-        offers=(("pinecall/a.100", 0.0), ("pinecall/b.100", 12.0), ("pinecall/c.100", 24.0)),
+        tried=("pinecall/a.100", "pinecall/b.100", "pinecall/c.100"),
+        offered_at=24.0,
     )
     assert domain.decide(third, rows, {}, now=36.0) == Overflow(reason="three_offers")
 
@@ -134,3 +135,78 @@ def test_decide_from_a_saved_fleet_list(tmp_path) -> None:  # type: ignore[no-un
     result = CliRunner().invoke(cli, ["decide", str(bad)])
     assert result.exit_code == 1
     assert "[bad_request]" in result.output
+
+
+@given(
+    st.integers(1, 32),
+    st.integers(0, 32),
+    st.integers(0, 32),
+    st.integers(0, 64),
+)
+def test_property_seats_free_are_the_seats_not_promised_whatever_the_heartbeat_counts(
+    seats: int, offered: int, held: int, active: int
+) -> None:
+    """Between a worker taking a job and its next heartbeat the job is in no heartbeat; a fresh
+    heartbeat counts it as well as the dispatcher does. Neither counts a seat twice nor misses
+    one: the seats free are the seats less what was promised, or less what the heartbeat counts
+    when it counts more (calls the dispatcher never saw)."""
+    r = row("a", seats=seats, active=min(active, seats))
+    pending = domain.not_counted([r], {r.worker: offered}, {r.worker: held})
+    assert domain.seats_free(r, pending) == seats - max(offered + held, r.active)
+
+
+def test_not_counted_ignores_workers_with_nothing_promised_beyond_their_heartbeat() -> None:
+    rows = [row("a", active=3), row("b", active=0)]
+    assert domain.not_counted(rows, {"pinecall/a.100": 1}, {"pinecall/a.100": 2}) == {}
+    assert domain.not_counted(rows, {"pinecall/b.100": 2}, {}) == {"pinecall/b.100": 2}
+
+
+def test_shortened_rules_keep_the_same_order_of_things() -> None:
+    rules = domain.Rules(heard_s=2, reoffer_s=1.5, most_offers=2, fleet_wait_s=1, not_ready_s=5)
+    rows = [row("a", heard=1.9), row("b", heard=1.0)]
+    room = Room(name="r", arrived_at=0, tried=("pinecall/a.100",), offered_at=0.0)
+    assert domain.decide(room, rows, {}, now=1.0, rules=rules) == Wait(until=1.5)
+    again = domain.decide(room, rows, {}, now=1.5, rules=rules)
+    assert isinstance(again, Offer)
+    assert again.worker == "pinecall/b.100"
+    twice = Room(name="r", arrived_at=0, tried=("pinecall/a.100", "pinecall/b.100"), offered_at=1)
+    assert domain.decide(twice, rows, {}, now=2.5, rules=rules) == Overflow(reason="three_offers")
+    unheard = [row("a", heard=2.0)]
+    assert domain.decide(Room(name="r", arrived_at=0), unheard, {}, 0.5, rules) == Wait(until=1)
+    assert domain.decide(Room(name="r", arrived_at=0), unheard, {}, 1, rules) == Overflow(
+        reason="nobody_heard"
+    )
+
+
+def test_admission_is_not_ready_with_nobody_heard_in_90_s_and_full_with_no_seat() -> None:
+    assert domain.admission([], {}) == "not_ready"
+    assert domain.admission([row("a", heard=90.0)], {}) == "not_ready"
+    assert domain.admission([row("a", heard=89.0)], {}) == "fleet_full"  # heard, not lately
+    assert domain.admission([row("a", active=8)], {}) == "fleet_full"
+    assert domain.admission([row("a", active=6)], {"pinecall/a.100": 2}) == "fleet_full"
+    assert domain.admission([row("a", active=6)], {"pinecall/a.100": 1}) == "admit"
+    assert domain.admission([row("a", state="cordoned")], {}) == "fleet_full"
+
+
+def test_the_journal_says_where_a_room_went_and_why() -> None:
+    assert (
+        Overflow(reason="three_offers").journal("c1", "pinecall/overflow", 3)
+        == "room c1: to the overflow pinecall/overflow: offered 3 times and never opened"
+    )
+    assert not Overflow(reason="no_seat").waited
+    assert Overflow(reason="nobody_heard").waited
+
+
+def test_a_ring_without_a_call_id_gets_one_per_dispatch_and_environment() -> None:
+    a = domain.call_id_for("production", "AD_1")
+    assert a == domain.call_id_for("production", "AD_1")
+    assert a != domain.call_id_for("sandbox", "AD_1")
+    assert a != domain.call_id_for("production", "AD_2")
+    assert a.startswith("call_")
+
+
+def test_an_agent_is_lost_unless_it_left_on_purpose() -> None:
+    assert domain.agent_lost("CONNECTION_TIMEOUT")
+    assert domain.agent_lost(None)
+    assert not domain.agent_lost("CLIENT_INITIATED")
+    assert not domain.agent_lost("ROOM_DELETED")

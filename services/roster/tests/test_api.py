@@ -52,6 +52,25 @@ async def test_the_fleets_rows_are_stored_by_default(roster: Replica, keys: Keys
     }
 
 
+async def test_the_fleets_rows_are_served_over_nats_with_an_operator_key(
+    roster: Replica, keys: Keys
+) -> None:
+    from pinecall_contracts.fleet import FleetListRequest, FleetRecords
+    from pinecall_servicekit.bus import Bus
+    from pinecall_servicekit.errors import Unauthorized
+
+    bus: Bus = roster.app.state.roster.bus
+    records = await bus.request(
+        bus.subjects.ops_fleet_records,
+        FleetListRequest(fleet="pinecall-sandbox"),
+        FleetRecords,
+        headers=bearer(keys.operator),
+    )
+    assert [(f.name, f.environment) for f in records.fleets] == [("pinecall-sandbox", "sandbox")]
+    with pytest.raises(Unauthorized):
+        await bus.request(bus.subjects.ops_fleet_records, FleetListRequest(), FleetRecords)
+
+
 async def test_wanted_counts_the_key_fleets_scaled_workers(roster: Replica, keys: Keys) -> None:
     for host, active in (("core-0", 2), ("scaled-a", 20), ("scaled-b", 4)):
         seats = 2 if host.startswith("core") else 32

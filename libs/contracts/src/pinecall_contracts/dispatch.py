@@ -17,6 +17,10 @@ its JSON):
 ``job`` says what the worker does: ``answer`` (an agent answers the caller) or ``sentence`` (the
 overflow's one sentence into the room of a worker that died, then the room is deleted and the call
 sealed). The overflow answers either with the sentence.
+
+The dispatcher's own wire is here too: the token endpoint's request and answer
+(:class:`TokenRequest`, :class:`VisitorToken`), an org's :class:`Quota`, and what its ops verbs
+say (:class:`Journal` of a call's offers, :class:`OffersSnapshot` of the rooms in offers).
 """
 
 from __future__ import annotations
@@ -87,3 +91,113 @@ class JobOffer(Contract, frozen=True, kw_only=True, tag="dispatch.offer.v1"):
     """When the caller arrived (the first ``participant_joined``), UTC."""
     context: dict[str, Any] = {}
     config: dict[str, Any] = {}
+
+
+Identity = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")]
+Org = Annotated[str, msgspec.Meta(max_length=128)]
+
+
+class TokenRequest(Contract, frozen=True, kw_only=True, tag="dispatch.token_request.v1"):
+    """``POST /v1/tokens`` with an app key: a web visitor's token for ``agent`` in the key's
+    environment (seed 000, "Full, at the endpoint"; seed 003)."""
+
+    agent: AgentField
+    org: Org = ""
+    """Whose ``concurrent_calls`` quota the call counts against."""
+    identity: Identity | None = None
+    """The visitor's participant identity; ``visitor-<call>`` when not given."""
+    name: Annotated[str, msgspec.Meta(max_length=128)] = ""
+    context: dict[str, Any] = {}
+    config: dict[str, Any] = {}
+
+
+class VisitorToken(Contract, frozen=True, kw_only=True, tag="dispatch.visitor_token.v1"):
+    """A visitor's LiveKit token: it joins ``room`` on ``url``, and its ``roomConfig.agents`` is
+    the pending dispatch to the fleet's plain name carrying a :class:`CallRing` of ``call``."""
+
+    call: CallIdField
+    room: str
+    token: str
+    url: str
+    """The LiveKit of the environment (the fleets row's ``livekit_url``)."""
+    environment: EnvironmentField
+    fleet: Fleet
+    expires_at: dt.datetime
+    """Join by then; the admission (and the org's quota) holds the call until then."""
+
+
+class Quota(Contract, frozen=True, kw_only=True, tag="dispatch.quota.v1"):
+    """An org's concurrency in one environment, held at the token endpoint, never mid-call."""
+
+    org: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
+    environment: EnvironmentField
+    concurrent_calls: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
+
+
+class JournalLine(Contract, frozen=True, kw_only=True, tag="dispatch.journal_line.v1"):
+    """One line of the dispatcher's journal: an offer and why, or where the room went."""
+
+    call: str
+    room: str
+    fleet: str
+    at: dt.datetime
+    line: str
+    """``room <call>: offered to <fleet>/<worker>: 3 seats free, heard 2 s ago (offer 1)``."""
+
+
+class JournalRequest(Contract, frozen=True, kw_only=True, tag="dispatch.journal_request.v1"):
+    """The ops verb ``dispatch.journal`` over NATS."""
+
+    call: CallIdField
+
+
+class Journal(Contract, frozen=True, kw_only=True, tag="dispatch.journal.v1"):
+    """``GET /v1/ops/calls/{call}/journal``: a call's offers, oldest first."""
+
+    call: str
+    lines: list[JournalLine]
+
+
+class KeptRoom(Contract, frozen=True, kw_only=True, tag="dispatch.kept_room.v1"):
+    """A room kept in offers past a minute (``doctor`` names it)."""
+
+    call: str
+    room: str
+    fleet: str
+    environment: str
+    state: str
+    offers: int
+    worker: str | None = None
+    """The last worker offered the room."""
+    arrived_at: dt.datetime
+    kept_s: float
+
+
+class FleetOffers(Contract, frozen=True, kw_only=True, tag="dispatch.fleet_offers.v1"):
+    """One fleet's rooms in offers, and its line health."""
+
+    fleet: str
+    environment: str | None = None
+    waiting: Count
+    """Rooms that waited for a worker in the last ten minutes: offered again, overflowed for want
+    of an open, or still unopened past a re-offer's time. Not 0 is a call LiveKit or a worker
+    dropped (``pinecall_fleet{what="waiting"}``)."""
+    in_offers: Count = 0
+    """Rooms kept in offers now (not opened, not ended)."""
+    refused: dict[str, int] = {}
+    """Refusals at admission in the last ten minutes, by reason (``not_ready``, ``fleet_full``,
+    ``quota``): line health, since a refusal leaves no call record."""
+
+
+class OffersRequest(Contract, frozen=True, kw_only=True, tag="dispatch.offers_request.v1"):
+    """The ops verb ``dispatch.offers`` over NATS."""
+
+    fleet: Fleet | None = None
+
+
+class OffersSnapshot(Contract, frozen=True, kw_only=True, tag="dispatch.offers.v1"):
+    """``GET /v1/ops/offers``: every fleet's rooms in offers, and the rooms kept past a minute."""
+
+    fleets: list[FleetOffers]
+    kept: list[KeptRoom]
+    at: dt.datetime

@@ -20,7 +20,6 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_KEY_CACHE_S",
         "PINECALL_DRAIN_TIMEOUT_S",
         # roster
-        "PINECALL_HEARD_S",
         "PINECALL_SILENT_S",
         "PINECALL_FORGOTTEN_S",
         "PINECALL_WANTED_TARGET",
@@ -29,6 +28,17 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_LIVEKIT_KEYS",
         "PINECALL_STREAM_DUPLICATE_WINDOW_S",
         "PINECALL_STREAM_MAX_AGE_S",
+        # dispatcher (LiveKit's keys as webhook-ingest reads them)
+        "PINECALL_HEARD_S",
+        "PINECALL_REOFFER_S",
+        "PINECALL_MOST_OFFERS",
+        "PINECALL_FLEET_WAIT_S",
+        "PINECALL_SWEEP_S",
+        "PINECALL_NOT_READY_S",
+        "PINECALL_ROSTER_MAX_AGE_S",
+        "PINECALL_ADMIT_S",
+        "PINECALL_MAX_CALL_S",
+        "PINECALL_KEPT_S",
         # call-log
         "PINECALL_DB_POOL_SIZE",
         "PINECALL_CACHE_CALLS",

@@ -58,6 +58,16 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     calls.LogToken,
     dispatch.CallRing,
     dispatch.JobOffer,
+    dispatch.TokenRequest,
+    dispatch.VisitorToken,
+    dispatch.Quota,
+    dispatch.JournalLine,
+    dispatch.JournalRequest,
+    dispatch.Journal,
+    dispatch.KeptRoom,
+    dispatch.FleetOffers,
+    dispatch.OffersRequest,
+    dispatch.OffersSnapshot,
 )
 """Every wire type; a test holds this list to the modules so none is forgotten."""
 

@@ -11,8 +11,10 @@ subject / name              delivery   what
 ``<ns>.fleet.heartbeat.<w>``  core       a heartbeat a roster replica received, told to the others
 ``<ns>.keys.revoked``        core       a key revoked at an endpoint: forget it now
 ``<ns>.ops.fleet.*``         service    the roster's ops verbs (``nats.micro``, ``$SRV`` discovery)
+``<ns>.ops.dispatch.*``      service    the dispatcher's ops verbs: offers, a call's journal
 ``<ns>_cordons``             KV         cordons by worker key; history kept, newest revision wins
-``<ns>.livekit.event.<env>.<event>.<room>``  stream  LiveKit's webhooks, once each (``<ns>_livekit``)
+``<ns>.livekit.event.<env>.<event>.<room>``  stream  LiveKit's webhooks, once each (``<ns>_livekit``);
+                                       the dispatcher reads it with the durable consumer ``dispatcher``
 ``<ns>.calls.<what>.<c>``    core       call.opened / call.ended / call.sealed (CallEvent)
 ``<ns>.calls.appended.<c>``  core       entries written to call ``c`` up to a seq (Appended)
 ``<ns>.calls.tool.asked.<e>.<a>``  core  a tool call for the app holding agent ``a`` (ToolAsked)
@@ -110,6 +112,27 @@ class Subjects:
     def ops_fleet_cordon(self) -> str:
         return f"{self.namespace}.ops.fleet.cordon"
 
+    @property
+    def ops_fleet_records(self) -> str:
+        """The fleets rows (FleetListRequest → FleetRecords): the dispatcher reads each fleet's
+        environment and LiveKit here."""
+        return f"{self.namespace}.ops.fleet.records"
+
+    # service: the dispatcher's ops verbs (nats.micro).
+    @property
+    def dispatch_service(self) -> str:
+        return f"{self.namespace}-dispatcher"
+
+    @property
+    def ops_dispatch_offers(self) -> str:
+        """OffersRequest → OffersSnapshot: rooms waiting per fleet, rooms kept past a minute."""
+        return f"{self.namespace}.ops.dispatch.offers"
+
+    @property
+    def ops_dispatch_journal(self) -> str:
+        """JournalRequest → Journal: a call's offers and why."""
+        return f"{self.namespace}.ops.dispatch.journal"
+
     # kv: cordons survive restarts of every replica; newest revision wins.
     @property
     def cordons_bucket(self) -> str:
@@ -156,6 +179,12 @@ class Subjects:
         """Every LiveKit event of every environment (the stream's subjects)."""
         return f"{self.namespace}.livekit.event.>"
 
+    @property
+    def livekit_consumer(self) -> str:
+        """The dispatcher's durable consumer of the LiveKit stream: one replica gets each event,
+        and a replica that restarts goes on from the last event acknowledged."""
+        return "dispatcher"
+
     def livekit_event(self, environment: str, event: str, room: str | None) -> str:
         """``<ns>.livekit.event.<environment>.<event>.<room>`` (``_`` for an event of no room)."""
         return (
@@ -177,6 +206,9 @@ DELIVERY: dict[str, Delivery] = {
     "key_revoked": "core",
     "ops_fleet_list": "service",
     "ops_fleet_cordon": "service",
+    "ops_fleet_records": "service",
+    "ops_dispatch_offers": "service",
+    "ops_dispatch_journal": "service",
     "cordons_bucket": "kv",
     "livekit_event": "stream",
     "call_event": "core",

@@ -8,6 +8,7 @@ independently (``shared/CONVENTIONS.md`` habit 14). Driver errors become
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -50,20 +51,35 @@ def sqlalchemy_url(url: str) -> str:
     return url
 
 
-def create_engine(url: str, *, pool_size: int = 5, max_overflow: int | None = None) -> AsyncEngine:
+def create_engine(
+    url: str, *, pool_size: int = 5, max_overflow: int | None = None, pre_ping: bool = True
+) -> AsyncEngine:
     """An async engine on ``url``; sessions run at READ COMMITTED in UTC.
 
     ``max_overflow`` (default ``pool_size``) connections beyond the pool are opened under bursts
     and closed when returned; a service under steady load sets it to 0 so it never pays for a
-    connection (and a Postgres backend) per burst.
+    connection (and a Postgres backend) per burst. ``pre_ping`` tests each connection as it is
+    taken from the pool (one round trip more a transaction); a service whose every operation is
+    retried anyway (a redelivered event, the next sweep) turns it off, and a connection lost with
+    its server is then found by the statement that fails, and the pool made anew.
     """
     return create_async_engine(
         sqlalchemy_url(url),
         pool_size=pool_size,
         max_overflow=pool_size if max_overflow is None else max_overflow,
-        pool_pre_ping=True,
+        pool_pre_ping=pre_ping,
         connect_args={"options": "-c timezone=UTC"},
     )
+
+
+async def answers(engine: AsyncEngine, timeout_s: float = 2.0) -> bool:
+    """Whether Postgres answers a query on ``engine`` within ``timeout_s`` seconds (readiness)."""
+    try:
+        async with asyncio.timeout(timeout_s), engine.connect() as conn:
+            await conn.execute(sa.text("SELECT 1"))
+    except (TimeoutError, sa.exc.SQLAlchemyError, OSError):
+        return False
+    return True
 
 
 @asynccontextmanager
@@ -88,6 +104,18 @@ def migrate(url: str, script_location: Path, schema: str, revision: str = "head"
     config.set_main_option("sqlalchemy.url", sqlalchemy_url(url).replace("%", "%%"))
     config.attributes["schema"] = schema
     command.upgrade(config, revision)
+
+
+def migrate_installed(url: str) -> list[str]:
+    """Every installed service's migrations on ``url`` (the ``pinecall_runtime.migrations``
+    entry points, by name); returns the services migrated (blocking)."""
+    from importlib.metadata import entry_points
+
+    done = []
+    for ep in sorted(entry_points(group="pinecall_runtime.migrations"), key=lambda e: e.name):
+        ep.load()(url)
+        done.append(ep.name)
+    return done
 
 
 def run_migration_env(target_metadata: sa.MetaData) -> None:

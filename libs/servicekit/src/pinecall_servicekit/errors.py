@@ -9,6 +9,7 @@
     ├── NotFound                 not_found       404
     ├── Conflict                 conflict        409
     ├── Unprocessable            unprocessable   422
+    ├── TooManyRequests          too_many_requests 429   yes   (a quota: later, it may pass)
     └── Unavailable              unavailable     503     yes
         ├── StoreUnavailable     store_unavailable       (Postgres did not answer)
         └── BusUnavailable       bus_unavailable         (NATS did not answer)
@@ -76,6 +77,10 @@ class Unprocessable(PinecallError):
     code, status, title = "unprocessable", 422, "Unprocessable request"
 
 
+class TooManyRequests(PinecallError):
+    code, status, title, retryable = "too_many_requests", 429, "Too many requests", True
+
+
 class Unavailable(PinecallError):
     code, status, title, retryable = "unavailable", 503, "Service unavailable", True
 
@@ -97,6 +102,7 @@ _BY_STATUS: dict[int, type[PinecallError]] = {
         NotFound,
         Conflict,
         Unprocessable,
+        TooManyRequests,
         Unavailable,
     )
 }

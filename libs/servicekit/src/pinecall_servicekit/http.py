@@ -51,6 +51,7 @@ _TITLES = {
     404: "Not found",
     409: "Conflict",
     422: "Well-formed but not acceptable",
+    429: "Over a quota: later it may pass",
     503: "A dependency did not answer",
 }
 

@@ -56,10 +56,16 @@ async def sip_call(
     fleet: str,
     phone: str = "+15550100",
     trunk_phone: str = "+15550199",
+    metadata: str = "",
 ) -> LabRoom:
-    """Create `room` with a dispatch to `fleet` and join it as the SIP caller ``sip_<phone>``."""
+    """Create `room` with a dispatch to `fleet` and join it as the SIP caller ``sip_<phone>``.
+
+    `metadata` is the dispatch's, as a SIP dispatch rule's room config gives it (the runtime's
+    ``CallRing`` JSON)."""
     await lkapi.room.create_room(
-        api.CreateRoomRequest(name=room, agents=[api.RoomAgentDispatch(agent_name=fleet)])
+        api.CreateRoomRequest(
+            name=room, agents=[api.RoomAgentDispatch(agent_name=fleet, metadata=metadata)]
+        )
     )
     token = caller_token(
         api_key,

@@ -9,6 +9,8 @@ Every request needs a token signed with one of the stand-in's keys (any grants),
 - ``POST /lab/control/webhooks/faults`` ``{"drop_next", "duplicate_next", "reorder_next",
   "delay_s", "lose": {room: [event, ...]}}`` (fields given replace the current ones)
 - ``POST /lab/control/rooms/{room}/participants/{identity}/cut``
+- ``GET  /lab/control/dispatches`` → ``[{room, dispatch_id, agent_name, at}]``: every
+  CreateDispatch received, with when (Unix seconds), for a measure taken in another process
 
 Unknown worker or participant: 404; bad token: 401.
 """
@@ -21,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 from livekit.protocol import agent
 
+from . import events as ev
 from .agent_ws import plain_401
 from .tokens import AuthError, request_token
 
@@ -95,11 +98,18 @@ def add_routes(app: web.Application, lk: StandIn) -> None:
             "lose": {room: sorted(events) for room, events in f.lose.items()},
         }
 
+    async def dispatches(_: web.Request) -> list[dict[str, Any]]:
+        return [
+            {"room": d.room, "dispatch_id": d.dispatch_id, "agent_name": d.agent_name, "at": d.at}
+            for d in lk.events.of(ev.DispatchCreated)
+        ]
+
     async def cut(request: web.Request) -> dict[str, Any]:
         lk.cut(request.match_info["room"], request.match_info["identity"])
         return {"ok": True}
 
     app.router.add_get(f"{PREFIX}/workers", guarded(workers))
+    app.router.add_get(f"{PREFIX}/dispatches", guarded(dispatches))
     app.router.add_post(f"{PREFIX}/workers/{{id}}/freeze", guarded(freeze))
     app.router.add_post(f"{PREFIX}/workers/{{id}}/thaw", guarded(thaw))
     app.router.add_post(f"{PREFIX}/workers/{{id}}/slow", guarded(slow))

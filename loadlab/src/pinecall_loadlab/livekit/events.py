@@ -8,8 +8,9 @@ tests await events instead of sleeping. The log is the stand-in's own (LiveKit h
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from dataclasses import dataclass
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 E = TypeVar("E")
@@ -75,6 +76,18 @@ class JobStatusChanged:
 
 
 @dataclass(frozen=True, kw_only=True)
+class DispatchCreated:
+    """A dispatch made by CreateDispatch (not the ones a room's creation makes)."""
+
+    room: str
+    dispatch_id: str
+    agent_name: str
+    metadata: str
+    at: float = field(default_factory=time.time)
+    """When the stand-in received it (Unix seconds)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class ParticipantJoined:
     room: str
     identity: str
@@ -112,16 +125,35 @@ class WebhookDropped:
     why: str
 
 
+async def first_of(*waits: Awaitable[Any]) -> None:
+    """Return once any of ``waits`` is done; the others are cancelled."""
+    futures = [asyncio.ensure_future(w) for w in waits]
+    try:
+        await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for f in futures:
+            f.cancel()
+        await asyncio.gather(*futures, return_exceptions=True)
+
+
 class EventLog:
     """Append-only list of events with awaitable matching (one event loop)."""
 
     def __init__(self) -> None:
         self.events: list[Any] = []
         self._waiters: list[asyncio.Future[None]] = []
+        self._listeners: list[Callable[[Any], None]] = []
+
+    def listen(self, listener: Callable[[Any], None]) -> None:
+        """Call ``listener`` with every event appended from now on (a load that waits for many
+        events at once: each waiter of `wait_for` reads the whole log on every event)."""
+        self._listeners.append(listener)
 
     def append(self, event: Any) -> None:
-        """Record `event` and wake every waiter."""
+        """Record `event`, tell the listeners and wake every waiter."""
         self.events.append(event)
+        for listener in self._listeners:
+            listener(event)
         waiters, self._waiters = self._waiters, []
         for fut in waiters:
             if not fut.done():

@@ -7,12 +7,15 @@ experiment varies: its agent name, its seats and how it counts its load.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 from collections.abc import Callable
+from typing import Any
 
 from livekit.agents import AgentServer, JobContext, JobExecutorType
 
 from pinecall_labroom.jobs import join_job_room
+from pinecall_loadlab.livekit.server import StandIn
 
 
 class LoadReport(enum.Enum):
@@ -71,3 +74,37 @@ def lab_server(
     )
     server.rtc_session(answer_and_hold if hold else finish_at_once, agent_name=agent_name)
     return server
+
+
+class LabWorkers:
+    """Starts lab workers on a stand-in and closes them all at the end."""
+
+    def __init__(self, lk: StandIn, api_key: str, api_secret: str) -> None:
+        self.lk = lk
+        self.api_key, self.api_secret = api_key, api_secret
+        self._running: list[tuple[AgentServer, asyncio.Task[None]]] = []
+
+    async def start(self, server: AgentServer | None = None, **kwargs: Any) -> str:
+        """Run `server` (or ``lab_server(**kwargs)`` on this stand-in) in production mode and
+        return its worker id once the stand-in registered it."""
+        if server is None:
+            server = lab_server(self.lk.url, self.api_key, self.api_secret, **kwargs)
+        registered: asyncio.Future[str] = asyncio.get_running_loop().create_future()
+
+        def on_registered(worker_id: str, _info: Any) -> None:
+            if not registered.done():
+                registered.set_result(worker_id)
+
+        server.on("worker_registered", on_registered)
+        task = asyncio.create_task(server.run(devmode=False))
+        self._running.append((server, task))
+        waits: set[asyncio.Future[Any]] = {registered, task}
+        done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        if registered not in done:
+            await task  # raises why the worker could not run
+        return registered.result()
+
+    async def aclose(self) -> None:
+        for server, task in reversed(self._running):
+            await server.aclose()
+            await asyncio.gather(task, return_exceptions=True)

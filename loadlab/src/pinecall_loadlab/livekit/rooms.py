@@ -180,6 +180,11 @@ class RoomManager:
         d = self._new_dispatch(
             room, req.agent_name, req.metadata, dict(req.attributes), req.deployment, dispatch_id
         )
+        self.dispatcher.events.append(
+            ev.DispatchCreated(
+                room=room.name, dispatch_id=d.id, agent_name=d.agent_name, metadata=d.metadata
+            )
+        )
         self._launch(room, d)
         return d
 

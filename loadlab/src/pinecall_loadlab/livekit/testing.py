@@ -15,15 +15,13 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import Any
 
 import pytest
 from aiohttp import web
 from livekit import api
-from livekit.agents import AgentServer
 
 from .config import StandInConfig
-from .labagents import lab_server
+from .labagents import LabWorkers
 from .server import StandIn
 
 API_KEY, API_SECRET = "lab-key", "lab-secret-of-at-least-32-characters"
@@ -117,43 +115,8 @@ async def livekit_api(standin: StandIn) -> AsyncIterator[api.LiveKitAPI]:
     await lkapi.aclose()
 
 
-class LabWorkers:
-    """Starts lab workers on a stand-in and closes them all at the end."""
-
-    api_key, api_secret = API_KEY, API_SECRET
-
-    def __init__(self, lk: StandIn) -> None:
-        self.lk = lk
-        self._running: list[tuple[AgentServer, asyncio.Task[None]]] = []
-
-    async def start(self, server: AgentServer | None = None, **kwargs: Any) -> str:
-        """Run `server` (or ``lab_server(**kwargs)`` on this stand-in) in production mode and
-        return its worker id once the stand-in registered it."""
-        if server is None:
-            server = lab_server(self.lk.url, API_KEY, API_SECRET, **kwargs)
-        registered: asyncio.Future[str] = asyncio.get_running_loop().create_future()
-
-        def on_registered(worker_id: str, _info: Any) -> None:
-            if not registered.done():
-                registered.set_result(worker_id)
-
-        server.on("worker_registered", on_registered)
-        task = asyncio.create_task(server.run(devmode=False))
-        self._running.append((server, task))
-        waits: set[asyncio.Future[Any]] = {registered, task}
-        done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        if registered not in done:
-            await task  # raises why the worker could not run
-        return registered.result()
-
-    async def aclose(self) -> None:
-        for server, task in reversed(self._running):
-            await server.aclose()
-            await asyncio.gather(task, return_exceptions=True)
-
-
 @pytest.fixture
 async def lab_workers(standin: StandIn) -> AsyncIterator[LabWorkers]:
-    workers = LabWorkers(standin)
+    workers = LabWorkers(standin, API_KEY, API_SECRET)
     yield workers
     await workers.aclose()

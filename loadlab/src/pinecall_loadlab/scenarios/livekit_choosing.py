@@ -92,14 +92,8 @@ async def _settled(lk: StandIn, room: str, ghosts: set[str]) -> None:
     def to_ghost(e: ev.JobOffered) -> bool:
         return e.room == room and e.worker_id in ghosts
 
-    waits = [
-        asyncio.ensure_future(lk.events.wait_for(ev.ParticipantJoined, answered)),
-        asyncio.ensure_future(lk.events.wait_for(ev.JobRequestEnded, unassigned)),
-        asyncio.ensure_future(lk.events.wait_for(ev.JobOffered, to_ghost)),
-    ]
-    try:
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-    finally:
-        for w in waits:
-            w.cancel()
-        await asyncio.gather(*waits, return_exceptions=True)
+    await ev.first_of(
+        lk.events.wait_for(ev.ParticipantJoined, answered),
+        lk.events.wait_for(ev.JobRequestEnded, unassigned),
+        lk.events.wait_for(ev.JobOffered, to_ghost),
+    )

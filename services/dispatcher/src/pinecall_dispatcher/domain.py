@@ -6,10 +6,26 @@ not offered (the roster's states already say so: only ``accepting`` workers are 
 room no worker opened 12 s after its offer is offered to another; after three offers, or when no
 worker heard lately has a seat, it goes to the fleet's overflow. A fleet none of whose workers was
 heard in 12 s waits up to 12 s from the caller's arrival, then overflows.
+
+**Seats free** are ``seats − active − not counted``. A worker's heartbeat (every 5 s) counts the
+calls it holds; between a worker taking a job and its next heartbeat that job is in no heartbeat.
+The dispatcher knows every room it offered to a worker and not yet opened (*offered*) and every
+call it saw a worker open and not end (*held*). Every job of a worker's name comes from the
+dispatcher's offers, so ``offered + held`` is what the worker has or will have, and a heartbeat
+counts at most that many (``active ≤ offered + held``). So what the heartbeat does not count yet
+is ``max(0, offered + held − active)`` (:func:`not_counted`): a stale heartbeat is topped up, a
+fresh one is not counted twice, and ``seats − active − not counted = seats − (offered + held)``
+whenever the dispatcher's knowledge is whole. Where it is not (a call the dispatcher never saw),
+the heartbeat's own count wins, since ``max`` never goes below ``active``.
+
+**Admission** (seed 003, DESIGN.md "Where the seeds disagree") reads the same line: a fleet with
+no worker heard for 90 s is ``not_ready``; one with no candidate (no worker heard lately with a
+seat free, by the rule above) is ``fleet_full``. Calls are counted, never load per core.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping, Sequence
 from typing import Literal
 
@@ -25,15 +41,40 @@ MOST_OFFERS = 3
 """Offers a room gets before it goes to the overflow."""
 FLEET_WAIT_S = 12.0
 """How long a room of a fleet nobody has heard waits (from the caller's arrival) for a worker."""
+NOT_READY_S = 90.0
+"""A fleet with no worker heard for this long is refused at admission (seed 003)."""
+
+CALLER_KINDS = frozenset({"STANDARD", "SIP"})
+"""Participants that are people calling: a web visitor and a phone through LiveKit SIP. Egress
+(a recorder) and ingress are participants but not callers."""
+INTENTIONAL = frozenset(
+    {"CLIENT_INITIATED", "PARTICIPANT_REMOVED", "ROOM_DELETED", "ROOM_CLOSED", "DUPLICATE_IDENTITY"}
+)
+"""Ways a participant leaves on purpose (LiveKit's ``DisconnectReason``); any other way an agent
+leaves is its worker lost (issue 8 handles it)."""
+
+
+class Rules(msgspec.Struct, frozen=True, kw_only=True):
+    """The numbers the rules count by; the seed's by default (settings shorten them in tests)."""
+
+    heard_s: float = HEARD_S
+    reoffer_s: float = REOFFER_S
+    most_offers: int = MOST_OFFERS
+    fleet_wait_s: float = FLEET_WAIT_S
+    not_ready_s: float = NOT_READY_S
+
+
+SEED = Rules()
 
 
 class Room(msgspec.Struct, frozen=True, kw_only=True):
-    """A room kept in offers: when the caller arrived, and the offers made so far (oldest first)."""
+    """A room kept in offers: when the caller arrived (Unix seconds), the workers offered it so
+    far (oldest first) and when the last offer was made."""
 
     name: str
     arrived_at: float
-    offers: tuple[tuple[str, float], ...] = ()
-    """``(worker name, offered at)`` pairs, in order."""
+    tried: tuple[str, ...] = ()
+    offered_at: float | None = None
 
 
 class Offer(msgspec.Struct, frozen=True, kw_only=True):
@@ -51,8 +92,25 @@ class Offer(msgspec.Struct, frozen=True, kw_only=True):
         )
 
 
+OverflowReason = Literal["three_offers", "no_seat", "nobody_heard"]
+_WHY: dict[str, str] = {
+    "three_offers": "offered {n} times and never opened",
+    "no_seat": "no worker heard lately has a seat",
+    "nobody_heard": "no worker of the fleet heard lately",
+}
+
+
 class Overflow(msgspec.Struct, frozen=True, kw_only=True):
-    reason: Literal["three_offers", "no_seat", "nobody_heard"]
+    reason: OverflowReason
+
+    def journal(self, room: str, overflow: str, offers: int) -> str:
+        why = _WHY[self.reason].format(n=offers)
+        return f"room {room}: to the overflow {overflow}: {why}"
+
+    @property
+    def waited(self) -> bool:
+        """Whether the room waited for a worker (``no_seat`` is a full fleet, not a drop)."""
+        return self.reason != "no_seat"
 
 
 class Wait(msgspec.Struct, frozen=True, kw_only=True):
@@ -61,15 +119,49 @@ class Wait(msgspec.Struct, frozen=True, kw_only=True):
 
 
 Decision = Offer | Overflow | Wait
+Admission = Literal["admit", "not_ready", "fleet_full"]
+
+
+def overflow_name(fleet: str) -> str:
+    """The overflow's LiveKit name: ``<fleet>/overflow``."""
+    return f"{fleet}/overflow"
+
+
+def call_id_for(environment: str, dispatch_id: str) -> str:
+    """The call id of a ring that carries none: the same for every delivery of its webhook."""
+    digest = hashlib.sha256(f"{environment}:{dispatch_id}".encode()).hexdigest()
+    return f"call_{digest[:20]}"
+
+
+def agent_lost(reason: str | None) -> bool:
+    """Whether an agent that left with ``reason`` lost its worker (not a goodbye)."""
+    return reason not in INTENTIONAL
+
+
+def not_counted(
+    rows: Sequence[WorkerRow], offered: Mapping[str, int], held: Mapping[str, int]
+) -> dict[str, int]:
+    """Seats promised to each worker that its last heartbeat does not count yet:
+    ``max(0, offered + held − active)`` (see the module's docstring)."""
+    active = {r.worker: r.active for r in rows}
+    out = {}
+    for worker in set(offered) | set(held):
+        missing = offered.get(worker, 0) + held.get(worker, 0) - active.get(worker, 0)
+        if missing > 0:
+            out[worker] = missing
+    return out
 
 
 def seats_free(row: WorkerRow, pending: Mapping[str, int]) -> int:
-    """A worker's seats not held by a call nor promised to a room offered and not opened."""
+    """A worker's seats not held by a call nor promised to a room offered and not counted."""
     return row.seats - row.active - pending.get(row.worker, 0)
 
 
 def candidates(
-    rows: Sequence[WorkerRow], pending: Mapping[str, int], exclude: frozenset[str] = frozenset()
+    rows: Sequence[WorkerRow],
+    pending: Mapping[str, int],
+    exclude: frozenset[str] = frozenset(),
+    rules: Rules = SEED,
 ) -> list[WorkerRow]:
     """Workers that may be offered a call now, the most seats free first (then by name)."""
     eligible = [
@@ -77,7 +169,7 @@ def candidates(
         for r in rows
         if r.state == "accepting"
         and r.agent_name is not None
-        and r.last_heard_s < HEARD_S
+        and r.last_heard_s < rules.heard_s
         and r.worker not in exclude
         and seats_free(r, pending) > 0
     ]
@@ -85,24 +177,27 @@ def candidates(
 
 
 def decide(
-    room: Room, rows: Sequence[WorkerRow], pending: Mapping[str, int], now: float
+    room: Room,
+    rows: Sequence[WorkerRow],
+    pending: Mapping[str, int],
+    now: float,
+    rules: Rules = SEED,
 ) -> Decision:
-    """What to do with ``room`` at ``now``, given the fleet's rows and the offers pending.
+    """What to do with ``room`` at ``now``, given the fleet's rows and the seats not counted.
 
     A worker offered this room before is not offered it again (it declined or never answered).
     """
-    if room.offers:
-        last_at = room.offers[-1][1]
-        if now - last_at < REOFFER_S:
-            return Wait(until=last_at + REOFFER_S)
-        if len(room.offers) >= MOST_OFFERS:
+    if room.tried:
+        last_at = room.offered_at if room.offered_at is not None else room.arrived_at
+        if now - last_at < rules.reoffer_s:
+            return Wait(until=last_at + rules.reoffer_s)
+        if len(room.tried) >= rules.most_offers:
             return Overflow(reason="three_offers")
-    if not any(r.last_heard_s < HEARD_S for r in rows):
-        if now - room.arrived_at < FLEET_WAIT_S:
-            return Wait(until=room.arrived_at + FLEET_WAIT_S)
+    if not any(r.last_heard_s < rules.heard_s for r in rows):
+        if now - room.arrived_at < rules.fleet_wait_s:
+            return Wait(until=room.arrived_at + rules.fleet_wait_s)
         return Overflow(reason="nobody_heard")
-    tried = frozenset(worker for worker, _ in room.offers)
-    chosen = candidates(rows, pending, tried)
+    chosen = candidates(rows, pending, frozenset(room.tried), rules)
     if not chosen:
         return Overflow(reason="no_seat")
     best = chosen[0]
@@ -110,20 +205,35 @@ def decide(
         worker=best.worker,
         seats_free=seats_free(best, pending),
         heard_s=best.last_heard_s,
-        number=len(room.offers) + 1,
+        number=len(room.tried) + 1,
     )
 
 
 def sweep(
-    rooms: Sequence[Room], rows: Sequence[WorkerRow], pending: Mapping[str, int], now: float
+    rooms: Sequence[Room],
+    rows: Sequence[WorkerRow],
+    pending: Mapping[str, int],
+    now: float,
+    rules: Rules = SEED,
 ) -> list[tuple[Room, Decision]]:
     """Decide every room of one fleet in arrival order; each offer made counts as pending for
     the rooms after it, so one sweep never promises a worker more seats than it has."""
     promised = dict(pending)
     out = []
     for room in sorted(rooms, key=lambda r: r.arrived_at):
-        decision = decide(room, rows, promised, now)
+        decision = decide(room, rows, promised, now, rules)
         if isinstance(decision, Offer):
             promised[decision.worker] = promised.get(decision.worker, 0) + 1
         out.append((room, decision))
     return out
+
+
+def admission(
+    rows: Sequence[WorkerRow], pending: Mapping[str, int], rules: Rules = SEED
+) -> Admission:
+    """Whether a new call of the fleet may be admitted at the token endpoint (seed 003)."""
+    if not any(r.last_heard_s < rules.not_ready_s for r in rows):
+        return "not_ready"
+    if not candidates(rows, pending, rules=rules):
+        return "fleet_full"
+    return "admit"

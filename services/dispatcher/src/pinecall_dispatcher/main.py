@@ -1,7 +1,11 @@
-"""``pinecall-runtime dispatcher …``: the dispatcher's process entry and image command.
+"""``pinecall-runtime dispatcher serve|migrate|decide|quota``: the process entry and image command.
 
-Its one command so far, ``decide``, runs the rules on a fleet's rows from a JSON file, so an
-operator can ask "who would take a call now, and why" of a ``fleet list --json`` they saved.
+- ``serve``: the token endpoint, the ops endpoints and verbs, the LiveKit stream's consumer and the
+  sweep (settings from the environment; port 8103).
+- ``migrate``: the ``dispatcher`` schema on ``PINECALL_DATABASE_URL``.
+- ``decide FILE``: who a new call would be offered to, from a saved ``fleet list --json``.
+- ``quota set ORG --environment E --concurrent-calls N`` and ``quota list``: the orgs' quotas
+  (the ``dispatcher.quotas`` table, written directly, as ``keys create`` writes keys).
 """
 
 from __future__ import annotations
@@ -12,13 +16,41 @@ from pathlib import Path
 import click
 import msgspec
 
+from pinecall_contracts.dispatch import Quota
 from pinecall_contracts.fleet import RosterSnapshot
 from pinecall_dispatcher import domain
+from pinecall_dispatcher.settings import DispatcherSettings
+from pinecall_dispatcher.store import Store
+from pinecall_dispatcher.store import migrate as migrate_dispatcher
+from pinecall_servicekit import db
+from pinecall_servicekit.lifecycle import serve_http, settings_or_exit
+from pinecall_servicekit.operator import OperatorSettings, run, table
 
 
 @click.group(name="dispatcher")
 def cli() -> None:
-    """The dispatcher: who answers each call."""
+    """The dispatcher: who answers each call, and admission at the token endpoint."""
+
+
+@cli.command()
+@click.option("--workers", default=1, show_default=True, help="Granian worker processes.")
+def serve(workers: int) -> None:
+    """Serve the token endpoint and ops, consume LiveKit's events, sweep the offers."""
+    settings = settings_or_exit(DispatcherSettings.from_env)
+    settings_or_exit(settings.keys)  # a missing or malformed key fails now, not at a ring
+    serve_http(
+        "pinecall_dispatcher.app:create_app",
+        host=settings.host,
+        port=settings.port,
+        workers=workers,
+    )
+
+
+@cli.command()
+def migrate() -> None:
+    """Run the dispatcher's migrations on PINECALL_DATABASE_URL."""
+    migrate_dispatcher(settings_or_exit(DispatcherSettings.from_env).database_url)
+    click.echo("dispatcher: migrated")
 
 
 @cli.command()
@@ -44,3 +76,49 @@ def decide(snapshot: Path, fleet: str) -> None:
             f"room new-call: {type(decision).__name__.lower()}: "
             f"{msgspec.json.encode(decision).decode()}"
         )
+
+
+@cli.group()
+def quota() -> None:
+    """An org's concurrent_calls per environment, held at the token endpoint."""
+
+
+@quota.command(name="set")
+@click.argument("org")
+@click.option("--environment", type=click.Choice(["production", "sandbox"]), default="production")
+@click.option("--concurrent-calls", type=click.IntRange(0, 1_000_000), required=True)
+@run
+async def quota_set(org: str, environment: str, concurrent_calls: int) -> None:
+    """Set ORG's concurrent_calls in an environment (0 refuses every new call)."""
+    try:
+        wanted = Quota(org=org, environment=environment, concurrent_calls=concurrent_calls)
+        msgspec.convert(msgspec.to_builtins(wanted), Quota)  # the contract's bounds on org
+    except msgspec.ValidationError as exc:
+        raise click.BadParameter(str(exc), param_hint="ORG") from exc
+    engine = db.create_engine(OperatorSettings.load().database_url, pool_size=1)
+    try:
+        done = await Store(engine).admissions.set_quota(wanted)
+    finally:
+        await engine.dispose()
+    click.echo(f"{done.org} ({done.environment}): {done.concurrent_calls} concurrent calls")
+
+
+@quota.command(name="list")
+@click.option("--json", "as_json", is_flag=True)
+@run
+async def quota_list(as_json: bool) -> None:
+    """Every org's quotas."""
+    engine = db.create_engine(OperatorSettings.load().database_url, pool_size=1)
+    try:
+        quotas = await Store(engine).admissions.quotas()
+    finally:
+        await engine.dispose()
+    if as_json:
+        click.echo(msgspec.json.encode(quotas).decode())
+        return
+    click.echo(
+        table(
+            ("org", "environment", "concurrent calls"),
+            [(q.org, q.environment, q.concurrent_calls) for q in quotas],
+        )
+    )

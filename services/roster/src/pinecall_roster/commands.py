@@ -1,7 +1,8 @@
 """The operator's verbs that the roster serves: ``fleet list|cordon|uncordon`` and ``keys``.
 
 ``fleet`` travels over NATS (the roster's ops service), so it works from any machine that
-reaches NATS with an operator key. ``keys`` writes the keys table directly (it is how the first
+reaches NATS with an operator key; ``fleet list`` adds each fleet's rooms waiting for a worker in
+the last ten minutes when a dispatcher answers its ops verb. ``keys`` writes the keys table directly (it is how the first
 operator key is made) and says a revocation on NATS so every replica forgets the key at once.
 """
 
@@ -14,6 +15,7 @@ import click
 import msgspec
 
 from pinecall_contracts.base import to_builtins
+from pinecall_contracts.dispatch import OffersRequest, OffersSnapshot
 from pinecall_contracts.fleet import CordonRequest, CordonSetting, FleetListRequest, RosterSnapshot
 from pinecall_contracts.ids import WorkerNameError, worker_key
 from pinecall_contracts.keys import KeyRevoked
@@ -50,6 +52,7 @@ async def fleet_list(as_json: bool, only: str | None) -> None:
             RosterSnapshot,
             headers=_auth(settings),
         )
+        waiting = await _waiting(bus, settings, only)
     finally:
         await bus.close()
     if as_json:
@@ -57,9 +60,11 @@ async def fleet_list(as_json: bool, only: str | None) -> None:
         return
     for view in snapshot.fleets:
         t = view.totals
+        rooms = None if waiting is None else waiting.get(view.fleet, 0)
         click.echo(
             f"{view.fleet} ({view.environment or '?'}): {t.accepting} accepting, {t.full} full, "
             f"{t.seats_free}/{t.seats} seats free, {t.calls} calls"
+            + ("" if rooms is None else f", {rooms} rooms waiting in 10 min")
         )
         rows = [
             (
@@ -93,6 +98,22 @@ async def fleet_list(as_json: bool, only: str | None) -> None:
                 )
             )
         click.echo()
+
+
+async def _waiting(bus: Bus, settings: OperatorSettings, only: str | None) -> dict[str, int] | None:
+    """Each fleet's rooms waiting for a worker in the last ten minutes (a fleet not named had
+    none), from the dispatcher's ops verb; None when no dispatcher answers (a roster alone)."""
+    try:
+        offers = await bus.request(
+            bus.subjects.ops_dispatch_offers,
+            OffersRequest(fleet=only),
+            OffersSnapshot,
+            headers=_auth(settings),
+            timeout=1.0,
+        )
+    except BusUnavailable:
+        return None
+    return {f.fleet: f.waiting for f in offers.fleets}
 
 
 async def _cordon(worker: str, cordoned: bool, reason: str | None) -> CordonSetting:

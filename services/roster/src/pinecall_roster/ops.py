@@ -1,7 +1,9 @@
 """The roster's ops verbs over NATS: a ``nats.micro`` service on every replica (NATS ADR-32).
 
-``<ns>.ops.fleet.list`` (FleetListRequest → RosterSnapshot) and ``<ns>.ops.fleet.cordon``
-(CordonRequest → CordonSetting), each with an operator key in the ``Authorization`` header, so
+``<ns>.ops.fleet.list`` (FleetListRequest → RosterSnapshot), ``<ns>.ops.fleet.records``
+(FleetListRequest → FleetRecords: the fleets rows, which the dispatcher reads) and
+``<ns>.ops.fleet.cordon`` (CordonRequest → CordonSetting), each with an operator key in the
+``Authorization`` header, so
 ``pinecall-runtime fleet …`` works from any machine that reaches NATS. Replicas share a queue
 group: one answers each request. ``$SRV.PING.<ns>-roster`` finds them all.
 """
@@ -10,7 +12,13 @@ from __future__ import annotations
 
 from nats.micro.service import Service
 
-from pinecall_contracts.fleet import CordonRequest, CordonSetting, FleetListRequest, RosterSnapshot
+from pinecall_contracts.fleet import (
+    CordonRequest,
+    CordonSetting,
+    FleetListRequest,
+    FleetRecords,
+    RosterSnapshot,
+)
 from pinecall_contracts.ids import WorkerNameError
 from pinecall_roster.service import RosterService
 from pinecall_servicekit.errors import BadRequest
@@ -31,6 +39,13 @@ async def start_ops(service: RosterService) -> Service:
         await operator(headers)
         return service.snapshot(request.fleet)
 
+    async def fleet_records(request: FleetListRequest, headers: dict[str, str]) -> FleetRecords:
+        await operator(headers)
+        await service.reload_fleets()
+        return FleetRecords(
+            fleets=[r for n, r in service.fleets.items() if request.fleet in (None, n)]
+        )
+
     async def fleet_cordon(request: CordonRequest, headers: dict[str, str]) -> CordonSetting:
         by = await operator(headers)
         if request.worker is None:
@@ -49,6 +64,13 @@ async def start_ops(service: RosterService) -> Service:
         subject=bus.subjects.ops_fleet_list,
         kind=FleetListRequest,
         handler=fleet_list,
+    )
+    await bus.add_endpoint(
+        micro,
+        name="fleet-records",
+        subject=bus.subjects.ops_fleet_records,
+        kind=FleetListRequest,
+        handler=fleet_records,
     )
     await bus.add_endpoint(
         micro,

@@ -7,7 +7,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from pathlib import Path
 
 import sqlalchemy as sa
@@ -49,12 +48,7 @@ class Store:
 
     async def answers(self, timeout_s: float = 2.0) -> bool:
         """Whether Postgres answers a query within ``timeout_s`` seconds (readiness)."""
-        try:
-            async with asyncio.timeout(timeout_s), self.engine.connect() as conn:
-                await conn.execute(sa.text("SELECT 1"))
-        except (TimeoutError, sa.exc.SQLAlchemyError, OSError):
-            return False
-        return True
+        return await db.answers(self.engine, timeout_s)
 
     async def ensure_fleets(self, fleets: list[FleetRecord]) -> None:
         """Insert each fleet not stored yet; a stored row is the operator's and stays."""

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import secrets
 from collections.abc import AsyncIterator, Iterator
-from importlib.metadata import entry_points
 
 import nats
 import nats.js.errors
@@ -22,6 +21,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from pinecall_contracts.subjects import Subjects
+from pinecall_servicekit.db import migrate_installed
 from pinecall_servicekit.platform import Endpoints, ensure_platform
 from pinecall_servicekit.settings import Settings
 
@@ -31,13 +31,8 @@ def with_database(url: str, name: str) -> str:
     return make_url(url).set(database=name).render_as_string(hide_password=False)
 
 
-def run_all_migrations(url: str) -> list[str]:
-    """Every installed service's migrations on ``url``; returns the services migrated."""
-    done = []
-    for ep in sorted(entry_points(group="pinecall_runtime.migrations"), key=lambda e: e.name):
-        ep.load()(url)
-        done.append(ep.name)
-    return done
+run_all_migrations = migrate_installed
+"""Every installed service's migrations on ``url`` (``pinecall_servicekit.db``)."""
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,263 @@
+"""The runtime choosing, whole, in one process: the stand-in → webhook-ingest → JetStream →
+dispatcher → CreateDispatch → real workers heartbeating to a real roster.
+
+Each service is its own production app (``create_app``) run in this event loop and reached over
+ASGI (``pinecall_servicekit.testing.apps.running``); the stand-in's webhooks reach webhook-ingest
+through a loopback relay (the stand-in posts over HTTP, as LiveKit does, and the relay hands the
+exact bytes and headers on). Workers are unmodified ``pinecall_worker.server.Worker``s with a
+light entrypoint (``answer_and_hold``: the job joins its lab room as the agent), on the THREAD
+executor; their heartbeats go through a transport that :meth:`LabWorker.vanish` cuts, so a worker
+can vanish as a machine does (frozen on LiveKit's socket, silent to the roster). The overflow is a
+lab ``AgentServer`` registered as ``<fleet>/overflow`` that answers and holds, so a room sent to it
+is observable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import os
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from aiohttp import web
+from livekit import api
+from livekit.agents import AgentServer
+from livekit.protocol import models
+
+from pinecall_contracts.fleet import WorkerHeartbeat
+from pinecall_dispatcher.app import create_app as dispatcher_app
+from pinecall_dispatcher.service import DispatcherService
+from pinecall_dispatcher.settings import DispatcherSettings
+from pinecall_loadlab.livekit import StandIn
+from pinecall_loadlab.livekit import events as ev
+from pinecall_loadlab.livekit.labagents import LabWorkers
+from pinecall_loadlab.scenarios.labworkers import LabWorker, beat_forever, start_worker
+from pinecall_roster.app import create_app as roster_app
+from pinecall_roster.settings import RosterSettings
+from pinecall_servicekit.changes import Changes
+from pinecall_servicekit.testing.apps import Replica, running
+from pinecall_webhook_ingest.app import create_app as ingest_app
+from pinecall_webhook_ingest.settings import IngestSettings
+
+AGENT_NAME = "lk.agent_name"
+
+
+@dataclass(kw_only=True)
+class ChainConfig:
+    """Where the chain's services store and talk, their keys, and the dispatcher's numbers."""
+
+    database_url: str
+    nats_url: str
+    namespace: str
+    operator_key: str
+    fleet_keys: dict[str, str]
+    """Fleet key per environment, for the workers' heartbeats."""
+    api_key: str
+    api_secret: str
+    """The stand-in's LiveKit key, used for every environment."""
+    heartbeat_s: float = 5.0
+    log_level: str = "INFO"
+    dispatcher: dict[str, Any] = field(default_factory=dict)
+    """DispatcherSettings fields to change (the rules' numbers, shortened in tests)."""
+
+
+class Chain:
+    """The services of the runtime choosing, and its workers."""
+
+    def __init__(
+        self,
+        lk: StandIn,
+        config: ChainConfig,
+        roster: Replica,
+        replica: Callable[[], contextlib.AbstractAsyncContextManager[Replica]],
+    ) -> None:
+        self.lk, self.config, self.roster = lk, config, roster
+        self.replica = replica
+        """Start another dispatcher replica (an async context manager)."""
+        self.dispatchers: list[Replica] = []
+        self.workers: list[LabWorker] = []
+        self.lab = LabWorkers(lk, config.api_key, config.api_secret)
+        """Lab AgentServers of the chain (the overflow; LiveKit-choosing workers)."""
+        self._beats: list[asyncio.Task[None]] = []
+        self._tmp = tempfile.TemporaryDirectory(prefix="pinecall-chain-")
+        self.livekit = api.LiveKitAPI(lk.url, config.api_key, config.api_secret)
+
+    @property
+    def service(self) -> DispatcherService:
+        """The first dispatcher replica's service."""
+        service: DispatcherService = self.dispatchers[0].app.state.dispatcher
+        return service
+
+    async def worker(
+        self, host: str, *, seats: int, fleet: str = "pinecall", environment: str = "production"
+    ) -> LabWorker:
+        """Start a real worker of ``fleet`` with ``seats``; returns once LiveKit registered it
+        and the roster heard it say so."""
+        handle = start_worker(
+            self.lk,
+            self.roster,
+            self.config,
+            host=host,
+            seats=seats,
+            fleet=fleet,
+            fleet_key=self.config.fleet_keys[environment],
+            measures=os.path.join(self._tmp.name, f"{host}.sock"),
+        )
+        worker = handle.worker
+        self.workers.append(handle)
+        async with asyncio.timeout(60):
+            await worker.registered.wait()
+            await worker.heartbeat.beat()  # said registered now, not at its next beat
+            await self._heard()
+        return handle
+
+    async def _heard(self) -> None:
+        """Every dispatcher replica reads the roster now (not when its rows are next stale)."""
+        for replica in self.dispatchers:
+            await replica.app.state.dispatcher.roster.refresh()
+
+    async def pretend(
+        self,
+        host: str,
+        *,
+        seats: int,
+        load: Callable[[AgentServer], float],
+        fleet: str = "pinecall",
+        environment: str = "production",
+    ) -> str:
+        """A lab ``AgentServer`` under the worker name ``<fleet>/<host>.<start>``, reporting
+        ``load`` to LiveKit (1.0 declines every offer), with heartbeats of a worker with
+        ``seats`` and no call; returns the name."""
+        name = f"{fleet}/{host}.{int(time.time())}"
+        await self.lab.start(agent_name=name, seats=seats, load=load)
+        beat = beat_forever(
+            self.roster,
+            WorkerHeartbeat(
+                fleet=fleet, worker=name, agent_name=name, active=0, max_jobs=seats, load=0.0
+            ),
+            self.config.fleet_keys[environment],
+            self.config.heartbeat_s,
+        )
+        self._beats.append(asyncio.create_task(beat, name=f"heartbeat-{host}"))
+        await self._heard()
+        return name
+
+    async def overflow(self, fleet: str = "pinecall") -> str:
+        """Register ``<fleet>/overflow``: a lab server that answers every room it is sent."""
+        async with asyncio.timeout(60):
+            return await self.lab.start(agent_name=f"{fleet}/overflow", seats=1000)
+
+    async def handled(self, room: str, event: str, kind: str | None = None) -> None:
+        """Wait until a dispatcher replica applied ``event`` of ``room`` (of a ``kind``
+        participant); bound it with ``asyncio.timeout``."""
+
+        def seen(service: DispatcherService) -> bool:
+            return any(
+                e.room == room and e.event == event and kind in (None, e.participant_kind)
+                for e in service.placing.handled
+            )
+
+        await self._any_replica(lambda s: s.placing.changes, seen)
+
+    async def outcome(self, call: str, outcome: str, *, count: int = 1) -> None:
+        """Wait until ``count`` offers of ``call`` on a dispatcher replica came to ``outcome``
+        (``dispatched``, ``room_gone``, …); bound it with ``asyncio.timeout``."""
+        await self._any_replica(
+            lambda s: s.offering.changes,
+            lambda s: sum(x == (call, outcome) for x in s.offering.outcomes) >= count,
+        )
+
+    async def _any_replica(
+        self,
+        changes: Callable[[DispatcherService], Changes],
+        holds: Callable[[DispatcherService], bool],
+    ) -> None:
+        services: list[DispatcherService] = [r.app.state.dispatcher for r in self.dispatchers]
+        await ev.first_of(
+            *(changes(s).wait_for(functools.partial(holds, s), timeout=3600) for s in services)
+        )
+
+    async def answered_by(self, room: str) -> str | None:
+        """The agent name of the agent in ``room`` (a worker's, or ``<fleet>/overflow``)."""
+        people = await self.livekit.room.list_participants(api.ListParticipantsRequest(room=room))
+        for p in people.participants:
+            if p.kind == models.ParticipantInfo.Kind.AGENT:
+                return p.attributes.get(AGENT_NAME, "")
+        return None
+
+    async def aclose(self) -> None:
+        for beat in self._beats:
+            beat.cancel()
+        await asyncio.gather(*self._beats, return_exceptions=True)
+        for handle in reversed(self.workers):  # each restores the environment it changed
+            handle.worker.stop()
+            with contextlib.suppress(Exception):
+                async with asyncio.timeout(30):
+                    await handle.task
+        await self.lab.aclose()
+        await self.livekit.aclose()
+        self._tmp.cleanup()
+
+
+async def _relay(ingest: Replica) -> tuple[web.AppRunner, str]:
+    """A loopback server handing each webhook, bytes and headers unchanged, to webhook-ingest."""
+
+    async def forward(request: web.Request) -> web.Response:
+        headers = {k: v for k, v in request.headers.items() if k.lower() != "host"}
+        r = await ingest.post(
+            request.path_qs, content=await request.read(), headers=headers, timeout=30
+        )
+        return web.Response(status=r.status_code, body=r.content)
+
+    app = web.Application()
+    app.router.add_post("/v1/livekit/webhook", forward)
+    runner = web.AppRunner(app, handle_signals=False)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/v1/livekit/webhook"
+
+
+@contextlib.asynccontextmanager
+async def runtime_chain(
+    lk: StandIn,
+    config: ChainConfig,
+    *,
+    call_log: httpx.AsyncClient | None = None,
+    dispatchers: int = 1,
+) -> AsyncIterator[Chain]:
+    """The chain on ``lk``: roster, webhook-ingest (LiveKit's webhooks to it) and ``dispatchers``
+    dispatcher replicas (``Chain.replica()`` starts more)."""
+    base = {
+        "database_url": config.database_url,
+        "nats_url": config.nats_url,
+        "nats_namespace": config.namespace,
+        "log_format": "text",
+        "log_level": config.log_level,
+    }
+    keys = f"production={config.api_key}:{config.api_secret},sandbox={config.api_key}:{config.api_secret}"
+    settings = DispatcherSettings.from_env(
+        {}, **base, livekit_keys=keys, operator_key=config.operator_key, **config.dispatcher
+    )
+    async with (
+        running(roster_app(RosterSettings.from_env({}, **base, livekit_url=lk.url))) as roster,
+        running(ingest_app(IngestSettings.from_env({}, **base, livekit_keys=keys))) as ingest,
+        contextlib.AsyncExitStack() as stack,
+    ):
+        runner, url = await _relay(ingest)
+        stack.push_async_callback(runner.cleanup)
+        lk.webhooks.urls.append(url)
+        stack.callback(lk.webhooks.urls.remove, url)
+        chain = Chain(
+            lk, config, roster, lambda: running(dispatcher_app(settings, call_log=call_log))
+        )
+        stack.push_async_callback(chain.aclose)
+        for _ in range(dispatchers):
+            chain.dispatchers.append(await stack.enter_async_context(chain.replica()))
+        yield chain

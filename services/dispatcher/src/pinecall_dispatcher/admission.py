@@ -1,0 +1,200 @@
+"""Admission at the token endpoint (seed 000, "Full, at the endpoint"; seed 003).
+
+A web visitor's token is minted for an agent in the app key's environment, on the LiveKit of that
+environment's fleet; its ``roomConfig.agents`` is the pending dispatch to the fleet's plain name
+carrying a :class:`CallRing` with the call's id, so the visitor's join makes the room and the
+dispatcher places it like any ring. Before it is minted, in order:
+
+1. ``not_ready`` (503): no worker of the fleet heard for 90 s; nothing is written.
+2. ``fleet_full`` (503): every worker of the fleet is at its line (the dispatcher's own rule:
+   no worker heard lately with a seat free, counting rooms offered and not counted). ``fleet.full``
+   is written on the agent's log through call-log, and the problem names ``POST /v1/callbacks``,
+   so the page offers a call back before any room is made.
+3. ``quota`` (429): the org holds its ``concurrent_calls`` in this environment (the quotas table,
+   ``pinecall-runtime dispatcher quota set``); held here, never mid-call, and a sandbox call never
+   counts against production.
+
+Each refusal is counted (``pinecall_admissions_total``, and the refusals table that ``doctor``
+reads) because it leaves no call record.
+
+Errors::
+
+    NotReady (Unavailable, 503, ``not_ready``) · FleetFull (Unavailable, 503, ``fleet_full``)
+    TooManyRequests (429, ``too_many_requests``: the quota)
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import secrets
+
+import httpx
+from livekit import api
+from livekit.protocol.room import RoomConfiguration
+
+from pinecall_contracts.base import encode
+from pinecall_contracts.calls import AgentEntry
+from pinecall_contracts.dispatch import CallRing, TokenRequest, VisitorToken
+from pinecall_contracts.keys import KeyInfo
+from pinecall_dispatcher import domain
+from pinecall_dispatcher.metrics import Metrics
+from pinecall_dispatcher.roster import RosterView
+from pinecall_dispatcher.settings import DispatcherSettings
+from pinecall_dispatcher.store import Store
+from pinecall_servicekit.db import utcnow
+from pinecall_servicekit.errors import TooManyRequests, Unavailable
+
+_log = logging.getLogger(__name__)
+CALLBACKS = "POST /v1/callbacks"
+
+
+class NotReady(Unavailable):
+    code = "not_ready"
+
+
+class FleetFull(Unavailable):
+    code = "fleet_full"
+
+
+class Admission:
+    """Admits a visitor's call, or refuses it and says so."""
+
+    def __init__(
+        self,
+        settings: DispatcherSettings,
+        store: Store,
+        roster: RosterView,
+        call_log: httpx.AsyncClient,
+        metrics: Metrics,
+    ) -> None:
+        self.settings = settings
+        self.keys = settings.keys()
+        self.store, self.roster, self.call_log, self.metrics = store, roster, call_log, metrics
+
+    async def token(self, request: TokenRequest, key: KeyInfo) -> VisitorToken:
+        environment = key.environment or ""
+        record = await self.roster.fleet_of(environment)
+        if record is None or environment not in self.keys:
+            raise NotReady(f"no fleet and LiveKit serve {environment}")
+        fleet, now = record.name, utcnow()
+        rows = await self.roster.rows(fleet)
+        offered, held = await self.store.offers.promised(fleet, now, self.settings.max_call_s)
+        verdict = domain.admission(
+            rows, domain.not_counted(rows, offered, held), self.settings.rules()
+        )
+        if verdict == "not_ready":
+            await self._refused(request, environment, fleet, "not_ready")
+            raise NotReady(f"no worker of {fleet} was heard in {self.settings.not_ready_s:.0f} s")
+        if verdict == "fleet_full":
+            await self._fleet_full(request, environment, fleet)
+            await self._refused(request, environment, fleet, "fleet_full")
+            raise FleetFull(
+                f"every worker of {fleet} is at its line: offer the caller a call back "
+                f"({CALLBACKS})"
+            )
+        call = f"call_{secrets.token_hex(10)}"
+        room = f"web-{call}"
+        until = now + dt.timedelta(seconds=self.settings.admit_s)
+        ring = CallRing(
+            agent=request.agent,
+            org=request.org,
+            caller="web",
+            call=call,
+            context=request.context,
+            config=request.config,
+        )
+        try:
+            await self.store.admissions.admit(
+                {
+                    "call": call,
+                    "environment": environment,
+                    "fleet": fleet,
+                    "room": room,
+                    "agent": request.agent,
+                    "org": request.org,
+                    "caller": "web",
+                    "state": "admitted",
+                    "context": request.context,
+                    "config": request.config,
+                    "admitted_until": until,
+                },
+                now,
+                self.settings.max_call_s,
+            )
+        except TooManyRequests:
+            await self._refused(request, environment, fleet, "quota")
+            raise
+        self.metrics.admissions.labels(environment, fleet, "admitted").inc()
+        token = self._mint(environment, fleet, room, request, ring, call)
+        return VisitorToken(
+            call=call,
+            room=room,
+            token=token,
+            url=record.livekit_url,
+            environment=environment,
+            fleet=fleet,
+            expires_at=until,
+        )
+
+    def _mint(
+        self,
+        environment: str,
+        fleet: str,
+        room: str,
+        request: TokenRequest,
+        ring: CallRing,
+        call: str,
+    ) -> str:
+        key, secret = self.keys[environment]
+        dispatch = api.RoomAgentDispatch(agent_name=fleet, metadata=encode(ring).decode())
+        return (
+            api.AccessToken(key, secret)
+            .with_identity(request.identity or f"visitor-{call}")
+            .with_name(request.name)
+            .with_kind("standard")
+            .with_grants(
+                api.VideoGrants(
+                    room_join=True,
+                    room=room,
+                    can_publish=True,
+                    can_subscribe=True,
+                    can_publish_data=True,
+                )
+            )
+            .with_room_config(RoomConfiguration(agents=[dispatch]))
+            .with_ttl(dt.timedelta(seconds=self.settings.admit_s))
+            .to_jwt()
+        )
+
+    async def _refused(
+        self, request: TokenRequest, environment: str, fleet: str, reason: str
+    ) -> None:
+        self.metrics.admissions.labels(environment, fleet, reason).inc()
+        await self.store.admissions.refused(
+            utcnow(), environment, fleet, request.agent, request.org, reason
+        )
+        _log.warning("admission of %s in %s refused: %s", request.agent, environment, reason)
+
+    async def _fleet_full(self, request: TokenRequest, environment: str, fleet: str) -> None:
+        """``fleet.full`` on the agent's log, through call-log (its owner)."""
+        entry = AgentEntry(
+            kind="fleet.full",
+            data={"fleet": fleet, "org": request.org, "callbacks": CALLBACKS},
+        )
+        try:
+            r = await self.call_log.post(
+                f"/v1/agents/{request.agent}/log",
+                params={"environment": environment},
+                content=encode(entry),
+                headers={
+                    "authorization": f"Bearer {self.settings.operator_key}",
+                    "content-type": "application/json",
+                },
+                timeout=2.0,
+            )
+        except httpx.HTTPError as exc:
+            _log.warning("fleet.full of %s not written: call-log did not answer: %r", fleet, exc)
+            return
+        if r.status_code != 200:
+            _log.warning("fleet.full of %s not written: %s %s", fleet, r.status_code, r.text[:200])

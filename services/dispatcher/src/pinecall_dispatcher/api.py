@@ -1,0 +1,88 @@
+"""The dispatcher's HTTP API.
+
+=====================================  =========  ============================================
+route                                  key        answer
+=====================================  =========  ============================================
+POST /v1/tokens                        app        VisitorToken (TokenRequest); 503 ``not_ready``
+                                                  or ``fleet_full``, 429 over the org's quota
+GET  /v1/ops/offers[?fleet=]           operator   OffersSnapshot: rooms waiting, kept, refused
+GET  /v1/ops/calls/{call}/journal      operator   Journal: the call's offers and why
+POST /v1/ops/quotas                    operator   Quota (Quota): set an org's concurrent_calls
+=====================================  =========  ============================================
+
+Every error is a problem detail, and a refused request writes nothing (a refusal at admission is
+counted, and ``fleet_full`` writes ``fleet.full`` on the agent's log, as the seed says).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import Annotated
+
+from litestar import Request, get, post
+from litestar.datastructures import State
+from litestar.params import FromQuery, JSONBody, PathParameter
+
+from pinecall_contracts.dispatch import (
+    Journal,
+    OffersSnapshot,
+    Quota,
+    TokenRequest,
+    VisitorToken,
+)
+from pinecall_contracts.keys import KeyInfo, KeyKind
+from pinecall_dispatcher.service import DispatcherService
+from pinecall_servicekit.errors import Unprocessable
+from pinecall_servicekit.http import problems, strict_body
+from pinecall_servicekit.keys import OPERATOR, bearer
+
+AnyRequest = Request[object, object, State]
+CallPath = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")]
+APP: tuple[KeyKind, ...] = ("app",)
+ENVIRONMENTS = ("production", "sandbox")
+
+
+def _service(request: AnyRequest) -> DispatcherService:
+    service: DispatcherService = request.app.state.dispatcher
+    return service
+
+
+async def _key(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
+    return await _service(request).keyring.verify(
+        bearer(request.headers.get("authorization")), kinds=kinds
+    )
+
+
+@post("/v1/tokens", status_code=200, responses=problems(400, 401, 403, 429, 503))
+async def token(request: AnyRequest, data: JSONBody[TokenRequest]) -> VisitorToken:
+    """A web visitor's token for an agent, in the app key's environment."""
+    body = await strict_body(request, TokenRequest)
+    key = await _key(request, APP)
+    return await _service(request).admission.token(body, key)
+
+
+@get("/v1/ops/offers", responses=problems(401, 403, 503))
+async def offers(request: AnyRequest, fleet: FromQuery[str | None] = None) -> OffersSnapshot:
+    """Each fleet's rooms waiting in ten minutes and refusals; rooms kept past a minute."""
+    await _key(request, OPERATOR)
+    return await _service(request).offers(fleet)
+
+
+@get("/v1/ops/calls/{call:str}/journal", responses=problems(400, 401, 403, 503))
+async def journal(request: AnyRequest, call: CallPath) -> Journal:
+    """A call's journal: each offer and why, and where its room went."""
+    await _key(request, OPERATOR)
+    return await _service(request).store.views.journal(call)
+
+
+@post("/v1/ops/quotas", status_code=200, responses=problems(400, 401, 403, 422, 503))
+async def set_quota(request: AnyRequest, data: JSONBody[Quota]) -> Quota:
+    """Set an org's concurrent_calls in one environment (held at the token endpoint)."""
+    body = await strict_body(request, Quota)
+    await _key(request, OPERATOR)
+    if body.environment not in ENVIRONMENTS:
+        raise Unprocessable(f"a quota's environment is {' or '.join(ENVIRONMENTS)}")
+    return await _service(request).store.admissions.set_quota(body)
+
+
+ROUTES = [token, offers, journal, set_quota]

@@ -1,0 +1,221 @@
+"""What each LiveKit event and call-log event does to the rooms (seed 000, "Who takes a call").
+
+- ``participant_joined`` of a caller (``STANDARD`` or ``SIP``): read the room's newest dispatch
+  on the LiveKit of the event's environment (ListDispatch); one to a fleet's plain name that no
+  job took is the call to place: keep the room in offers (its call id is the ring's, or one made
+  from the ring's dispatch id) and offer it at once (``Offering.ring``, which reads the caller's
+  presence *after* the row is written, so a hang-up handled in between is never missed).
+- ``participant_joined`` of an agent: the room's offers end; the agent's ``lk.agent_name``
+  holds the seat.
+- ``participant_left`` of a caller: a room not opened yet ends, its dispatch is deleted.
+- ``participant_left`` of an agent: its seat is free; then, as after a hand-over, a person
+  alone in the room with a ring nobody took is a call to place. An agent lost without a goodbye
+  is issue 8's (:meth:`Placing.agent_lost` is the seam).
+- ``room_finished``: every live row of the room ends.
+- ``call.opened``: the room's offers end; ``call.ended``: the call ends, its seat is free.
+
+Each handler is idempotent: the row decides, so duplicates and reorders change nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections import deque
+
+import msgspec
+from google.protobuf.json_format import Parse, ParseError
+from livekit.protocol.agent_dispatch import AgentDispatch
+from livekit.protocol.models import ParticipantInfo
+from livekit.protocol.webhook import WebhookEvent
+
+from pinecall_contracts.base import decode
+from pinecall_contracts.calls import CallEvent
+from pinecall_contracts.dispatch import CallRing
+from pinecall_contracts.livekit import LiveKitEvent
+from pinecall_dispatcher import domain
+from pinecall_dispatcher.livekit import LiveKit, LiveKits, RoomGone
+from pinecall_dispatcher.offering import Offering
+from pinecall_dispatcher.roster import RosterView
+from pinecall_dispatcher.store import Arrival, RoomRow, Store
+from pinecall_servicekit.changes import Changes
+from pinecall_servicekit.db import utcnow
+
+_log = logging.getLogger(__name__)
+AGENT_NAME = "lk.agent_name"
+"""The attribute LiveKit puts on an agent's token: its worker's agent name."""
+HANDLED = 10_000
+PHONE = "sip.phoneNumber"
+NUMBER = re.compile(r"\+?[0-9]{3,20}")
+"""A caller's number the JobOffer can carry (``dispatch.Number``)."""
+
+
+def kind_of(p: ParticipantInfo) -> str:
+    return ParticipantInfo.Kind.Name(p.kind)
+
+
+def ring_of(dispatches: list[AgentDispatch]) -> AgentDispatch | None:
+    """The room's newest dispatch."""
+    return max(dispatches, key=lambda d: d.state.created_at, default=None)
+
+
+class Placing:
+    """Turns events into rooms kept in offers, opened or ended."""
+
+    def __init__(
+        self, store: Store, livekits: LiveKits, roster: RosterView, offering: Offering
+    ) -> None:
+        self.store, self.livekits, self.roster, self.offering = store, livekits, roster, offering
+        self.handled: deque[LiveKitEvent] = deque(maxlen=HANDLED)
+        """The newest events handled here, oldest first (an operator's and a test's view)."""
+        self.handled_calls: deque[CallEvent] = deque(maxlen=HANDLED)
+        self.changes = Changes()
+        """Notified after each event handled."""
+
+    async def livekit_event(self, event: LiveKitEvent) -> None:
+        """Apply one LiveKit event; ``handled`` holds it once applied."""
+        await self._apply(event)
+        self.handled.append(event)
+        await self.changes.notify()
+
+    async def _apply(self, event: LiveKitEvent) -> None:
+        if event.room is None or event.event not in (
+            "participant_joined",
+            "participant_left",
+            "room_finished",
+        ):
+            return
+        try:
+            body = Parse(event.body, WebhookEvent(), ignore_unknown_fields=True)
+        except ParseError:
+            _log.warning("event %s: a body that is not a webhook", event.id)
+            return
+        sid = body.room.sid or None
+        if event.event == "room_finished":
+            await self.store.rooms.finished(utcnow(), event.environment, event.room, sid)
+            return
+        p = body.participant
+        caller = kind_of(p) in domain.CALLER_KINDS
+        agent = p.kind == ParticipantInfo.Kind.AGENT
+        if event.event == "participant_joined" and caller:
+            livekit = await self._livekit(event.environment)
+            if livekit is not None:
+                await self.place(livekit, event.environment, event.room, sid, p)
+        elif event.event == "participant_joined" and agent:
+            worker = p.attributes.get(AGENT_NAME)
+            if worker:
+                await self.store.rooms.opened(
+                    utcnow(), worker, environment=event.environment, room=event.room, room_sid=sid
+                )
+        elif event.event == "participant_left" and caller:
+            await self._caller_left(event, sid, p)
+        elif event.event == "participant_left" and agent:
+            worker = p.attributes.get(AGENT_NAME, "")
+            rows = await self.store.rooms.agent_left(
+                utcnow(), event.environment, event.room, sid, worker
+            )
+            if domain.agent_lost(event.disconnect_reason):
+                await self.agent_lost(event, rows)
+            livekit = await self._livekit(event.environment)
+            if livekit is not None:
+                await self.place(livekit, event.environment, event.room, sid, None)
+
+    async def agent_lost(self, event: LiveKitEvent, rows: list[RoomRow]) -> None:
+        """An agent left without a goodbye: its worker is lost. Issue 8 ends such a call as
+        drained and offers the room again as ``JobOffer(job="sentence", written=…)`` through
+        the same rows (their ``job`` and ``written``); until then the seat is only freed."""
+        for row in rows:
+            _log.warning(
+                "room %s: the agent of %s was lost (%s)",
+                row.call,
+                row.worker,
+                event.disconnect_reason,
+            )
+
+    async def call_event(self, event: CallEvent) -> None:
+        """Apply ``call.opened`` or ``call.ended``; ``handled_calls`` holds it once applied."""
+        if event.what == "opened":
+            await self.store.rooms.opened(utcnow(), event.worker, call=event.call)
+        else:
+            await self.store.rooms.ended(utcnow(), event.call, event.outcome or event.what)
+        self.handled_calls.append(event)
+        await self.changes.notify()
+
+    async def _livekit(self, environment: str) -> LiveKit | None:
+        record = await self.roster.fleet_of(environment)
+        if record is None:
+            _log.warning("no fleet serves environment %s: its rooms are not placed", environment)
+            return None
+        return self.livekits.of(environment, record.livekit_url)
+
+    async def _caller_left(self, event: LiveKitEvent, sid: str | None, p: ParticipantInfo) -> None:
+        assert event.room is not None
+        rows = await self.store.rooms.caller_left(
+            utcnow(), event.environment, event.room, sid, p.identity
+        )
+        livekit = await self._livekit(event.environment) if rows else None
+        for row in rows:
+            if row.dispatch and livekit is not None:
+                await livekit.delete_dispatch(row.room, row.dispatch)
+
+    async def place(
+        self,
+        livekit: LiveKit,
+        environment: str,
+        room: str,
+        sid: str | None,
+        person: ParticipantInfo | None,
+    ) -> None:
+        """Keep and offer the room's call if its newest dispatch is a ring nobody took and a
+        person is in it (``person``, or, after an agent left, whoever is alone there)."""
+        try:
+            ring = ring_of(await livekit.dispatches(room))
+            if ring is None or len(ring.state.jobs) > 0:
+                return
+            fleet = await self.roster.fleet(ring.agent_name)
+            if fleet is None or fleet.environment != environment:
+                return
+            if person is None:
+                people = await livekit.participants(room)
+                if any(x.kind == ParticipantInfo.Kind.AGENT for x in people):
+                    return
+                person = next((x for x in people if kind_of(x) in domain.CALLER_KINDS), None)
+                if person is None:
+                    return
+        except RoomGone:
+            return
+        arrival = self._arrival(ring, fleet.name, environment, room, sid, person)
+        await self.offering.ring(arrival, livekit)
+
+    def _arrival(
+        self,
+        ring: AgentDispatch,
+        fleet: str,
+        environment: str,
+        room: str,
+        sid: str | None,
+        person: ParticipantInfo,
+    ) -> Arrival:
+        sip = person.kind == ParticipantInfo.Kind.SIP
+        try:
+            called = decode(ring.metadata, CallRing)
+        except msgspec.MsgspecError:
+            # a SIP rule with no CallRing: the fleet's own agent answers it
+            _log.warning("room %s: its ring carries no CallRing; placed as agent %s", room, fleet)
+            called = CallRing(agent=fleet, caller="sip" if sip else "web")
+        number = person.attributes.get(PHONE, "") if sip else ""
+        return Arrival(
+            call=called.call or domain.call_id_for(environment, ring.id),
+            environment=environment,
+            fleet=fleet,
+            room=room,
+            room_sid=sid,
+            ring=ring.id,
+            agent=called.agent,
+            org=called.org,
+            caller=called.caller,
+            caller_identity=person.identity,
+            number=number if NUMBER.fullmatch(number) else None,
+            context=called.context,
+            config=called.config,
+        )

@@ -1,0 +1,149 @@
+"""One dispatcher replica: the LiveKit stream's consumer, call-log's events, the sweep.
+
+- The LiveKit stream (``<ns>_livekit``) is read with the durable consumer ``dispatcher``: one
+  replica handles each event, a replica that restarts misses nothing, and events of one room are
+  handled one after another on a replica.
+- ``call.opened`` and ``call.ended`` arrive on core NATS in the queue group ``dispatcher`` (one
+  replica each); one lost costs a room one re-offer check or a seat until the room ends.
+- Every ``sweep_s`` (3 s) the replica sweeps the fleets with rooms waiting, and reads the rooms
+  waiting per fleet for ``/metrics``; once in a while it prunes what is a week old.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+import httpx
+
+from pinecall_contracts.calls import CallEvent
+from pinecall_contracts.dispatch import OffersSnapshot
+from pinecall_contracts.livekit import LiveKitEvent
+from pinecall_dispatcher.admission import Admission
+from pinecall_dispatcher.livekit import LiveKits
+from pinecall_dispatcher.metrics import Metrics
+from pinecall_dispatcher.offering import Offering
+from pinecall_dispatcher.placing import Placing
+from pinecall_dispatcher.roster import RosterView
+from pinecall_dispatcher.settings import DispatcherSettings
+from pinecall_dispatcher.store import Store
+from pinecall_servicekit.bus import Bus
+from pinecall_servicekit.db import utcnow
+from pinecall_servicekit.errors import PinecallError
+from pinecall_servicekit.keys import KeyRing
+from pinecall_servicekit.stream import consume
+
+_log = logging.getLogger(__name__)
+PRUNE_EVERY_S = 600.0
+STREAM_DUPLICATE_WINDOW_S = 120.0
+STREAM_MAX_AGE_S = 86_400.0
+"""The LiveKit stream as webhook-ingest makes it (whichever starts first makes it)."""
+
+
+class DispatcherService:
+    """The dispatcher of one replica. Start with :meth:`start`, stop with :meth:`stop`."""
+
+    def __init__(
+        self,
+        settings: DispatcherSettings,
+        bus: Bus,
+        store: Store,
+        keyring: KeyRing,
+        call_log: httpx.AsyncClient,
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.settings = settings
+        self.bus = bus
+        self.store = store
+        self.keyring = keyring
+        self.metrics = metrics or Metrics()
+        self.livekits = LiveKits(settings.keys())
+        self.roster = RosterView(bus, settings.operator_key, max_age_s=settings.roster_max_age_s)
+        self.offering = Offering(settings, store, self.livekits, self.roster, self.metrics)
+        self.placing = Placing(store, self.livekits, self.roster, self.offering)
+        self.admission = Admission(settings, store, self.roster, call_log, self.metrics)
+        self.consuming = asyncio.Event()
+        """Set once the LiveKit stream's consumer is bound."""
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        subjects = self.bus.subjects
+        await self.keyring.start()
+        await self.bus.ensure_stream(
+            subjects.livekit_stream,
+            [subjects.livekit_events],
+            duplicate_window_s=STREAM_DUPLICATE_WINDOW_S,
+            max_age_s=STREAM_MAX_AGE_S,
+        )
+        for what in ("opened", "ended"):
+            await self.bus.subscribe(
+                subjects.call_events(what),
+                CallEvent,
+                self._call_event,
+                queue="dispatcher",
+            )
+        self._tasks = [
+            asyncio.create_task(
+                consume(
+                    self.bus,
+                    stream=subjects.livekit_stream,
+                    subject=subjects.livekit_events,
+                    durable=subjects.livekit_consumer,
+                    kind=LiveKitEvent,
+                    handler=self.placing.livekit_event,
+                    key=lambda e: f"{e.environment}/{e.room}",
+                    ready=self.consuming,
+                ),
+                name="dispatcher-consumer",
+            ),
+            asyncio.create_task(self._sweeping(), name="dispatcher-sweep"),
+        ]
+        async with asyncio.timeout(10):
+            await self.consuming.wait()
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.offering.aclose()
+        await self.livekits.aclose()
+
+    async def _call_event(self, event: CallEvent) -> None:
+        try:
+            await self.placing.call_event(event)
+        except PinecallError as exc:
+            _log.warning("call %s %s not applied: %s", event.call, event.what, exc)
+
+    async def offers(self, fleet: str | None = None) -> OffersSnapshot:
+        """Each fleet's rooms waiting and refusals; the rooms kept past ``kept_s``."""
+        now = utcnow()
+        kept = await self.store.views.kept(now, self.settings.kept_s)
+        return OffersSnapshot(
+            fleets=await self.store.views.fleets(now, self.settings.reoffer_s, fleet),
+            kept=[k for k in kept if fleet in (None, k.fleet)],
+            at=now,
+        )
+
+    async def sweep(self) -> None:
+        """One sweep: every fleet with a room waiting, then the rooms waiting for /metrics."""
+        for fleet in await self.store.offers.fleets_waiting():
+            await self.offering.sweep(fleet)
+        self.metrics.waiting(await self.store.views.fleets(utcnow(), self.settings.reoffer_s))
+
+    async def _sweeping(self) -> None:
+        pruned = time.monotonic()
+        while True:
+            try:
+                await self.sweep()
+                if time.monotonic() - pruned > PRUNE_EVERY_S:
+                    await self.store.prune(utcnow())
+                    pruned = time.monotonic()
+            except PinecallError as exc:
+                _log.warning("sweep: %s", exc)
+            except Exception:  # a sweep that fails must not stop the next one
+                _log.exception("sweep failed")
+            await asyncio.sleep(self.settings.sweep_s)  # the sweep's own cadence

@@ -1,0 +1,57 @@
+"""The dispatcher's settings, read once from the environment in ``main.py``.
+
+Its numbers are the seed's (seed 000, "Who takes a call"; seed 003): a test shortens them and
+asserts the same rules. LiveKit's keys per environment are read as webhook-ingest reads them
+(``PINECALL_LIVEKIT_KEYS``, or ``LIVEKIT_API_KEY``/``LIVEKIT_API_SECRET`` for production).
+"""
+
+from __future__ import annotations
+
+from pinecall_dispatcher.domain import Rules
+from pinecall_servicekit.livekit_keys import LiveKitSettings
+
+
+class DispatcherSettings(LiveKitSettings, frozen=True, kw_only=True):
+    """Where the dispatcher listens, what it reaches, and the rules' numbers."""
+
+    host: str = "127.0.0.1"
+    port: int = 8103
+    operator_key: str | None = None
+    """``PINECALL_OPERATOR_KEY``: the dispatcher's key for the roster's ops verbs (the fleet's
+    rows, the fleets rows) and for writing ``fleet.full`` on call-log."""
+    call_log_url: str = "http://127.0.0.1:8102"
+    key_cache_s: float = 5.0
+    """Seconds a verified key is remembered (seed 000, "Three planes")."""
+    db_pool_size: int = 8
+    heard_s: float = 12.0
+    """A worker heard within this many seconds may be offered a call (seed 000)."""
+    reoffer_s: float = 12.0
+    """A room not opened this many seconds after its offer is offered to another (seed 000)."""
+    most_offers: int = 3
+    """Offers a room gets before it goes to the overflow (seed 000)."""
+    fleet_wait_s: float = 12.0
+    """How long a room of a fleet nobody heard waits, from the caller's arrival (seed 000)."""
+    sweep_s: float = 3.0
+    """Seconds between sweeps of the rooms kept in offers (seed 000)."""
+    not_ready_s: float = 90.0
+    """A fleet none of whose workers was heard for this long is refused at the token endpoint,
+    ``not_ready``, before any row exists (seed 003)."""
+    roster_max_age_s: float = 1.0
+    """The oldest the fleet's rows may be when an offer is made (seed 000: "at most a second")."""
+    admit_s: float = 120.0
+    """Seconds a visitor's token is good for joining; its call counts against the org's quota
+    until it joins or this passes."""
+    max_call_s: float = 1800.0
+    """The longest a call runs (seed 003, MAX_CALL_SECONDS): a call opened longer ago than this
+    no longer holds a seat in the dispatcher's count, nor the org's quota."""
+    kept_s: float = 60.0
+    """A room kept in offers past this is named by ``doctor`` (seed 000: "past a minute")."""
+
+    def rules(self) -> Rules:
+        return Rules(
+            heard_s=self.heard_s,
+            reoffer_s=self.reoffer_s,
+            most_offers=self.most_offers,
+            fleet_wait_s=self.fleet_wait_s,
+            not_ready_s=self.not_ready_s,
+        )

@@ -1,0 +1,58 @@
+"""The dispatcher's Postgres: tables (:mod:`.tables`), a room's life (:mod:`.rooms`), offers under
+the fleet's lock (:mod:`.offers`), admission and quotas (:mod:`.admissions`), the operator's views
+(:mod:`.views`). The only package of the service that speaks SQL; driver errors leave it as
+``StoreUnavailable``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from pathlib import Path
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pinecall_dispatcher.store.admissions import AdmissionStore
+from pinecall_dispatcher.store.offers import FleetOffers, OfferStore
+from pinecall_dispatcher.store.rooms import RoomStore
+from pinecall_dispatcher.store.rows import Arrival, RoomRow
+from pinecall_dispatcher.store.tables import JOURNAL, REFUSALS, ROOMS, SCHEMA
+from pinecall_dispatcher.store.views import ViewStore
+from pinecall_servicekit import db
+
+__all__ = ["Arrival", "FleetOffers", "RoomRow", "Store", "migrate"]
+
+KEEP_S = 7 * 86_400.0
+"""Ended rooms, their journal and refusals are kept a week, then pruned by the sweep."""
+
+
+def migrate(url: str) -> None:
+    """The dispatcher's migrations on ``url`` (the ``pinecall_runtime.migrations`` entry point)."""
+    db.migrate(url, Path(__file__).parent.parent / "migrations", SCHEMA)
+
+
+class Store:
+    """Every store of the dispatcher on one engine."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+        self.rooms = RoomStore(engine)
+        self.offers = OfferStore(engine)
+        self.admissions = AdmissionStore(engine)
+        self.views = ViewStore(engine)
+
+    async def answers(self, timeout_s: float = 2.0) -> bool:
+        """Whether Postgres answers a query within ``timeout_s`` seconds (readiness)."""
+        return await db.answers(self.engine, timeout_s)
+
+    async def prune(self, now: dt.datetime, keep_s: float = KEEP_S) -> None:
+        """Forget rooms ended, tokens expired, journal lines and refusals older than ``keep_s``."""
+        before = now - dt.timedelta(seconds=keep_s)
+        async with db.translate_errors("pruning"), self.engine.begin() as conn:
+            gone = sa.or_(
+                sa.and_(ROOMS.c.state == "ended", ROOMS.c.ended_at < before),
+                sa.and_(ROOMS.c.state == "admitted", ROOMS.c.admitted_until < before),
+            )
+            await conn.execute(sa.delete(ROOMS).where(gone))
+            await conn.execute(sa.delete(JOURNAL).where(JOURNAL.c.at < before))
+            await conn.execute(sa.delete(REFUSALS).where(REFUSALS.c.at < before))

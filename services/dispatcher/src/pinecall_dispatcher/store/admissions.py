@@ -1,0 +1,120 @@
+"""Admission's SQL: an org's quota per environment, the calls it holds, the refusals.
+
+An admission is decided under the org's lock (``pg_advisory_xact_lock`` of org and environment)
+and its ``admitted`` row written in the same transaction, so two token requests at the quota's
+last call never both pass. An org's calls are its live rows in that environment: admitted and not
+expired, waiting, overflowed, or opened within ``max_call_s``; a sandbox call never counts against
+production, since the environment is part of the count.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pinecall_contracts.dispatch import Quota
+from pinecall_dispatcher.store.tables import QUOTAS, REFUSALS, ROOMS
+from pinecall_servicekit import db
+from pinecall_servicekit.errors import TooManyRequests
+
+
+def live_calls(org: str, environment: str, now: dt.datetime, max_call_s: float) -> Any:
+    """The count of ``org``'s calls held in ``environment`` at ``now``."""
+    since = now - dt.timedelta(seconds=max_call_s)
+    return (
+        sa.select(sa.func.count())
+        .select_from(ROOMS)
+        .where(
+            ROOMS.c.org == org,
+            ROOMS.c.environment == environment,
+            sa.or_(
+                sa.and_(ROOMS.c.state == "admitted", ROOMS.c.admitted_until > now),
+                ROOMS.c.state.in_(("waiting", "overflow")),
+                sa.and_(ROOMS.c.state == "opened", ROOMS.c.opened_at > since),
+            ),
+        )
+        .scalar_subquery()
+    )
+
+
+class AdmissionStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def admit(self, row: dict[str, Any], now: dt.datetime, max_call_s: float) -> None:
+        """Write the ``admitted`` row of a new call if its org is under its quota in its
+        environment (no quota row: no limit). ``TooManyRequests`` (429) otherwise."""
+        org, environment = row["org"], row["environment"]
+        async with db.translate_errors("admitting a call"), self.engine.begin() as conn:
+            await conn.execute(
+                sa.select(
+                    sa.func.pg_advisory_xact_lock(
+                        sa.func.hashtextextended(f"quota:{environment}:{org}", 0)
+                    )
+                )
+            )
+            quota = (
+                await conn.execute(
+                    sa.select(QUOTAS.c.concurrent_calls).where(
+                        QUOTAS.c.org == org, QUOTAS.c.environment == environment
+                    )
+                )
+            ).scalar()
+            if quota is not None:
+                held = (
+                    await conn.execute(sa.select(live_calls(org, environment, now, max_call_s)))
+                ).scalar_one()
+                if held >= quota:
+                    raise TooManyRequests(
+                        f"{org} holds {held} calls in {environment}, its concurrent_calls quota"
+                    )
+            await conn.execute(sa.insert(ROOMS).values(row))
+
+    async def refused(
+        self, now: dt.datetime, environment: str, fleet: str, agent: str, org: str, reason: str
+    ) -> None:
+        """Count a refusal at admission (line health: it leaves no call record)."""
+        async with db.translate_errors("counting a refusal"), self.engine.begin() as conn:
+            await conn.execute(
+                sa.insert(REFUSALS).values(
+                    at=now,
+                    environment=environment,
+                    fleet=fleet,
+                    agent=agent,
+                    org=org,
+                    reason=reason,
+                )
+            )
+
+    async def set_quota(self, quota: Quota) -> Quota:
+        async with db.translate_errors("setting a quota"), self.engine.begin() as conn:
+            stmt = insert(QUOTAS).values(
+                org=quota.org,
+                environment=quota.environment,
+                concurrent_calls=quota.concurrent_calls,
+                updated_at=db.utcnow(),
+            )
+            await conn.execute(
+                stmt.on_conflict_do_update(
+                    index_elements=[QUOTAS.c.org, QUOTAS.c.environment],
+                    set_={
+                        "concurrent_calls": stmt.excluded.concurrent_calls,
+                        "updated_at": stmt.excluded.updated_at,
+                    },
+                )
+            )
+        return quota
+
+    async def quotas(self) -> list[Quota]:
+        async with db.translate_errors("reading quotas"), self.engine.connect() as conn:
+            rows = (
+                await conn.execute(sa.select(QUOTAS).order_by(QUOTAS.c.org, QUOTAS.c.environment))
+            ).all()
+        return [
+            Quota(org=r.org, environment=r.environment, concurrent_calls=r.concurrent_calls)
+            for r in rows
+        ]

@@ -1,0 +1,143 @@
+"""A room's life from LiveKit's webhooks and call-log's events: the SQL of each transition.
+
+Every transition is one conditional update that names the states it leaves, so a webhook
+delivered twice, late or out of order changes nothing the second time: the row decides. Each
+ending or opening is a journal line.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pinecall_dispatcher.store.rows import RoomRow, journal
+from pinecall_dispatcher.store.tables import ROOMS
+from pinecall_servicekit import db
+
+
+def _instance(environment: str, room: str, room_sid: str | None) -> sa.ColumnElement[bool]:
+    """The rows of one room instance: a room name LiveKit reuses later has another sid."""
+    where = sa.and_(ROOMS.c.environment == environment, ROOMS.c.room == room)
+    if room_sid:
+        where = sa.and_(where, sa.or_(ROOMS.c.room_sid == room_sid, ROOMS.c.room_sid.is_(None)))
+    return where
+
+
+class RoomStore:
+    """The rooms' transitions in Postgres."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def get(self, call: str) -> RoomRow | None:
+        async with db.translate_errors("reading a room"), self.engine.connect() as conn:
+            row = (await conn.execute(sa.select(ROOMS).where(ROOMS.c.call == call))).first()
+        return RoomRow.of(row) if row else None
+
+    async def of_room(self, environment: str, room: str) -> list[RoomRow]:
+        """Every call placed in a room of that name, the newest first."""
+        async with db.translate_errors("reading a room"), self.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(ROOMS)
+                    .where(ROOMS.c.environment == environment, ROOMS.c.room == room)
+                    .order_by(ROOMS.c.created_at.desc())
+                )
+            ).all()
+        return [RoomRow.of(r) for r in rows]
+
+    async def _update(
+        self,
+        where: sa.ColumnElement[bool],
+        values: dict[str, Any],
+        line: str,
+        now: dt.datetime,
+    ) -> list[RoomRow]:
+        """Update the rows ``where`` says; journal ``line`` (``{call}`` filled in) for each."""
+        async with db.translate_errors("updating a room"), self.engine.begin() as conn:
+            rows = [
+                RoomRow.of(r)
+                for r in (
+                    await conn.execute(
+                        sa.update(ROOMS).where(where).values(values).returning(ROOMS)
+                    )
+                ).all()
+            ]
+            await journal(conn, [(r, line.format(call=r.call, worker=r.worker), now) for r in rows])
+        return rows
+
+    async def opened(
+        self,
+        now: dt.datetime,
+        worker: str,
+        *,
+        call: str | None = None,
+        environment: str = "",
+        room: str = "",
+        room_sid: str | None = None,
+    ) -> list[RoomRow]:
+        """A worker opened the call (``call.opened``), or an agent joined the room: the room's
+        offers end and it holds a seat on ``worker``."""
+        where = ROOMS.c.call == call if call else _instance(environment, room, room_sid)
+        return await self._update(
+            sa.and_(where, ROOMS.c.state.in_(("waiting", "overflow"))),
+            {"state": "opened", "worker": worker, "opened_at": now},
+            "room {call}: opened by {worker}",
+            now,
+        )
+
+    async def caller_left(
+        self, now: dt.datetime, environment: str, room: str, room_sid: str | None, identity: str
+    ) -> list[RoomRow]:
+        """The caller hung up before any worker opened the call: no further offer."""
+        return await self._update(
+            sa.and_(
+                _instance(environment, room, room_sid),
+                ROOMS.c.caller_identity == identity,
+                ROOMS.c.state.in_(("waiting", "overflow")),
+            ),
+            {"state": "ended", "ended_at": now, "outcome": "caller_hangup"},
+            "room {call}: the caller hung up before a worker opened the call",
+            now,
+        )
+
+    async def agent_left(
+        self, now: dt.datetime, environment: str, room: str, room_sid: str | None, worker: str
+    ) -> list[RoomRow]:
+        """The agent of ``worker`` left: its seat is free (a lost worker is issue 8's)."""
+        return await self._update(
+            sa.and_(
+                _instance(environment, room, room_sid),
+                ROOMS.c.state == "opened",
+                ROOMS.c.worker == worker,
+            ),
+            {"state": "ended", "ended_at": now, "outcome": "agent_left"},
+            "room {call}: the agent of {worker} left",
+            now,
+        )
+
+    async def finished(
+        self, now: dt.datetime, environment: str, room: str, room_sid: str | None
+    ) -> list[RoomRow]:
+        """LiveKit closed the room: every live row of it ends."""
+        return await self._update(
+            sa.and_(
+                _instance(environment, room, room_sid),
+                ROOMS.c.state.in_(("waiting", "overflow", "opened")),
+            ),
+            {"state": "ended", "ended_at": now, "outcome": "room_finished"},
+            "room {call}: the room ended",
+            now,
+        )
+
+    async def ended(self, now: dt.datetime, call: str, outcome: str) -> list[RoomRow]:
+        """The call ended on call-log (``call.ended``), or the room is gone."""
+        return await self._update(
+            sa.and_(ROOMS.c.call == call, ROOMS.c.state != "ended"),
+            {"state": "ended", "ended_at": now, "outcome": outcome},
+            f"room {{call}}: ended ({outcome})",
+            now,
+        )

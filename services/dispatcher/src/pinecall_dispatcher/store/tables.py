@@ -1,0 +1,101 @@
+"""The dispatcher's tables, in schema ``dispatcher`` (migrated by ``dispatcher migrate``).
+
+``rooms``: one row per call the dispatcher places, keyed by the call id, from the token (state
+``admitted``) or the caller's arrival (``waiting``) to its end. The row decides: a duplicate or
+reordered webhook finds it and changes nothing, and an offer is taken by the update that finds the
+count of offers (``cardinality(tried)``) it read.
+
+==========  ====================================================================================
+state       meaning
+==========  ====================================================================================
+admitted    a visitor's token was minted; counted against the org's quota until ``admitted_until``
+waiting     kept in offers: not offered yet, or offered to ``worker`` and not opened
+overflow    given to ``<fleet>/overflow`` (``outcome`` says why); no more offers
+opened      a worker opened the call or its agent joined: holds a seat on ``worker``
+ended       the room ended, the caller hung up before an open, or the call ended
+==========  ====================================================================================
+
+``job`` and ``written`` are the seam of a worker that dies (issue 8): such a room is offered again
+as ``JobOffer(job="sentence", written=…)``. ``journal``: every offer and where each room went.
+``quotas``: an org's ``concurrent_calls`` per environment. ``refusals``: the token endpoint's
+refusals (line health: they leave no call record).
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import ARRAY, JSONB
+
+from pinecall_servicekit import db
+
+SCHEMA = "dispatcher"
+METADATA = db.metadata(SCHEMA)
+STATES = ("admitted", "waiting", "overflow", "opened", "ended")
+LIVE = ("admitted", "waiting", "overflow", "opened")
+
+ROOMS = sa.Table(
+    "rooms",
+    METADATA,
+    sa.Column("call", sa.String(128), primary_key=True),
+    sa.Column("environment", sa.String(32), nullable=False),
+    sa.Column("fleet", sa.String(63), nullable=False),
+    sa.Column("room", sa.String(256), nullable=False),
+    sa.Column("room_sid", sa.String(64), nullable=True),
+    # the ring's dispatch id: the pending dispatch to the fleet's plain name
+    sa.Column("ring", sa.String(64), nullable=True),
+    sa.Column("agent", sa.String(128), nullable=False),
+    sa.Column("org", sa.String(128), nullable=False, server_default=""),
+    sa.Column("caller", sa.String(16), nullable=False),
+    sa.Column("caller_identity", sa.String(256), nullable=True),
+    sa.Column("number", sa.String(32), nullable=True),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("job", sa.String(16), nullable=False, server_default="answer"),
+    sa.Column("written", sa.Integer, nullable=True),
+    sa.Column("tried", ARRAY(sa.String(320)), nullable=False, server_default="{}"),
+    sa.Column("worker", sa.String(320), nullable=True),
+    sa.Column("dispatch", sa.String(64), nullable=True),
+    sa.Column("waited", sa.Boolean, nullable=False, server_default=sa.false()),
+    sa.Column("outcome", sa.String(32), nullable=True),
+    sa.Column("context", JSONB, nullable=False, server_default="{}"),
+    sa.Column("config", JSONB, nullable=False, server_default="{}"),
+    sa.Column("admitted_until", db.UTC_TIMESTAMP, nullable=True),
+    sa.Column("arrived_at", db.UTC_TIMESTAMP, nullable=True),
+    sa.Column("offered_at", db.UTC_TIMESTAMP, nullable=True),
+    sa.Column("opened_at", db.UTC_TIMESTAMP, nullable=True),
+    sa.Column("ended_at", db.UTC_TIMESTAMP, nullable=True),
+    sa.Column("created_at", db.UTC_TIMESTAMP, nullable=False, server_default=sa.func.now()),
+    sa.CheckConstraint(f"state IN {STATES!r}", name="state"),
+)
+
+JOURNAL = sa.Table(
+    "journal",
+    METADATA,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("call", sa.String(128), nullable=False),
+    sa.Column("room", sa.String(256), nullable=False),
+    sa.Column("fleet", sa.String(63), nullable=False),
+    sa.Column("at", db.UTC_TIMESTAMP, nullable=False),
+    sa.Column("line", sa.Text, nullable=False),
+)
+
+QUOTAS = sa.Table(
+    "quotas",
+    METADATA,
+    sa.Column("org", sa.String(128), primary_key=True),
+    sa.Column("environment", sa.String(32), primary_key=True),
+    sa.Column("concurrent_calls", sa.Integer, nullable=False),
+    sa.Column("updated_at", db.UTC_TIMESTAMP, nullable=False, server_default=sa.func.now()),
+    sa.CheckConstraint("concurrent_calls >= 0", name="concurrent_calls"),
+)
+
+REFUSALS = sa.Table(
+    "refusals",
+    METADATA,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("at", db.UTC_TIMESTAMP, nullable=False),
+    sa.Column("environment", sa.String(32), nullable=False),
+    sa.Column("fleet", sa.String(63), nullable=False),
+    sa.Column("agent", sa.String(128), nullable=False),
+    sa.Column("org", sa.String(128), nullable=False),
+    sa.Column("reason", sa.String(32), nullable=False),
+)

@@ -1,0 +1,121 @@
+"""What the operator reads: a call's journal, each fleet's rooms waiting, the rooms kept.
+
+A room *waited* for a worker when it was offered again, went to the overflow after an offer nobody
+opened or for a fleet nobody heard, or is still unopened a re-offer's time after it arrived;
+``waiting`` counts those that arrived in the last ten minutes (seed 000: "a number that is not 0
+is a call that LiveKit or a worker dropped"). A room is *kept* when it is still in offers (waiting
+or overflowed, never opened) past ``kept_s``: only a deployment with no replica sweeping leaves
+one.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import sqlalchemy as sa
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pinecall_contracts.dispatch import FleetOffers, Journal, JournalLine, KeptRoom
+from pinecall_dispatcher.store.tables import JOURNAL, REFUSALS, ROOMS
+from pinecall_servicekit import db
+
+WINDOW_S = 600.0
+"""Rooms waiting and refusals are counted over the last ten minutes (seed 000)."""
+
+
+class ViewStore:
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def journal(self, call: str) -> Journal:
+        async with db.translate_errors("reading a journal"), self.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(JOURNAL)
+                    .where(JOURNAL.c.call == call)
+                    .order_by(JOURNAL.c.at, JOURNAL.c.id)
+                )
+            ).all()
+        return Journal(
+            call=call,
+            lines=[
+                JournalLine(call=r.call, room=r.room, fleet=r.fleet, at=r.at, line=r.line)
+                for r in rows
+            ],
+        )
+
+    async def fleets(
+        self, now: dt.datetime, reoffer_s: float, fleet: str | None = None
+    ) -> list[FleetOffers]:
+        """Each fleet's rooms waiting in the last ten minutes, rooms in offers now, refusals."""
+        since = now - dt.timedelta(seconds=WINDOW_S)
+        unopened_since = now - dt.timedelta(seconds=reoffer_s)
+        in_offers = ROOMS.c.state.in_(("waiting", "overflow"))
+        waited = sa.or_(
+            ROOMS.c.waited,
+            sa.and_(in_offers, ROOMS.c.arrived_at <= unopened_since),
+        )
+        rooms = sa.select(
+            ROOMS.c.fleet,
+            sa.func.min(ROOMS.c.environment),
+            sa.func.count().filter(waited),
+            sa.func.count().filter(in_offers),
+        ).where(ROOMS.c.arrived_at > since)
+        refusals = sa.select(REFUSALS.c.fleet, REFUSALS.c.reason, sa.func.count()).where(
+            REFUSALS.c.at > since
+        )
+        if fleet is not None:
+            rooms = rooms.where(ROOMS.c.fleet == fleet)
+            refusals = refusals.where(REFUSALS.c.fleet == fleet)
+        async with db.translate_errors("reading offers"), self.engine.connect() as conn:
+            counted = (await conn.execute(rooms.group_by(ROOMS.c.fleet))).all()
+            refused = (
+                await conn.execute(refusals.group_by(REFUSALS.c.fleet, REFUSALS.c.reason))
+            ).all()
+        out: dict[str, FleetOffers] = {
+            name: FleetOffers(fleet=name, environment=env, waiting=w, in_offers=n)
+            for name, env, w, n in counted
+        }
+        by_reason: dict[str, dict[str, int]] = {}
+        for name, reason, count in refused:
+            by_reason.setdefault(name, {})[reason] = count
+        for name, reasons in by_reason.items():
+            base = out.get(name) or FleetOffers(fleet=name, waiting=0)
+            out[name] = FleetOffers(
+                fleet=name,
+                environment=base.environment,
+                waiting=base.waiting,
+                in_offers=base.in_offers,
+                refused=reasons,
+            )
+        return [out[name] for name in sorted(out)]
+
+    async def kept(self, now: dt.datetime, kept_s: float) -> list[KeptRoom]:
+        """Rooms in offers (never opened) past ``kept_s``, the longest kept first."""
+        before = now - dt.timedelta(seconds=kept_s)
+        async with db.translate_errors("reading kept rooms"), self.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(ROOMS)
+                    .where(
+                        ROOMS.c.state.in_(("waiting", "overflow")),
+                        ROOMS.c.arrived_at <= before,
+                    )
+                    .order_by(ROOMS.c.arrived_at)
+                    .limit(100)
+                )
+            ).all()
+        return [
+            KeptRoom(
+                call=r.call,
+                room=r.room,
+                fleet=r.fleet,
+                environment=r.environment,
+                state=r.state,
+                offers=len(r.tried),
+                worker=r.worker,
+                arrived_at=r.arrived_at,
+                kept_s=round((now - r.arrived_at).total_seconds(), 1),
+            )
+            for r in rows
+        ]
