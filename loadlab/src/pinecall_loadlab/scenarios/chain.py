@@ -112,7 +112,15 @@ class Chain:
         worker = handle.worker
         self.workers.append(handle)
         async with asyncio.timeout(60):
-            await worker.registered.wait()
+            registered = asyncio.ensure_future(worker.registered.wait())
+            try:  # a worker that cannot start says why now, not at the timeout
+                await asyncio.wait({registered, handle.task}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                registered.cancel()
+            if handle.task.done():
+                raise RuntimeError(
+                    f"worker {host} exited before registering: {handle.task.result()}"
+                )
             await worker.heartbeat.beat()  # said registered now, not at its next beat
             await self._heard()
         return handle
@@ -195,11 +203,11 @@ class Chain:
         for beat in self._beats:
             beat.cancel()
         await asyncio.gather(*self._beats, return_exceptions=True)
-        for handle in reversed(self.workers):  # each restores the environment it changed
+        for handle in self.workers:
             handle.worker.stop()
-            with contextlib.suppress(Exception):
-                async with asyncio.timeout(30):
-                    await handle.task
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(30):
+                await asyncio.gather(*(h.task for h in self.workers), return_exceptions=True)
         await self.lab.aclose()
         await self.livekit.aclose()
         self._tmp.cleanup()

@@ -90,7 +90,11 @@ def start_worker(
         livekit_api_secret=config.api_secret,
         heartbeat_s=config.heartbeat_s,
         drain_timeout_s=1,
+        # its jobs hold rooms and write no log: the seal of what a drain leaves has no call-log
+        # to reach, and its 30 s of retries would only hold up the chain's close
+        seal_timeout_s=1,
         measures_socket=measures,
+        health_port=0,  # several workers share this process: each probe on a port of its own
     )
     transport = Cuttable(httpx.ASGITransport(app=roster.app))  # type: ignore[arg-type]
     client = httpx.AsyncClient(transport=transport, base_url="http://roster.lab")

@@ -184,7 +184,11 @@ class Worker:
                 "which loses calls when a call's process starts (seed 000); set it"
             )
         await self.measures.start()
-        await self.health.start()
+        try:
+            await self.health.start()
+        except BaseException:
+            await self.measures.close()  # the port is taken: nothing of ours is left open
+            raise
         loop = asyncio.get_running_loop()
         with contextlib.suppress(NotImplementedError, RuntimeError):
             loop.add_signal_handler(signal.SIGTERM, self.stop)
