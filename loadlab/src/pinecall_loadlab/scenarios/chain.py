@@ -1,10 +1,11 @@
 """The runtime choosing, whole, in one process: the stand-in → webhook-ingest → JetStream →
-dispatcher → CreateDispatch → real workers heartbeating to a real roster.
+dispatcher → CreateDispatch → real workers heartbeating to a real roster, call-log beside them.
 
 Each service is its own production app (``create_app``) run in this event loop and reached over
 ASGI (``pinecall_servicekit.testing.apps.running``); the stand-in's webhooks reach webhook-ingest
 through a loopback relay (the stand-in posts over HTTP, as LiveKit does, and the relay hands the
-exact bytes and headers on). Workers are unmodified ``pinecall_worker.server.Worker``s with a
+exact bytes and headers on), and so do workers in processes of their own reach the roster and
+call-log (``Chain.urls``). Workers are unmodified ``pinecall_worker.server.Worker``s with a
 light entrypoint (``answer_and_hold``: the job joins its lab room as the agent), on the THREAD
 executor; their heartbeats go through a transport that :meth:`LabWorker.vanish` cuts, so a worker
 can vanish as a machine does (frozen on LiveKit's socket, silent to the roster). The overflow is a
@@ -30,6 +31,8 @@ from livekit import api
 from livekit.agents import AgentServer
 from livekit.protocol import models
 
+from pinecall_call_log.app import create_app as call_log_app
+from pinecall_call_log.settings import CallLogSettings
 from pinecall_contracts.fleet import WorkerHeartbeat
 from pinecall_dispatcher.app import create_app as dispatcher_app
 from pinecall_dispatcher.service import DispatcherService
@@ -76,8 +79,15 @@ class Chain:
         config: ChainConfig,
         roster: Replica,
         replica: Callable[[], contextlib.AbstractAsyncContextManager[Replica]],
+        *,
+        call_log: Replica,
+        urls: dict[str, str],
     ) -> None:
         self.lk, self.config, self.roster = lk, config, roster
+        self.call_log = call_log
+        """call-log (the dispatcher's, and the workers' that write calls)."""
+        self.urls = urls
+        """``roster`` and ``call-log`` over loopback HTTP, for workers in processes of their own."""
         self.replica = replica
         """Start another dispatcher replica (an async context manager)."""
         self.dispatchers: list[Replica] = []
@@ -213,23 +223,29 @@ class Chain:
         self._tmp.cleanup()
 
 
-async def _relay(ingest: Replica) -> tuple[web.AppRunner, str]:
-    """A loopback server handing each webhook, bytes and headers unchanged, to webhook-ingest."""
+async def _relay(replica: Replica) -> tuple[web.AppRunner, str]:
+    """A loopback server handing each request, bytes and headers unchanged, to ``replica``;
+    its base URL."""
 
     async def forward(request: web.Request) -> web.Response:
         headers = {k: v for k, v in request.headers.items() if k.lower() != "host"}
-        r = await ingest.post(
-            request.path_qs, content=await request.read(), headers=headers, timeout=30
+        r = await replica.request(
+            request.method,
+            request.path_qs,
+            content=await request.read(),
+            headers=headers,
+            timeout=30,
         )
-        return web.Response(status=r.status_code, body=r.content)
+        kept = {k: v for k, v in r.headers.items() if k.lower() == "content-type"}
+        return web.Response(status=r.status_code, body=r.content, headers=kept)
 
     app = web.Application()
-    app.router.add_post("/v1/livekit/webhook", forward)
-    runner = web.AppRunner(app, handle_signals=False)
+    app.router.add_route("*", "/{path:.*}", forward)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/v1/livekit/webhook"
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
 
 
 @contextlib.asynccontextmanager
@@ -237,11 +253,12 @@ async def runtime_chain(
     lk: StandIn,
     config: ChainConfig,
     *,
-    call_log: httpx.AsyncClient | None = None,
+    call_log: Replica | None = None,
     dispatchers: int = 1,
 ) -> AsyncIterator[Chain]:
-    """The chain on ``lk``: roster, webhook-ingest (LiveKit's webhooks to it) and ``dispatchers``
-    dispatcher replicas (``Chain.replica()`` starts more)."""
+    """The chain on ``lk``: roster, call-log (``call_log``, or one of its own), webhook-ingest
+    (LiveKit's webhooks to it) and ``dispatchers`` dispatcher replicas (``Chain.replica()``
+    starts more)."""
     base = {
         "database_url": config.database_url,
         "nats_url": config.nats_url,
@@ -258,12 +275,24 @@ async def runtime_chain(
         running(ingest_app(IngestSettings.from_env({}, **base, livekit_keys=keys))) as ingest,
         contextlib.AsyncExitStack() as stack,
     ):
-        runner, url = await _relay(ingest)
-        stack.push_async_callback(runner.cleanup)
-        lk.webhooks.urls.append(url)
-        stack.callback(lk.webhooks.urls.remove, url)
+        if call_log is None:
+            log_settings = CallLogSettings.from_env({}, **base)
+            call_log = await stack.enter_async_context(running(call_log_app(log_settings)))
+        urls = {}
+        for name, replica in (("ingest", ingest), ("roster", roster), ("call-log", call_log)):
+            runner, urls[name] = await _relay(replica)
+            stack.push_async_callback(runner.cleanup)
+        webhook = f"{urls['ingest']}/v1/livekit/webhook"
+        lk.webhooks.urls.append(webhook)
+        stack.callback(lk.webhooks.urls.remove, webhook)
+        transport = httpx.ASGITransport(app=call_log.app)  # type: ignore[arg-type]
         chain = Chain(
-            lk, config, roster, lambda: running(dispatcher_app(settings, call_log=call_log))
+            lk,
+            config,
+            roster,
+            lambda: running(dispatcher_app(settings, call_log=transport)),
+            call_log=call_log,
+            urls=urls,
         )
         stack.push_async_callback(chain.aclose)
         for _ in range(dispatchers):
