@@ -96,6 +96,8 @@ class Chain:
         """Lab AgentServers of the chain (the overflow; LiveKit-choosing workers)."""
         self._beats: list[asyncio.Task[None]] = []
         self._tmp = tempfile.TemporaryDirectory(prefix="pinecall-chain-")
+        self.tmp = self._tmp.name
+        """A folder of the chain's own (workers' sockets and output), removed at its close."""
         self.livekit = api.LiveKitAPI(lk.url, config.api_key, config.api_secret)
 
     @property
@@ -117,7 +119,7 @@ class Chain:
             seats=seats,
             fleet=fleet,
             fleet_key=self.config.fleet_keys[environment],
-            measures=os.path.join(self._tmp.name, f"{host}.sock"),
+            measures=os.path.join(self.tmp, f"{host}.sock"),
         )
         worker = handle.worker
         self.workers.append(handle)
@@ -132,10 +134,10 @@ class Chain:
                     f"worker {host} exited before registering: {handle.task.result()}"
                 )
             await worker.heartbeat.beat()  # said registered now, not at its next beat
-            await self._heard()
+            await self.heard()
         return handle
 
-    async def _heard(self) -> None:
+    async def heard(self) -> None:
         """Every dispatcher replica reads the roster now (not when its rows are next stale)."""
         for replica in self.dispatchers:
             await replica.app.state.dispatcher.roster.refresh()
@@ -163,7 +165,7 @@ class Chain:
             self.config.heartbeat_s,
         )
         self._beats.append(asyncio.create_task(beat, name=f"heartbeat-{host}"))
-        await self._heard()
+        await self.heard()
         return name
 
     async def overflow(self, fleet: str = "pinecall") -> str:
