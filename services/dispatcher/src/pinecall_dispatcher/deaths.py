@@ -115,7 +115,9 @@ class Deaths:
         taken = await self.store.rooms.lost(utcnow(), row.call, worker, written, line)
         if taken is None:
             return None  # a duplicate, or another replica took it first
-        ended = state != "open" or await self._end(row.call)
+        # a call ended already is a sentence room's (ended drained at its first loss); one the
+        # log did not say is left to the sentence job, which ends it
+        ended = await self._end(row.call) if state == "open" else state == "ended"
         sentence = await self._offer(taken)
         callback = (
             await self._call_back(taken) if domain.calls_back(row.caller, row.number) else None
