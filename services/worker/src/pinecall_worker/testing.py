@@ -180,7 +180,11 @@ async def _ready(worker: WorkerProcess, within_s: float) -> None:
     url = f"http://127.0.0.1:{worker.settings.health_port}/readyz"
     async with httpx.AsyncClient() as http:
         async for attempt in stamina.retry_context(
-            on=(httpx.HTTPError, NotReady), attempts=None, timeout=within_s, wait_max=0.3
+            on=(httpx.HTTPError, NotReady),
+            attempts=None,
+            timeout=within_s,
+            wait_initial=0.25,
+            wait_max=1.0,  # a start takes seconds: a dozen polls, not a hundred
         ):
             with attempt:
                 if worker.proc.returncode is not None:
