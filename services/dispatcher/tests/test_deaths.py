@@ -1,7 +1,7 @@
 """The death handler in its chain (issue 8; seed 000, "A worker that dies"): an agent whose
-connection is lost with its call open and its caller there gets the call ended drained, a call
-back and the sentence, offered like any call but never to the lost worker; a fleet nobody else is
-heard from waits for a worker. The workers are lab workers (THREAD) and the call is written on
+connection is lost with its call open (or ended failed by its worker when its job's process died)
+and its caller there gets the call ended drained, a call back and the sentence, offered like any
+call but never to the lost worker; a fleet nobody else is heard from waits for a worker. The workers are lab workers (THREAD) and the call is written on
 call-log by the test as a worker writes it; the real processes, their SIGKILL and SIGSTOP are
 ``loadlab/tests/test_death.py``. LiveKit's connection timeout is shortened to 0.5 s."""
 
@@ -126,15 +126,18 @@ async def test_a_lost_agent_gets_its_call_ended_drained_a_call_back_and_the_sent
     assert len((await chain.service.store.views.journal(offer.call)).lines) == len(lines)
 
 
-async def test_a_fleet_nobody_else_is_heard_from_keeps_the_sentence_until_a_worker_is_heard(
+async def test_a_dead_jobs_call_gets_the_sentence_from_the_next_worker_heard(
     chain: Chain, log: CallLogClient
 ) -> None:
-    """A fleet of one worker whose agent was lost: not full, so not the overflow, past the
-    fleet's wait of a new ring; the sentence goes to the next worker heard."""
+    """A job's process dead: its worker ends the call ``failed`` and leaves it unsealed, then
+    LiveKit says the agent lost; the caller still gets the sentence (the outcome stays
+    ``failed``). A fleet of one worker whose agent was lost is not full: not the overflow, past
+    the fleet's wait of a new ring; the sentence goes to the next worker heard."""
     only = await chain.worker("only", seats=4)
     await chain.overflow()
     async with asyncio.timeout(60):
         offer = await answered(chain, "alone", only, log)
+        await log.end(offer.call, "failed", "the job's process exited with code -9")
         await lose_agent(chain, offer.room)
         row = await chain.service.store.rooms.get(offer.call)
         assert row is not None
@@ -148,8 +151,10 @@ async def test_a_fleet_nobody_else_is_heard_from_keeps_the_sentence_until_a_work
         [(to, sentence)] = sentences(chain, offer.room)
     assert to == back.name
     assert sentence.written == 3
+    assert (await log.record(offer.call)).outcome == "failed"
     lines = [x.line for x in (await chain.service.store.views.journal(offer.call)).lines]
     assert (
-        f"room {offer.call}: agent of {only.name} lost (CONNECTION_TIMEOUT): ended drained, "
-        f"a call back for +1555000000, sentence waits for a worker of pinecall to be heard"
+        f"room {offer.call}: agent of {only.name} lost (CONNECTION_TIMEOUT): already ended "
+        f"(failed), a call back for +1555000000, sentence waits for a worker of pinecall to be "
+        f"heard"
     ) in lines

@@ -264,17 +264,22 @@ def test_a_fleet_nobody_else_is_heard_from_is_not_full_the_sentence_waits_for_a_
     assert d.worker == "pinecall/dead-again.100"
 
 
-def test_a_sentence_is_due_when_the_caller_is_there_and_the_call_open() -> None:
-    assert domain.sentence_due("answer", "open", caller_here=True)
-    assert not domain.sentence_due("answer", "open", caller_here=False)
-    assert not domain.sentence_due("answer", "ended", caller_here=True)  # it ended on purpose
-    assert not domain.sentence_due("answer", "sealed", caller_here=True)
-    assert not domain.sentence_due("answer", "unknown", caller_here=True)
+def test_a_sentence_is_due_when_the_caller_is_there_and_the_call_not_over() -> None:
+    due = domain.sentence_due
+    assert due("answer", "open", None, caller_here=True)
+    assert not due("answer", "open", None, caller_here=False)
     # a log that does not answer cannot say the call is over: the caller hears the sentence
-    assert domain.sentence_due("answer", None, caller_here=True)
+    assert due("answer", None, None, caller_here=True)
+    # a job's process dead: its worker ended the call failed and left it unsealed for this
+    assert due("answer", "ended", "failed", caller_here=True)
+    assert due("answer", "ended", "drained", caller_here=True)  # past the worker's drain
+    assert not due("answer", "ended", "completed", caller_here=True)  # ended on purpose
+    assert not due("answer", "ended", "caller_hangup", caller_here=True)
+    assert not due("answer", "sealed", "failed", caller_here=True)
+    assert not due("answer", "unknown", None, caller_here=True)
     # a sentence whose own job was lost: its call ended drained at the first loss
-    assert domain.sentence_due("sentence", "ended", caller_here=True)
-    assert not domain.sentence_due("sentence", "sealed", caller_here=True)
+    assert due("sentence", "ended", "drained", caller_here=True)
+    assert not due("sentence", "sealed", "drained", caller_here=True)
 
 
 def test_a_phone_caller_is_called_back_a_web_visitor_is_not() -> None:

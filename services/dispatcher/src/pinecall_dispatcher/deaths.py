@@ -6,8 +6,10 @@ a reason LiveKit does not count as on purpose, :func:`domain.agent_lost`). For e
 room the lost worker holds opened, in order:
 
 1. **Ask.** Is the caller still in the room (ListParticipants, by the row's caller identity)? Is
-   the call still open, and what count did the log's head keep from the dead worker's writer
-   (``GET /v1/calls/{call}``: ``state``, ``written``)? :func:`domain.sentence_due` decides.
+   the call still open (or ended ``failed`` by a worker whose job's process died, and not
+   sealed), and what count did the log's head keep from the dead worker's writer
+   (``GET /v1/calls/{call}``: ``state``, ``outcome``, ``written``)? :func:`domain.sentence_due`
+   decides.
 2. **Take.** The row goes back into offers as a ``sentence`` room after ``written`` entries, its
    ``tried`` starting with the lost worker (:meth:`RoomStore.lost`), by the update that finds the
    row still opened by that worker: a duplicate or reordered webhook, or another replica, takes
@@ -52,6 +54,7 @@ LOG_WITHIN_S = 5.0
 """Seconds the handler retries call-log (reading the call, ending it) before it goes on without
 it: the caller waits in silence meanwhile (``shared/DESIGN.md``'s back-off, 0.5 s to 5 s)."""
 REASON = "the agent's connection was lost"
+NOT_ENDED = "not ended (the log did not answer)"
 
 
 class Lost(msgspec.Struct, frozen=True, kw_only=True):
@@ -59,13 +62,16 @@ class Lost(msgspec.Struct, frozen=True, kw_only=True):
 
     worker: str
     reason: str
-    ended: bool
+    ended: str
+    """``ended drained``, ``already ended (<outcome>)``, or why not."""
     callback: str | None
     sentence: str
     """``offered to <worker>``, ``to the overflow <fleet>/overflow``, or why it waits."""
 
     def journal(self, room: str) -> str:
-        done = ["ended drained" if self.ended else "not ended (the log did not answer)"]
+        """``room <call>: agent of <worker> lost (<reason>): ended drained, a call back for
+        <number>, sentence offered to <worker>``."""
+        done = [self.ended]
         if self.callback:
             done.append(f"a call back for {self.callback}")
         done.append(f"sentence {self.sentence}")
@@ -96,7 +102,8 @@ class Deaths:
     async def _room(self, row: RoomRow, worker: str, reason: str, livekit: LiveKit) -> Lost | None:
         here = await self._caller_here(row, livekit)
         record, state = await self._record(row.call)
-        if not domain.sentence_due(row.job, state, here):
+        outcome = record.outcome if record is not None else None
+        if not domain.sentence_due(row.job, state, outcome, here):
             _log.info(
                 "room %s: agent of %s lost (%s); no sentence: call %s, caller %s",
                 row.call,
@@ -115,9 +122,12 @@ class Deaths:
         taken = await self.store.rooms.lost(utcnow(), row.call, worker, written, line)
         if taken is None:
             return None  # a duplicate, or another replica took it first
-        # a call ended already is a sentence room's (ended drained at its first loss); one the
-        # log did not say is left to the sentence job, which ends it
-        ended = await self._end(row.call) if state == "open" else state == "ended"
+        # an open call is ended drained; one ended already keeps its outcome (its worker's, or
+        # the first loss's); one the log did not say is left to the sentence job, which ends it
+        if state == "open":
+            ended = "ended drained" if await self._end(row.call) else NOT_ENDED
+        else:
+            ended = f"already ended ({outcome})" if state == "ended" else NOT_ENDED
         sentence = await self._offer(taken)
         callback = (
             await self._call_back(taken) if domain.calls_back(row.caller, row.number) else None

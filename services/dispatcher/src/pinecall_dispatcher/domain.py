@@ -262,16 +262,21 @@ def _decide_sentence(
     )
 
 
-def sentence_due(job: str, state: LogState | None, caller_here: bool) -> bool:
+def sentence_due(job: str, state: LogState | None, outcome: str | None, caller_here: bool) -> bool:
     """Whether the room of a lost agent gets the sentence: its caller is still in it and its
-    call still open on call-log (``state``; None when the log did not answer: the caller is
-    there, so yes). A sentence room whose own agent was lost gets it again while its call (ended
-    drained at the first loss) is not sealed."""
+    call not over (seed 000: "a worker killed, a machine gone or a job's process dead").
+
+    Open on call-log, or a log that did not answer (``state`` None: the caller is there, so
+    yes). Ended and not sealed by its worker when its job's process died (``failed``) or past
+    its drain (``drained``): the worker's main process ends such a call and leaves it unsealed
+    for this. A sentence room whose own sentence job was lost: its call ended drained at the
+    first loss. Not a call that ended on purpose (``completed``, ``caller_hangup``), nor a
+    sealed one, nor one the log never heard of."""
     if not caller_here:
         return False
     if state is None or state == "open":
         return True
-    return state == "ended" and job == "sentence"
+    return state == "ended" and (job == "sentence" or outcome in ("failed", "drained"))
 
 
 def calls_back(caller: str, number: str | None) -> bool:

@@ -26,6 +26,19 @@ def _instance(environment: str, room: str, room_sid: str | None) -> sa.ColumnEle
     return where
 
 
+def _had(worker: str) -> sa.ColumnElement[bool]:
+    """Rows whose agent was ``worker``'s: opened by it, or ended by ``call.ended`` as a worker
+    ends the call of a job whose process died (``failed``) or held past its drain (``drained``),
+    before LiveKit says the agent gone."""
+    return sa.and_(
+        ROOMS.c.worker == worker,
+        sa.or_(
+            ROOMS.c.state == "opened",
+            sa.and_(ROOMS.c.state == "ended", ROOMS.c.outcome.in_(("failed", "drained"))),
+        ),
+    )
+
+
 class RoomStore:
     """The rooms' transitions in Postgres."""
 
@@ -107,15 +120,11 @@ class RoomStore:
     async def of_worker(
         self, environment: str, room: str, room_sid: str | None, worker: str
     ) -> list[RoomRow]:
-        """The rows of the room instance that ``worker`` holds opened now."""
+        """The rows of the room instance whose agent was ``worker``'s (:func:`_had`)."""
         async with db.translate_errors("reading a room"), self.engine.connect() as conn:
             rows = (
                 await conn.execute(
-                    sa.select(ROOMS).where(
-                        _instance(environment, room, room_sid),
-                        ROOMS.c.state == "opened",
-                        ROOMS.c.worker == worker,
-                    )
+                    sa.select(ROOMS).where(_instance(environment, room, room_sid), _had(worker))
                 )
             ).all()
         return [RoomRow.of(r) for r in rows]
@@ -123,12 +132,13 @@ class RoomStore:
     async def lost(
         self, now: dt.datetime, call: str, worker: str, written: int | None, line: str
     ) -> RoomRow | None:
-        """The agent of ``worker`` was lost with the call open and its caller there (issue 8):
-        the room is kept in offers again as a ``sentence`` room following on from ``written``,
-        ``tried`` starting with the lost worker, not offered yet. Taken by the update that finds
-        the row still opened by ``worker``: a duplicate or a second replica takes nothing."""
+        """The agent of ``worker`` was lost with the call not over and its caller there (issue
+        8): the room is kept in offers again as a ``sentence`` room following on from
+        ``written``, ``tried`` starting with the lost worker, not offered yet. Taken by the
+        update that finds the row still ``worker``'s (:func:`_had`): a duplicate or a second
+        replica takes nothing."""
         rows = await self._update(
-            sa.and_(ROOMS.c.call == call, ROOMS.c.state == "opened", ROOMS.c.worker == worker),
+            sa.and_(ROOMS.c.call == call, _had(worker)),
             {
                 "state": "waiting",
                 "job": "sentence",
