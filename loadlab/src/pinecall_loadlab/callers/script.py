@@ -26,7 +26,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 import msgspec
 
@@ -162,9 +162,7 @@ async def play(
     try:
         for step in script:
             if isinstance(step, WaitForAnswer):
-                agent = await _answered(room, clock, step.timeout_s)
-                log.answered, log.answered_by = loop.time(), agent.get(AGENT_NAME, "")
-                on_change("answered")
+                await _answered(room, clock, step.timeout_s, log, on_change)
             elif isinstance(step, Say | Interrupt):
                 if isinstance(step, Interrupt):
                     ears.heard.clear()
@@ -191,16 +189,32 @@ async def play(
     return log
 
 
-async def _answered(room: LabRoom, clock: list[float], timeout_s: float) -> dict[str, str]:
-    """Silent frames until an agent is in the room; its attributes."""
+async def _answered(
+    room: LabRoom,
+    clock: list[float],
+    timeout_s: float,
+    log: CallerLog,
+    on_change: Callable[[Change], None],
+) -> None:
+    """Silent frames until an agent is in the room; the log says when and who at once (before
+    any of its audio read after), and ``on_change`` is told."""
+    loop = asyncio.get_running_loop()
+
+    def seen(agent: asyncio.Future[dict[str, Any]]) -> None:
+        if agent.cancelled():
+            return
+        log.answered = loop.time()
+        log.answered_by = (agent.result().get("attributes") or {}).get(AGENT_NAME, "")
+        on_change("answered")
+
     agent = asyncio.ensure_future(room.wait_for_participant(kind="AGENT"))
+    agent.add_done_callback(seen)
     try:
         async with asyncio.timeout(timeout_s):
             while not agent.done():
                 await _send(room, silence(FRAME_S), clock)
     finally:
         agent.cancel()
-    return dict(agent.result().get("attributes") or {})
 
 
 async def _silent_until(

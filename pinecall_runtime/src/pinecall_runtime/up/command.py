@@ -31,7 +31,8 @@ import msgspec
 import stamina
 
 from pinecall_runtime.up import report as reporting
-from pinecall_runtime.up.services import Urls, plan, urls
+from pinecall_runtime.up import services
+from pinecall_runtime.up.services import Urls, urls
 from pinecall_runtime.up.stage import ENVIRONMENTS, Run, own_platform
 from pinecall_runtime.up.supervise import Processes, Supervised
 from pinecall_runtime.up.watch import Watch
@@ -99,7 +100,6 @@ def _callers(run: Run, at: Urls, state_dir: Path, rate: float, calls: int | None
         )
     )
     out = state_dir / "callers.jsonl"
-    out.unlink(missing_ok=True)
     return Supervised(
         name="callers",
         args=["lab", "callers", "--plan", str(plan_file), "--out", str(out)],
@@ -243,6 +243,7 @@ def up(**options: Any) -> None:  # fmt: skip
     settings = OperatorSettings.from_env()
     state_dir = Path(settings.state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
+    (state_dir / "callers.jsonl").unlink(missing_ok=True)  # a previous run's callers
     # SIGTERM as Ctrl-C while the platform starts: every process started so far is stopped
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     began = time.monotonic()
@@ -259,11 +260,27 @@ def up(**options: Any) -> None:  # fmt: skip
         at = urls(options["roster_replicas"])
         processes = Processes()
         codes: dict[str, int | None] = {}
+
+        def ready(*group: Supervised) -> None:
+            processes.wait(*group)
+            for process in group:
+                click.echo(f"{process.name + ':':<20}{process.url or ''} ready")
+
         try:
-            for group in plan(run, at, seats=options["seats"]):
-                processes.start(*group)
-                for process in group:
-                    click.echo(f"{process.name + ':':<20}{process.url or ''} ready")
+            stand_ins = services.lab(run, at)
+            processes.launch(*stand_ins)  # they need no database: up while it is migrated
+            run.prepare()
+            click.echo("migrations and keys: done")
+            ready(*stand_ins)
+            store, control, workers = services.platform(run, at, seats=options["seats"])
+            processes.launch(*store)
+            ready(*store)
+            processes.launch(*control)
+            # a worker's start (its imports, the forkserver's preload, LiveKit's registration)
+            # is the longest: it goes on while the control plane gets ready
+            processes.launch(*workers)
+            ready(*control)
+            ready(*workers)
             _write_state(state_dir, run, at)
             click.echo(f"up: ready; from another shell the CLI reads {state_dir / 'up.json'} "
                        f"(keys in {state_dir / 'keys.json'})")  # fmt: skip

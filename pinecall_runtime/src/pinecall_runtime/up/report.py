@@ -110,6 +110,7 @@ async def build(
     turns: list[float] = []
     offers: list[int] = []
     by_caller = {r.caller: r for r in reports}
+    rows: dict[int, dict[str, Any]] = {}
     for caller, got in read.items():
         if got is None:
             continue
@@ -127,6 +128,13 @@ async def build(
             if e.kind == "turn.agent" and e.data.get("first_audio_s") is not None
         ]
         offers.append(sum(any(m in line.line for m in OFFER_MARKS) for line in journal.lines))
+        rows[caller] = {
+            "call": record.call,
+            "outcome": record.outcome,
+            "entries": len(log.entries),
+            "verified": wrong is None,
+            "offers": offers[-1],
+        }
     agent_calls = [r for r in reports if r.answered_by and not by_overflow(r)]
     overflowed = [r for r in reports if by_overflow(r)]
     phones_overflowed = [r for r in overflowed if r.kind == "sip"]
@@ -165,6 +173,20 @@ async def build(
             "visitors_refused_called_back": sum(r.callback for r in reports),
         },
         "problems": problems,
+        "callers": [
+            {
+                "caller": r.caller,
+                "kind": r.kind,
+                "environment": r.environment,
+                "room": r.room,
+                "answered_by": r.answered_by,
+                "first_heard_s": r.first_heard_s,
+                "ended_by": r.ended_by,
+                "refused": r.refused,
+            }
+            | rows.get(r.caller, {})
+            for r in reports
+        ],
     }
 
 

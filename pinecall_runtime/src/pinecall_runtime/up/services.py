@@ -1,10 +1,13 @@
 """What ``up`` runs, in the order it starts it, and the environment each process gets.
 
 1. each environment's LiveKit (the load lab's stand-in, ``lab livekit``, its webhooks to
-   webhook-ingest with ``?world=<environment>``) and the vendor fakes (``lab vendors``);
+   webhook-ingest with ``?world=<environment>``) and the vendor fakes (``lab vendors``), started
+   while the run's database is migrated (:func:`lab`);
 2. roster (its fleets rows on each environment's stand-in) and call-log;
 3. webhook-ingest, dispatcher and reaper;
-4. per environment a worker of ``seats`` seats (lab rooms, the vendors' fakes) and the overflow;
+4. per environment a worker of ``seats`` seats (lab rooms, the vendors' fakes) and the overflow,
+   started with step 3 and ready after it (a worker takes longest to start: its imports, the
+   forkserver's preload, LiveKit's registration) (:func:`platform`);
 5. the callers (``lab callers``), started by :mod:`pinecall_runtime.up.command` once every fleet
    is heard.
 
@@ -15,6 +18,7 @@ callers have hung up by then), so stopping never waits for the seed's ten minute
 
 from __future__ import annotations
 
+import functools
 import secrets
 from dataclasses import dataclass
 
@@ -81,31 +85,25 @@ def _port(url: str) -> str:
     return url.rsplit(":", 1)[1]
 
 
-def plan(run: Run, at: Urls, *, seats: int) -> list[list[Supervised]]:
-    """The processes of steps 1 to 4, in groups started together, in order."""
-    base = run.env() | {"PINECALL_LOG_LEVEL": "INFO"}
-    keys = run.livekit_keys_setting()
-    urls = ",".join(f"{e}={u}" for e, u in at.livekit.items())
+def _process(
+    run: Run, name: str, args: list[str], env: dict[str, str], url: str, ready: str, tier: str
+) -> Supervised:
+    return Supervised(
+        name=name,
+        args=args,
+        env=run.env() | {"PINECALL_LOG_LEVEL": "INFO"} | env,
+        log=run.logs / f"{name}.log",
+        url=url,
+        ready=ready,
+        tier=TIER[tier],
+        grace_s=DRAIN_S + SEAL_S + 15 if tier == "workers" else 30,
+    )
 
-    def process(
-        name: str, args: list[str], env: dict[str, str], url: str, ready: str, tier: str
-    ) -> Supervised:
-        return Supervised(
-            name=name,
-            args=args,
-            env=base | env,
-            log=run.logs / f"{name}.log",
-            url=url,
-            ready=ready,
-            tier=TIER[tier],
-            grace_s=DRAIN_S + SEAL_S + 15 if tier == "workers" else 30,
-        )
 
-    def http(name: str, service: str, url: str, env: dict[str, str], tier: str) -> Supervised:
-        return process(
-            name, [service, "serve"], env | {"PINECALL_PORT": _port(url)}, url, "/readyz", tier
-        )
-
+def lab(run: Run, at: Urls) -> list[Supervised]:
+    """Step 1: each environment's stand-in (its webhooks to webhook-ingest) and the vendor
+    fakes; they need no database, so they start while the migrations run."""
+    process = functools.partial(_process, run)
     lab = []
     for e, (key, secret) in run.livekit_keys.items():
         webhook = f"{at.webhook_ingest}/v1/livekit/webhook?world={e}"
@@ -115,6 +113,23 @@ def plan(run: Run, at: Urls, *, seats: int) -> list[list[Supervised]]:
         )
     lab.append(process("vendors", ["lab", "vendors", "--port", _port(at.vendors)], {},
                        at.vendors, "", "lab"))  # fmt: skip
+    return lab
+
+
+def platform(
+    run: Run, at: Urls, *, seats: int
+) -> tuple[list[Supervised], list[Supervised], list[Supervised]]:
+    """Steps 2 to 4 (the run's keys made): roster and call-log; webhook-ingest, dispatcher and
+    reaper; each environment's worker and overflow."""
+    process = functools.partial(_process, run)
+    keys = run.livekit_keys_setting()
+    urls = ",".join(f"{e}={u}" for e, u in at.livekit.items())
+
+    def http(name: str, service: str, url: str, env: dict[str, str], tier: str) -> Supervised:
+        return process(
+            name, [service, "serve"], env | {"PINECALL_PORT": _port(url)}, url, "/readyz", tier
+        )
+
     store = [
         http("roster" if i == 0 else f"roster-{i}", "roster", url,
              {"LIVEKIT_URL": at.livekit["production"], "PINECALL_LIVEKIT_URLS": urls}, "store")
@@ -181,4 +196,4 @@ def plan(run: Run, at: Urls, *, seats: int) -> list[list[Supervised]]:
                 "workers",
             )
         )
-    return [lab, store, control, workers]
+    return store, control, workers

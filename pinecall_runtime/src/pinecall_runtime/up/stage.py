@@ -19,7 +19,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nats
@@ -34,26 +34,26 @@ ENVIRONMENTS: dict[str, str] = {"production": "pinecall", "sandbox": "pinecall-s
 """Each environment and its fleet (the roster's default fleets rows)."""
 
 
-@dataclass(frozen=True, kw_only=True)
+@dataclass(kw_only=True)
 class Run:
-    """Where the run stores and talks, its keys, and its folders."""
+    """Where the run stores and talks, its keys (once :meth:`prepare` made them), its folders."""
 
     token: str
     """The run's name: its database is ``pcup_<token>``, its namespace ``up<token>``."""
     database_url: str
     nats_url: str
     namespace: str
-    operator_key: str
-    fleet_keys: dict[str, str]
-    """Environment → its fleet key."""
-    app_keys: dict[str, str]
-    """Environment → its app key."""
-    livekit_keys: dict[str, tuple[str, str]]
-    """Environment → its LiveKit's API key and secret."""
     logs: Path
     """Every process's log: ``<state dir>/logs/<name>.log``."""
     sockets: Path
     """A short folder for the workers' measures sockets (a Unix socket's path is ≤ 107 bytes)."""
+    livekit_keys: dict[str, tuple[str, str]]
+    """Environment → its LiveKit's API key and secret."""
+    operator_key: str = ""
+    fleet_keys: dict[str, str] = field(default_factory=dict)
+    """Environment → its fleet key."""
+    app_keys: dict[str, str] = field(default_factory=dict)
+    """Environment → its app key."""
 
     def env(self) -> dict[str, str]:
         """The environment every process of the run starts from: this one without its
@@ -70,19 +70,37 @@ class Run:
         """``PINECALL_LIVEKIT_KEYS``: ``production=KEY:SECRET,sandbox=KEY:SECRET``."""
         return ",".join(f"{e}={k}:{s}" for e, (k, s) in self.livekit_keys.items())
 
+    def prepare(self) -> None:
+        """Every service's migrations on the run's database (``migrate``), then its keys
+        (``keys create``, one CLI process each, made at once). Raises
+        ``subprocess.CalledProcessError`` when one fails."""
+        env = self.env()
+        run_cli("migrate", env=env)
+        asked = {"operator": ("--kind", "operator")} | {
+            f"{kind}-{e}": ("--kind", kind, "--environment", e)
+            for kind in ("fleet", "app")
+            for e in ENVIRONMENTS
+        }
+        with ThreadPoolExecutor(len(asked)) as pool:
+            made = {
+                name: pool.submit(run_cli, "keys", "create", "--name", "up", *args, env=env)
+                for name, args in asked.items()
+            }
+            keys = {name: future.result() for name, future in made.items()}
+        self.operator_key = keys["operator"]
+        self.fleet_keys = {e: keys[f"fleet-{e}"] for e in ENVIRONMENTS}
+        self.app_keys = {e: keys[f"app-{e}"] for e in ENVIRONMENTS}
+
 
 @contextlib.contextmanager
 def own_platform(platform: Endpoints, state_dir: Path) -> Iterator[Run]:
-    """A database and namespace of the run's own, migrated, with its keys; dropped and deleted
-    when the context ends (the logs under ``state_dir/logs`` stay, emptied at the next run).
-
-    Raises ``subprocess.CalledProcessError`` when the migrations or a key could not be made,
-    ``psycopg.Error`` when the database could not be created.
-    """
+    """A database and namespace of the run's own (empty: :meth:`Run.prepare` migrates it and
+    makes the keys); dropped and deleted when the context ends. The logs under
+    ``state_dir/logs`` stay until the next run. Raises ``psycopg.Error`` when the database
+    could not be created."""
     token = secrets.token_hex(4)
     admin = platform.database_url
     database = f"pcup_{token}"
-    url = make_url(admin).set(database=database).render_as_string(hide_password=False)
     logs = state_dir / "logs"
     shutil.rmtree(logs, ignore_errors=True)
     logs.mkdir(parents=True)
@@ -91,34 +109,16 @@ def own_platform(platform: Endpoints, state_dir: Path) -> Iterator[Run]:
     sockets = Path(tempfile.mkdtemp(prefix="pcup-"))
     namespace = f"up{token}"
     try:
-        base = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")} | {
-            "PINECALL_DATABASE_URL": url,
-            "PINECALL_NATS_URL": platform.nats_url,
-            "PINECALL_NATS_NAMESPACE": namespace,
-        }
-        run_cli("migrate", env=base)
-        asked = {"operator": ("--kind", "operator")} | {
-            f"{kind}-{e}": ("--kind", kind, "--environment", e)
-            for kind in ("fleet", "app")
-            for e in ENVIRONMENTS
-        }
-        with ThreadPoolExecutor(len(asked)) as pool:  # a CLI process each: made at once
-            made = {
-                name: pool.submit(run_cli, "keys", "create", "--name", "up", *args, env=base)
-                for name, args in asked.items()
-            }
-            keys = {name: future.result() for name, future in made.items()}
         yield Run(
             token=token,
-            database_url=url,
+            database_url=make_url(admin)
+            .set(database=database)
+            .render_as_string(hide_password=False),
             nats_url=platform.nats_url,
             namespace=namespace,
-            operator_key=keys["operator"],
-            fleet_keys={e: keys[f"fleet-{e}"] for e in ENVIRONMENTS},
-            app_keys={e: keys[f"app-{e}"] for e in ENVIRONMENTS},
-            livekit_keys={e: (f"up-{e}", secrets.token_urlsafe(32)) for e in ENVIRONMENTS},
             logs=logs,
             sockets=sockets,
+            livekit_keys={e: (f"up-{e}", secrets.token_urlsafe(32)) for e in ENVIRONMENTS},
         )
     finally:
         shutil.rmtree(sockets, ignore_errors=True)

@@ -104,14 +104,23 @@ class Processes:
 
     started: list[Supervised] = field(default_factory=list)
 
-    def start(self, *processes: Supervised) -> None:
-        """Start ``processes`` together, then wait until each is ready (in order, each bounded);
-        ``click.ClickException`` naming the one that was not."""
+    def launch(self, *processes: Supervised) -> None:
+        """Start ``processes`` (each is stopped with the others from now on)."""
         for process in processes:
             process.start()
             self.started.append(process)
+
+    @staticmethod
+    def wait(*processes: Supervised) -> None:
+        """Wait until each of ``processes`` is ready (in order, each bounded);
+        ``click.ClickException`` naming the one that was not."""
         for process in processes:
             process.wait_ready()
+
+    def start(self, *processes: Supervised) -> None:
+        """:meth:`launch` ``processes`` together, then :meth:`wait` for them."""
+        self.launch(*processes)
+        self.wait(*processes)
 
     def __iter__(self) -> Iterator[Supervised]:
         return iter(self.started)
