@@ -22,7 +22,9 @@ import asyncio
 import contextlib
 import json
 import signal
+import subprocess
 import time
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
 
@@ -70,46 +72,6 @@ async def _every_fleet_heard(watch: Watch, within_s: float = 90) -> None:
                 raise NotHeard(sorted(set(ENVIRONMENTS.values()) - accepting))
 
 
-def _callers(run: Run, at: Urls, state_dir: Path, rate: float, calls: int | None) -> Supervised:
-    """The callers' process (``lab callers``) and its plan file."""
-    lines = [
-        {
-            "environment": e,
-            "fleet": fleet,
-            "livekit_url": at.livekit[e],
-            "api_key": run.livekit_keys[e][0],
-            "api_secret": run.livekit_keys[e][1],
-            "app_key": run.app_keys[e],
-        }
-        for e, fleet in ENVIRONMENTS.items()
-    ]
-    plan_file = state_dir / "callers-plan.json"
-    plan_file.write_text(
-        json.dumps(
-            {
-                "lines": lines,
-                "dispatcher_url": at.dispatcher,
-                "call_log_url": at.call_log,
-                "rate": rate,
-                "calls": calls,
-                "agent": AGENT,
-                "org": "org_up",
-                "run": f"up{run.token}",
-            },
-            indent=2,
-        )
-    )
-    out = state_dir / "callers.jsonl"
-    return Supervised(
-        name="callers",
-        args=["lab", "callers", "--plan", str(plan_file), "--out", str(out)],
-        env=run.env(),
-        log=run.logs / "callers.log",
-        tier=4,
-        restart=False,
-    )
-
-
 async def _watch(
     run: Run, at: Urls, processes: Processes, state_dir: Path, options: dict[str, Any]
 ) -> dict[str, Any] | None:
@@ -128,7 +90,7 @@ async def _watch(
         callers = None
         if calls != 0:
             await _every_fleet_heard(watch)
-            callers = _callers(run, at, state_dir, options["rate"], calls)
+            callers = services.callers(run, at, state_dir, options["rate"], calls, agent=AGENT)
             processes.start(callers)
             click.echo(f"up: callers ringing at {options['rate']:g} a second; log {callers.log}")
         while not stop.is_set():
@@ -227,7 +189,13 @@ def _write_state(state_dir: Path, run: Run, at: Urls) -> None:
     show_default=True,
     help="Seconds between live tables.",
 )
-@click.option("--roster-replicas", type=click.IntRange(1, 8), default=1, show_default=True)
+@click.option(
+    "--roster-replicas",
+    type=click.IntRange(1, 8),
+    default=1,
+    show_default=True,
+    help="Roster replicas (workers beat to the first; the others hear them over NATS).",
+)
 def up(**options: Any) -> None:  # fmt: skip
     """The whole platform on this machine, with callers who speak, until Ctrl-C.
 
@@ -238,6 +206,11 @@ def up(**options: Any) -> None:  # fmt: skip
     """
     if options["exit_when_done"] and not options["calls"]:
         raise click.UsageError("--exit-when-done needs --calls N (N > 0)")
+    if not entry_points(group="pinecall_runtime.commands", name="lab"):
+        raise click.ClickException(
+            "up runs the load lab's LiveKit stand-in, vendor fakes and callers: install "
+            "pinecall-loadlab (./dev sync does)"
+        )
     # waiting for a process to listen is polling, not a failure worth a log line per try
     stamina.instrumentation.set_on_retry_hooks([])
     settings = OperatorSettings.from_env()
@@ -269,7 +242,12 @@ def up(**options: Any) -> None:  # fmt: skip
         try:
             stand_ins = services.lab(run, at)
             processes.launch(*stand_ins)  # they need no database: up while it is migrated
-            run.prepare()
+            try:
+                run.prepare()
+            except subprocess.CalledProcessError as exc:
+                raise click.ClickException(
+                    f"{' '.join(exc.cmd[2:])} failed: {(exc.stderr or '').strip()[-2000:]}"
+                ) from exc
             click.echo("migrations and keys: done")
             ready(*stand_ins)
             store, control, workers = services.platform(run, at, seats=options["seats"])
@@ -288,7 +266,11 @@ def up(**options: Any) -> None:  # fmt: skip
         except KeyboardInterrupt:
             click.echo("up: stopping", err=True)
         finally:
-            codes = processes.stop()
+            try:
+                codes = processes.stop()
+            except KeyboardInterrupt:  # Ctrl-C again while they drain: no more waiting
+                click.echo("up: killing every process", err=True)
+                codes = processes.kill()
             for name in ("up.json", "keys.json"):  # the platform is gone: nothing points at it
                 (state_dir / name).unlink(missing_ok=True)
             click.echo(f"up: stopped {', '.join(f'{n}={c}' for n, c in codes.items())}")

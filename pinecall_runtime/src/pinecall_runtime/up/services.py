@@ -19,8 +19,10 @@ callers have hung up by then), so stopping never waits for the seed's ten minute
 from __future__ import annotations
 
 import functools
+import json
 import secrets
 from dataclasses import dataclass
+from pathlib import Path
 
 from pinecall_runtime.up.stage import ENVIRONMENTS, Run
 from pinecall_runtime.up.supervise import Supervised
@@ -126,9 +128,11 @@ def platform(
     urls = ",".join(f"{e}={u}" for e, u in at.livekit.items())
 
     def http(name: str, service: str, url: str, env: dict[str, str], tier: str) -> Supervised:
-        return process(
+        served = process(
             name, [service, "serve"], env | {"PINECALL_PORT": _port(url)}, url, "/readyz", tier
         )
+        served.group = True  # Granian: the server and its worker processes
+        return served
 
     store = [
         http("roster" if i == 0 else f"roster-{i}", "roster", url,
@@ -197,3 +201,47 @@ def platform(
             )
         )
     return store, control, workers
+
+
+def callers(
+    run: Run, at: Urls, state_dir: Path, rate: float, calls: int | None, *, agent: str
+) -> Supervised:
+    """Step 5: the callers' process (``lab callers``: phones and visitors of every environment
+    at ``rate``, ``calls`` in all, ringing for ``agent``), its plan in
+    ``<state dir>/callers-plan.json``, each caller's state in ``<state dir>/callers.jsonl``."""
+    lines = [
+        {
+            "environment": e,
+            "fleet": fleet,
+            "livekit_url": at.livekit[e],
+            "api_key": run.livekit_keys[e][0],
+            "api_secret": run.livekit_keys[e][1],
+            "app_key": run.app_keys[e],
+        }
+        for e, fleet in ENVIRONMENTS.items()
+    ]
+    plan_file = state_dir / "callers-plan.json"
+    plan_file.write_text(
+        json.dumps(
+            {
+                "lines": lines,
+                "dispatcher_url": at.dispatcher,
+                "call_log_url": at.call_log,
+                "rate": rate,
+                "calls": calls,
+                "agent": agent,
+                "org": "org_up",
+                "run": f"up{run.token}",
+            },
+            indent=2,
+        )
+    )
+    out = state_dir / "callers.jsonl"
+    return Supervised(
+        name="callers",
+        args=["lab", "callers", "--plan", str(plan_file), "--out", str(out)],
+        env=run.env(),
+        log=run.logs / "callers.log",
+        tier=TIER["callers"],
+        restart=False,
+    )

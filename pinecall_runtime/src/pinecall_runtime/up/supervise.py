@@ -5,7 +5,8 @@ A :class:`Supervised` is one ``pinecall-runtime …`` command (a service, a work
 :class:`Processes` holds them in the order they were started. Stopping goes tier by tier, the
 highest first (the callers, then the workers and overflows, then the services, then the
 stand-ins), every process of a tier at once: each gets SIGTERM (a service drains, a worker
-finishes its calls and seals them) and is killed only past its grace.
+finishes its calls and seals them) and is killed only past its grace; whatever is left of its
+process group then is killed.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ class Supervised:
     """One process of ``up``: ``pinecall-runtime ARGS`` with ``env``, output appended to
     ``log``. ``url`` and ``ready`` name its probe (``/readyz``; ``""`` takes any HTTP answer as
     listening); ``tier`` orders the stop; ``grace_s`` is how long SIGTERM may take; a process
-    with ``restart`` off (the callers) is left to exit."""
+    with ``restart`` off (the callers) is left to exit; ``group`` says where SIGTERM goes."""
 
     name: str
     args: list[str]
@@ -40,6 +41,8 @@ class Supervised:
     tier: int = 0
     grace_s: float = 30.0
     restart: bool = True
+    group: bool = False
+    """SIGTERM goes to its whole process group (see :meth:`terminate`)."""
     restarts: int = 0
     proc: subprocess.Popen[bytes] = field(init=False)
 
@@ -83,8 +86,15 @@ class Supervised:
             os.killpg(self.proc.pid, sig)
 
     def terminate(self) -> None:
-        """SIGTERM its group: it drains."""
-        self._signal(signal.SIGTERM)
+        """SIGTERM: to its whole group when :attr:`group` (Granian's server and its worker
+        processes each drain, even one still starting), else to the process alone (a worker
+        drains its calls' job processes itself; a signal of their own would kill them
+        mid-call)."""
+        if self.group:
+            self._signal(signal.SIGTERM)
+            return
+        with contextlib.suppress(ProcessLookupError):
+            self.proc.send_signal(signal.SIGTERM)
 
     def wait_stopped(self) -> int | None:
         """Its exit code once it stopped, SIGKILLed past :attr:`grace_s`."""
@@ -135,3 +145,10 @@ class Processes:
             for process in group:
                 codes[process.name] = process.wait_stopped()
         return codes
+
+    def kill(self) -> dict[str, int | None]:
+        """SIGKILL every process's group at once (a second Ctrl-C while stopping); their exit
+        codes by name."""
+        for process in self.started:
+            process._signal(signal.SIGKILL)
+        return {p.name: p.proc.wait(5) for p in self.started}
