@@ -23,6 +23,7 @@ from pathlib import Path
 import click
 
 from pinecall_runtime.processes import wait_ready
+from pinecall_servicekit.lifecycle import ExitCode
 
 
 @dataclass(kw_only=True)
@@ -70,9 +71,16 @@ class Supervised:
 
     def ensure(self) -> bool:
         """Start it again if it died (a SIGKILL, a crash) and wait until it is ready; True when
-        it had to. A process with ``restart`` off is never started again."""
+        it had to. A process with ``restart`` off is never started again, nor a worker that
+        exited 3: an operator cordoned it, and started again it would be cordoned again
+        (cordons are durable, seed 000 "Deploys drain, cordons shrink")."""
         code = self.proc.poll()
         if code is None or not self.restart:
+            return False
+        if code == ExitCode.CORDONED:
+            click.echo(f"up: {self.name} was cordoned and finished its calls (exit 3): "
+                       "left stopped", err=True)  # fmt: skip
+            self.restart = False
             return False
         click.echo(f"up: {self.name} exited with {code}: starting it again", err=True)
         self._signal(signal.SIGKILL)  # whatever is left of its group (an orphaned worker)
