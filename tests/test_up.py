@@ -5,6 +5,7 @@ NATS (it makes a database and a namespace of its own), with a state folder of th
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
@@ -12,10 +13,17 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from click.testing import CliRunner
 
+from pinecall_contracts.calls import CallLog, CallRecord, LoggedEntry
+from pinecall_contracts.lab import CallerReport
 from pinecall_runtime.up import up
+from pinecall_runtime.up.report import verify
+from pinecall_runtime.up.watch import is_silent
 from pinecall_servicekit.platform import Endpoints
+
+T0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 
 
 def run_up(tmp_path: Path, platform: Endpoints, *args: str) -> tuple[dict[str, Any], str]:
@@ -55,6 +63,56 @@ def test_exit_when_done_needs_a_number_of_calls() -> None:
     result = CliRunner().invoke(up, ["--exit-when-done"])
     assert result.exit_code == 2
     assert "--exit-when-done needs --calls" in result.output
+
+
+def record(written: int) -> CallRecord:
+    return CallRecord(
+        call="call_1", agent="support-bot", org="", environment="production", room="r",
+        worker="pinecall/up.1", state="sealed", written=written, last_seq=0, opened_at=T0,
+    )  # fmt: skip
+
+
+def log(*entries: tuple[int, int | None], state: str = "sealed") -> CallLog:
+    """A log of ``(seq, counted)`` entries."""
+    return CallLog(
+        call="call_1",
+        entries=[LoggedEntry(seq=q, kind="k", ts=T0, counted=c) for q, c in entries],
+        state=state,  # type: ignore[arg-type]
+    )
+
+
+def test_a_log_verifies_when_sealed_gapless_and_holding_the_writers_entries_once_in_order() -> None:
+    assert verify(record(2), log((1, None), (2, 0), (3, 1), (4, None))) is None
+    assert "gap" in (verify(record(2), log((1, None), (3, 0), (4, 1))) or "")
+    assert "once, in order" in (verify(record(2), log((1, None), (2, 1), (3, 0))) or "")
+    assert "once, in order" in (verify(record(3), log((1, None), (2, 0), (3, 1))) or "")
+    assert "not sealed" in (verify(record(1), log((1, None), (2, 0), state="ended")) or "")
+
+
+@pytest.mark.parametrize(
+    ("first_heard_s", "ended_s", "now_s", "silent"),
+    [
+        (4.0, 10.0, 20.0, False),
+        (12.5, 20.0, 30.0, True),  # heard, but too late
+        (None, None, 13.0, True),  # still ringing past 12 s
+        (None, None, 5.0, False),  # ringing, not 12 s yet
+        (None, 6.0, 30.0, False),  # hung up (stopped) before 12 s
+    ],
+)
+def test_a_caller_is_silent_with_no_voice_12_s_from_arrival(
+    first_heard_s: float | None, ended_s: float | None, now_s: float, silent: bool
+) -> None:
+    report = CallerReport(
+        caller=0, kind="sip", environment="production", state="ringing", arrived_at=T0,
+        first_heard_s=first_heard_s,
+        ended_at=None if ended_s is None else T0 + dt.timedelta(seconds=ended_s),
+    )  # fmt: skip
+    assert is_silent(report, T0 + dt.timedelta(seconds=now_s)) is silent
+
+
+def test_a_visitor_refused_before_any_room_is_not_silent() -> None:
+    report = CallerReport(caller=1, kind="web", environment="sandbox", state="refused")
+    assert not is_silent(report, T0 + dt.timedelta(hours=1))
 
 
 def test_every_call_is_answered_by_an_agent_and_every_log_verifies(

@@ -89,6 +89,7 @@ async def _watch(
         await watch.listen(bus)
         callers = None
         if calls != 0:
+            click.echo("up: waiting for each fleet's worker to be heard")
             await _every_fleet_heard(watch)
             callers = services.callers(run, at, state_dir, options["rate"], calls, agent=AGENT)
             processes.start(callers)
@@ -242,6 +243,7 @@ def up(**options: Any) -> None:  # fmt: skip
         try:
             stand_ins = services.lab(run, at)
             processes.launch(*stand_ins)  # they need no database: up while it is migrated
+            click.echo("up: starting the stand-ins and the vendor fakes; migrating, making keys")
             try:
                 run.prepare()
             except subprocess.CalledProcessError as exc:
@@ -257,6 +259,7 @@ def up(**options: Any) -> None:  # fmt: skip
             # a worker's start (its imports, the forkserver's preload, LiveKit's registration)
             # is the longest: it goes on while the control plane gets ready
             processes.launch(*workers)
+            click.echo("up: starting the control plane, the workers and the overflows")
             ready(*control)
             ready(*workers)
             _write_state(state_dir, run, at)

@@ -14,7 +14,8 @@ Read once the calls ended and their logs were sealed, while the services still r
   every phone the overflow answered (seed 000, "Full, at the endpoint").
 
 :func:`failed` says why the run did not hold (a silent caller, a log that did not verify, a
-caller the overflow answered with no call back, a call never placed); ``up`` exits non-zero then.
+phone the overflow answered with no call back, a visitor refused for another reason than a full
+fleet or with no call back taken, a call never placed); ``up`` exits non-zero then.
 """
 
 from __future__ import annotations
@@ -140,11 +141,21 @@ async def build(
     phones_overflowed = [r for r in overflowed if r.kind == "sip"]
     silent = [r for r in reports if is_silent(r, now)]
     no_callback = [r.caller for r in phones_overflowed if calls.get(r.caller) not in callbacks]
-    unplaced = [r for r in reports if r.state == "failed" or (r.caller not in calls and r.room)]
+    # a caller up stopped before its call was opened is not a fault (one left silent is)
+    unplaced = [
+        r
+        for r in reports
+        if r.state == "failed" or (r.caller not in calls and r.room and r.error != "stopped")
+    ]
+    refused = Counter(r.refused for r in reports if r.state == "refused")
     problems += [f"caller {r.caller}: silent for {SILENT_S:.0f} s from arrival" for r in silent]
     problems += [f"caller {c}: the overflow answered, no call back on the log" for c in no_callback]
     problems += [f"caller {r.caller}: {r.error or 'no call was opened'}" for r in unplaced]
-    refused = Counter(r.refused for r in reports if r.state == "refused")
+    problems += [
+        f"caller {r.caller}: refused {r.refused}" + ("" if r.callback else ", no call back taken")
+        for r in reports
+        if r.state == "refused" and (r.refused != "fleet_full" or not r.callback)
+    ]
     return {
         "calls": {
             "placed": len(reports),
