@@ -29,7 +29,6 @@ import contextlib
 import datetime as dt
 import logging
 import secrets
-from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
 
@@ -282,15 +281,3 @@ def load_plan(path: Path, **overrides: object) -> TrafficPlan:
     plan = msgspec.json.decode(path.read_bytes(), type=TrafficPlan)
     given = {k: v for k, v in overrides.items() if v is not None}
     return msgspec.convert(msgspec.to_builtins(plan) | given, TrafficPlan) if given else plan
-
-
-def reports_of(lines: Sequence[bytes]) -> dict[int, CallerReport]:
-    """The last report of each caller in ``lines`` (JSON lines)."""
-    from pinecall_contracts.base import decode
-
-    last: dict[int, CallerReport] = {}
-    for raw in lines:
-        if raw.strip():
-            report = decode(raw, CallerReport)
-            last[report.caller] = report
-    return last
