@@ -122,7 +122,7 @@ def test_a_full_fleet_warns_and_one_of_cordoned_workers_takes_no_call() -> None:
     cordoned = fleet("pinecall-sandbox", row("worker-s", "cordoned"), free=0, seats=0)
     found = fleets(roster(full, cordoned))
     assert levels(found) == [("warn", "pinecall"), ("fail", "pinecall-sandbox")]
-    assert found[0].what.startswith("full: 2 calls on 8 seats")
+    assert found[0].what.startswith("full: none of its 8 seats free (2 calls)")
     assert found[1].what == "takes no call: every worker heard is cordoned"
 
 

@@ -124,7 +124,8 @@ def header(call: str, record: CallRecord | None) -> list[str]:
 
 
 def text(line: Line) -> str:
-    """A story line as ``logs`` prints it: time, seq (or ``offer``), kind, summary."""
-    tag = "offer" if line.source == "journal" else f"#{line.seq}"
-    kind = "" if line.source == "journal" else line.kind
-    return f"{_stamp(line.at)}  {tag:<6} {kind:<14} {_short(line.text)}".rstrip()
+    """A story line as ``logs`` prints it: time (UTC), then ``#<seq>``, kind and summary for an
+    entry, or ``offer`` and the journal's line for an offer."""
+    if line.source == "journal":
+        return f"{_stamp(line.at)}  {'offer':<6} {_short(line.text)}"
+    return f"{_stamp(line.at)}  {f'#{line.seq}':<6} {line.kind:<14} {_short(line.text)}".rstrip()

@@ -78,7 +78,8 @@ def _fleet(view: FleetView) -> Iterator[Finding]:
     elif t.seats_free == 0:
         yield finding(
             "warn",
-            f"full: {t.calls} calls on {t.seats} seats, none free; new callers hear the overflow",
+            f"full: none of its {t.seats} seats free ({t.calls} calls); new callers hear the "
+            "overflow",
             "add workers, or seats (PINECALL_MAX_JOBS) where the machines have room",
         )
 
