@@ -1,8 +1,9 @@
 """``pinecall-runtime``: a click group whose subcommands come from installed distributions.
 
 Each service registers its click group under the entry point group ``pinecall_runtime.commands``
-(``roster``, ``fleet``, ``keys``, later ``worker``, ``lab``…); this module adds ``migrate`` (every
-service's migrations) and ``up`` (the platform on one machine).
+(``roster``, ``fleet``, ``keys``, ``worker``, ``lab``…); this module adds ``migrate`` (every
+service's migrations), ``up`` (the platform on one machine), ``load``, and the operator's
+``doctor`` and ``logs``, which reach the services over NATS only.
 """
 
 from __future__ import annotations
@@ -11,7 +12,9 @@ from importlib.metadata import EntryPoint, entry_points
 
 import click
 
+from pinecall_runtime.doctor.command import doctor
 from pinecall_runtime.load import load
+from pinecall_runtime.logs import logs
 from pinecall_runtime.up import up
 from pinecall_servicekit.operator import OperatorSettings, run
 
@@ -57,3 +60,5 @@ async def migrate() -> None:
 
 main.add_command(up)
 main.add_command(load)
+main.add_command(doctor)
+main.add_command(logs)

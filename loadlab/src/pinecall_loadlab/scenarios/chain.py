@@ -76,8 +76,11 @@ class Chain:
         config: ChainConfig,
         roster: Replica,
         replica: Callable[[], contextlib.AbstractAsyncContextManager[Replica]],
+        ingest: Replica,
     ) -> None:
         self.lk, self.config, self.roster = lk, config, roster
+        self.ingest = ingest
+        """webhook-ingest (the stand-in's webhooks reach it through a relay)."""
         self.replica = replica
         """Start another dispatcher replica (an async context manager)."""
         self.dispatchers: list[Replica] = []
@@ -263,7 +266,11 @@ async def runtime_chain(
         lk.webhooks.urls.append(url)
         stack.callback(lk.webhooks.urls.remove, url)
         chain = Chain(
-            lk, config, roster, lambda: running(dispatcher_app(settings, call_log=call_log))
+            lk,
+            config,
+            roster,
+            lambda: running(dispatcher_app(settings, call_log=call_log)),
+            ingest,
         )
         stack.push_async_callback(chain.aclose)
         for _ in range(dispatchers):
