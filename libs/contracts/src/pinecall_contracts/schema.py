@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from pinecall_contracts import calls, dispatch, fleet, keys, livekit, problems, worker
+from pinecall_contracts import calls, dispatch, fleet, keys, lab, livekit, problems, worker
 
 CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     fleet.WorkerMinute,
@@ -71,6 +71,7 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     dispatch.FleetOffers,
     dispatch.OffersRequest,
     dispatch.OffersSnapshot,
+    lab.CallerReport,
 )
 """Every wire type; a test holds this list to the modules so none is forgotten."""
 

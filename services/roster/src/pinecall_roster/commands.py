@@ -31,7 +31,11 @@ from pinecall_servicekit.operator import CommandError, OperatorSettings, run, ta
 
 def _auth(settings: OperatorSettings) -> dict[str, str]:
     if not settings.operator_key:
-        raise CommandError("unauthorized", "no operator key: set PINECALL_OPERATOR_KEY")
+        raise CommandError(
+            "unauthorized",
+            "no operator key: set PINECALL_OPERATOR_KEY, or run ./dev up "
+            f"(while it runs, {settings.state_dir}/up.json names one)",
+        )
     return {"Authorization": f"Bearer {settings.operator_key}"}
 
 
