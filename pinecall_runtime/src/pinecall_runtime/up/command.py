@@ -238,7 +238,7 @@ def up(**options: Any) -> None:  # fmt: skip
         def ready(*group: Supervised) -> None:
             processes.wait(*group)
             for process in group:
-                click.echo(f"{process.name + ':':<20}{process.url or ''} ready")
+                click.echo(f"{process.name + ':':<21}{process.url or ''} ready")
 
         try:
             stand_ins = services.lab(run, at)
@@ -288,7 +288,7 @@ def up(**options: Any) -> None:  # fmt: skip
         options["report"].write_text(json.dumps(result, indent=2))
         click.echo(f"up: report in {options['report']}")
     if result is not None:
-        click.echo(json.dumps(result["calls"]))
+        click.echo(reporting.summary(result))
         if reporting.failed(result):
             click.echo("up: problems:\n  " + "\n  ".join(result["problems"][:20]), err=True)
             raise SystemExit(ExitCode.FAILED)

@@ -204,3 +204,22 @@ async def build(
 def failed(report: dict[str, Any]) -> bool:
     """Whether the run did not hold: anything in ``problems`` (see the module docstring)."""
     return bool(report["problems"])
+
+
+def summary(result: dict[str, Any]) -> str:
+    """The report in two lines for the terminal (the whole of it is in ``--report``)."""
+    calls, entries, heard = result["calls"], result["entries"], result["first_audio_s"]
+    audio = heard["heard_by_the_caller"]
+    refused = sum(calls["refused_at_the_endpoint"].values())
+    return (
+        f"up: {calls['placed']} calls: {calls['answered_by_agent']} answered by an agent, "
+        f"{calls['answered_by_overflow']} by the overflow, {refused} refused at the endpoint, "
+        f"{calls['silent']} silent\n"
+        f"up: {entries['logs_verified']} of {entries['logs']} logs verified "
+        f"({entries['written']} entries); first audio heard p50 {_s(audio['p50'])}, "
+        f"p95 {_s(audio['p95'])}; offers per call {result['offers_per_call']['mean']}"
+    )
+
+
+def _s(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.2f} s"
