@@ -92,16 +92,6 @@ def worker_env(
     }
 
 
-def heard_after(said: list[tuple[str, float, float]], heard: list[float]) -> list[float]:
-    """For each line said, the wait from its end to the first agent audio heard after it."""
-    waits = []
-    for _line, _start, end in said:
-        after = [h for h in heard if h > end]
-        if after:
-            waits.append(after[0] - end)
-    return waits
-
-
 async def ring(standin: StandIn, lk: Any, worker: str, events: CallEvents, name: str) -> LabRoom:
     """A SIP caller offered to ``worker``; returns once the worker opened the call. Calls are
     rung one after another: an idle worker guesses a call's weight as LiveKit's line over its
@@ -118,8 +108,7 @@ async def converse(caller: LabRoom, turns: int) -> list[float]:
     script: list[Step] = []
     for _ in range(turns):
         script += [Say(line="question"), WaitForAgent(until_quiet_s=0.6, timeout_s=60)]
-    heard = await play(caller, script)
-    return heard_after(heard.said, heard.agent_heard)
+    return (await play(caller, script)).waits()
 
 
 async def hang_up(caller: LabRoom, events: CallEvents, name: str) -> None:

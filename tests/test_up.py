@@ -1,49 +1,172 @@
-"""The README's main command, as a user runs it: the platform up, a table, a report, all stopped."""
+"""The README's main command, as a user runs it: the whole platform up, callers who speak, the
+live table, a report whose every log was read back, everything stopped (issue 8, acceptance 1
+and 2). Each run is ``pinecall-runtime up`` in a process of its own, on the running Postgres and
+NATS (it makes a database and a namespace of its own), with a state folder of the test's own."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from pinecall_contracts.calls import CallLog, CallRecord, LoggedEntry
+from pinecall_contracts.lab import CallerReport
+from pinecall_runtime.up import up
+from pinecall_runtime.up.report import verify
+from pinecall_runtime.up.watch import is_silent
+from pinecall_servicekit.platform import Endpoints
+
+T0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 
 
-def test_up_runs_the_platform_reports_and_stops_by_itself(
-    tmp_path: Path, database_url: str, nats_url: str, nats_namespace: str
-) -> None:
+def run_up(tmp_path: Path, platform: Endpoints, *args: str) -> tuple[dict[str, Any], str]:
+    """``up ARGS --exit-when-done --report``: its report and its standard output, once it
+    exited 0 (the assertion shows the end of its output and where its logs are otherwise)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")}
     env |= {
         "PINECALL_STATE_DIR": str(tmp_path / "state"),
-        "PINECALL_DATABASE_URL": database_url,
-        "PINECALL_NATS_URL": nats_url,
-        "PINECALL_NATS_NAMESPACE": nats_namespace,
+        "PINECALL_DATABASE_URL": platform.database_url,
+        "PINECALL_NATS_URL": platform.nats_url,
     }
     report = tmp_path / "report.json"
     done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pinecall_runtime",
-            "up",
-            "--duration",
-            "2",
-            "--every",
-            "1",
-            "--report",
-            str(report),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=180,
-        check=False,
+        [sys.executable, "-m", "pinecall_runtime", "up", *args, "--exit-when-done",
+         "--every", "2", "--report", str(report)],
+        env=env, capture_output=True, text=True, timeout=480, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, (
+        f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}\nlogs: {tmp_path / 'state' / 'logs'}"
     )
-    assert done.returncode == 0, done.stderr[-2000:]
-    assert "up: ready" in done.stdout
-    result = json.loads(report.read_text())
-    assert result["exit_codes"] == {"roster-0": 0, "roster-1": 0}
-    assert result["restarts"] == {"roster-0": 0, "roster-1": 0}
-    assert {f["fleet"] for f in result["fleets"]} == {"pinecall", "pinecall-sandbox"}
-    # the platform is gone: nothing tells a CLI where it was
+    return json.loads(report.read_text()), done.stdout
+
+
+def stopped_cleanly(result: dict[str, Any], tmp_path: Path) -> None:
+    """Every process exited 0 on SIGTERM, none had to be started again, and nothing tells a
+    CLI where the platform was; each process's log is where the output said."""
+    assert set(result["exit_codes"].values()) == {0}, result["exit_codes"]
+    assert set(result["restarts"].values()) == {0}, result["restarts"]
+    for name in ("worker-production", "overflow-sandbox", "dispatcher", "livekit-sandbox"):
+        assert name in result["exit_codes"]
+        assert (tmp_path / "state" / "logs" / f"{name}.log").stat().st_size > 0
     assert not (tmp_path / "state" / "up.json").exists()
+    assert not (tmp_path / "state" / "keys.json").exists()
+
+
+def test_exit_when_done_needs_a_number_of_calls() -> None:
+    result = CliRunner().invoke(up, ["--exit-when-done"])
+    assert result.exit_code == 2
+    assert "--exit-when-done needs --calls" in result.output
+
+
+def record(written: int) -> CallRecord:
+    return CallRecord(
+        call="call_1", agent="support-bot", org="", environment="production", room="r",
+        worker="pinecall/up.1", state="sealed", written=written, last_seq=0, opened_at=T0,
+    )  # fmt: skip
+
+
+def log(*entries: tuple[int, int | None], state: str = "sealed") -> CallLog:
+    """A log of ``(seq, counted)`` entries."""
+    return CallLog(
+        call="call_1",
+        entries=[LoggedEntry(seq=q, kind="k", ts=T0, counted=c) for q, c in entries],
+        state=state,  # type: ignore[arg-type]
+    )
+
+
+def test_a_log_verifies_when_sealed_gapless_and_holding_the_writers_entries_once_in_order() -> None:
+    assert verify(record(2), log((1, None), (2, 0), (3, 1), (4, None))) is None
+    assert "gap" in (verify(record(2), log((1, None), (3, 0), (4, 1))) or "")
+    assert "once, in order" in (verify(record(2), log((1, None), (2, 1), (3, 0))) or "")
+    assert "once, in order" in (verify(record(3), log((1, None), (2, 0), (3, 1))) or "")
+    assert "not sealed" in (verify(record(1), log((1, None), (2, 0), state="ended")) or "")
+
+
+@pytest.mark.parametrize(
+    ("first_heard_s", "ended_s", "now_s", "silent"),
+    [
+        (4.0, 10.0, 20.0, False),
+        (12.5, 20.0, 30.0, True),  # heard, but too late
+        (None, None, 13.0, True),  # still ringing past 12 s
+        (None, None, 5.0, False),  # ringing, not 12 s yet
+        (None, 6.0, 30.0, False),  # hung up (stopped) before 12 s
+    ],
+)
+def test_a_caller_is_silent_with_no_voice_12_s_from_arrival(
+    first_heard_s: float | None, ended_s: float | None, now_s: float, silent: bool
+) -> None:
+    report = CallerReport(
+        caller=0, kind="sip", environment="production", state="ringing", arrived_at=T0,
+        first_heard_s=first_heard_s,
+        ended_at=None if ended_s is None else T0 + dt.timedelta(seconds=ended_s),
+    )  # fmt: skip
+    assert is_silent(report, T0 + dt.timedelta(seconds=now_s)) is silent
+
+
+def test_a_visitor_refused_before_any_room_is_not_silent() -> None:
+    report = CallerReport(caller=1, kind="web", environment="sandbox", state="refused")
+    assert not is_silent(report, T0 + dt.timedelta(hours=1))
+
+
+def test_every_call_is_answered_by_an_agent_and_every_log_verifies(
+    tmp_path: Path, platform_endpoints: Endpoints
+) -> None:
+    """Acceptance 1, with 4 calls: two phones and two visitors, one of each per environment."""
+    result, out = run_up(tmp_path, platform_endpoints, "--calls", "4", "--rate", "2")
+    calls = result["calls"]
+    assert calls["placed"] == 4
+    assert calls["answered_by_agent"] == 4
+    assert calls["silent"] == 0
+    assert calls["by_kind"] == {"sip": 2, "web": 2}
+    assert calls["by_environment"] == {"production": 2, "sandbox": 2}
+    assert result["entries"]["logs"] == result["entries"]["logs_verified"] == 4
+    assert result["entries"]["written"] >= 4 * 4  # started, the turns, ended, sealed
+    assert result["first_audio_s"]["heard_by_the_caller"]["p50"] is not None
+    assert result["first_audio_s"]["turns_on_the_log"]["p95"] is not None
+    assert sum(result["offers_per_call"]["counts"].values()) == 4
+    assert result["problems"] == []
+    assert {c["outcome"] for c in result["callers"]} == {"caller_hangup"}
+    # the live table was printed, a row per environment, and the run said it was ready
+    assert "up: ready" in out
+    assert "calls 4/4 placed" in out
+    assert "\nproduction " in out
+    assert "\nsandbox " in out
+    assert {f["fleet"] for f in result["fleets"]} == {"pinecall", "pinecall-sandbox"}
+    stopped_cleanly(result, tmp_path)
+
+
+def test_callers_beyond_the_seats_hear_the_overflow_and_are_called_back(
+    tmp_path: Path, platform_endpoints: Endpoints
+) -> None:
+    """Acceptance 2: one seat per environment and three callers each, all ringing before the
+    first call ends; the phones beyond the seat hear the overflow's sentence and get a call
+    back on the agent's log; the visitors beyond it are refused at the endpoint, whose page
+    asks a call back; nobody is silent, and every log verifies."""
+    result, _ = run_up(tmp_path, platform_endpoints, "--seats", "1", "--calls", "6", "--rate", "2")
+    calls = result["calls"]
+    assert calls["placed"] == 6
+    assert calls["answered_by_agent"] == 2  # the one seat of each environment
+    beyond = calls["answered_by_overflow"] + sum(calls["refused_at_the_endpoint"].values())
+    assert beyond == 4
+    assert calls["answered_by_overflow"] >= 1
+    assert calls["heard_the_overflow"] == calls["answered_by_overflow"]
+    assert set(calls["refused_at_the_endpoint"]) <= {"fleet_full"}
+    assert calls["silent"] == 0
+    callbacks = result["callbacks"]
+    assert callbacks["on_the_agent_log"] == callbacks["phones_overflowed"]
+    assert callbacks["visitors_refused_called_back"] == sum(
+        calls["refused_at_the_endpoint"].values()
+    )
+    overflowed = [c for c in result["callers"] if (c["answered_by"] or "").endswith("/overflow")]
+    assert {c["outcome"] for c in overflowed} == {"overflow"}
+    assert {c["ended_by"] for c in overflowed} == {"far_end"}  # the sentence, then the room went
+    assert result["entries"]["logs"] == result["entries"]["logs_verified"] == 4
+    assert result["problems"] == []
+    stopped_cleanly(result, tmp_path)

@@ -7,16 +7,20 @@ import wave
 
 import msgspec
 import numpy as np
+import pytest
+from livekit import api
 
 from pinecall_labroom import LabRoom
 from pinecall_loadlab.callers import (
     LINES,
+    CallerLog,
     HangUp,
     Interrupt,
     Pause,
     Say,
     Step,
     WaitForAgent,
+    WaitForAnswer,
     frames,
     line_pcm,
     play,
@@ -110,3 +114,59 @@ async def test_a_caller_interrupts_the_agent(standin: StandIn) -> None:
     await agent.leave()
     [(_, started, _)] = log.said
     assert log.agent_heard[0] <= started  # said over the agent, once it spoke
+
+
+async def join_agent(standin: StandIn, name: str) -> LabRoom:
+    token = caller_token(
+        API_KEY, API_SECRET, room="call-1", identity="agent", kind="agent",
+        attributes={"lk.agent_name": name},
+    )  # fmt: skip
+    return await LabRoom.connect(standin.url, token)
+
+
+async def test_a_caller_rings_until_an_agent_answers_and_knows_which(standin: StandIn) -> None:
+    caller = await join(standin, "caller")
+    changes: list[str] = []
+    log = CallerLog()
+    script = [WaitForAnswer(timeout_s=10), WaitForAgent(timeout_s=10), HangUp()]
+    playing = asyncio.create_task(play(caller, script, log=log, on_change=changes.append))
+    agent = await join_agent(standin, "pinecall/worker-a.1791067258")
+    async with asyncio.timeout(20):
+        await caller.wait_for_participant(kind="AGENT")
+        for pcm in frames(line_pcm("yes")):
+            await agent.send(pcm)
+        assert await playing is log
+    await agent.leave()
+    assert log.answered_by == "pinecall/worker-a.1791067258"
+    assert log.answered is not None
+    assert log.answered <= log.agent_heard[0]
+    assert changes == ["answered", "heard"]
+    assert log.hung_up is not None
+    assert log.closed is None
+
+
+async def test_nobody_answering_is_a_timeout(standin: StandIn) -> None:
+    caller = await join(standin, "caller")
+    log = CallerLog()
+    with pytest.raises(TimeoutError):
+        await play(caller, [WaitForAnswer(timeout_s=0.2), HangUp()], log=log)
+    await caller.leave()
+    assert log.answered is None
+
+
+async def test_a_room_the_far_end_deletes_ends_the_script_without_an_error(
+    standin: StandIn, livekit_api: api.LiveKitAPI
+) -> None:
+    caller = await join(standin, "caller")
+    agent = await join_agent(standin, "pinecall/overflow")
+    script = [WaitForAnswer(timeout_s=10), WaitForAgent(timeout_s=30), HangUp()]
+    playing = asyncio.create_task(play(caller, script))
+    async with asyncio.timeout(20):
+        await caller.wait_for_participant(kind="AGENT")
+        await livekit_api.room.delete_room(api.DeleteRoomRequest(room="call-1"))
+        log = await playing
+    assert log.answered_by == "pinecall/overflow"
+    assert log.closed is not None
+    assert log.hung_up is None
+    assert caller.removed_reason == "ROOM_DELETED"
+    await agent.abort()

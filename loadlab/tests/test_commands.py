@@ -48,7 +48,7 @@ async def test_lab_livekit_serves_until_sigterm() -> None:
             await proc.wait()
 
 
-async def test_lab_run_capacity_prints_both_modes_as_json(platform_endpoints) -> None:  # type: ignore[no-untyped-def]
+async def test_lab_run_capacity_prints_both_modes_as_json(platform_endpoints, tmp_path) -> None:  # type: ignore[no-untyped-def]
     """`pinecall-runtime lab run capacity --json`, as anyone runs it (issue 7, acceptance 9),
     with the test's shorter numbers; its own database and namespace are removed after."""
     import json
@@ -59,6 +59,7 @@ async def test_lab_run_capacity_prints_both_modes_as_json(platform_endpoints) ->
         "PINECALL_DATABASE_URL": platform_endpoints.database_url,
         "PINECALL_NATS_URL": platform_endpoints.nats_url,
     }
+    log = (tmp_path / "stderr").open("wb")  # its log, said when the run fails
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -75,7 +76,7 @@ async def test_lab_run_capacity_prints_both_modes_as_json(platform_endpoints) ->
         "4",
         env=env,
         stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.DEVNULL,
+        stderr=log,
     )
     try:
         async with asyncio.timeout(300):
@@ -84,7 +85,8 @@ async def test_lab_run_capacity_prints_both_modes_as_json(platform_endpoints) ->
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    assert proc.returncode == 0
+        log.close()
+    assert proc.returncode == 0, (tmp_path / "stderr").read_text()[-6000:]
     result = json.loads(out)
     rows = {
         m["mode"]: (m["placed"], m["answered_by_agent"], m["answered_by_overflow"], m["silent"])

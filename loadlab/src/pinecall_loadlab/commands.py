@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
+from pinecall_loadlab.callers_command import callers
 from pinecall_loadlab.livekit.policy import AffinityFormula
 
 if TYPE_CHECKING:
@@ -30,6 +31,9 @@ def _key_pair(
 @click.group()
 def lab() -> None:
     """The load lab: stand-ins and experiments (never part of production)."""
+
+
+lab.add_command(callers)
 
 
 @lab.command()

@@ -22,8 +22,11 @@ def run_cli(*args: str, env: dict[str, str]) -> str:
     return out.stdout.strip()
 
 
-def wait_ready(url: str, proc: subprocess.Popen[bytes], deadline_s: float = 60) -> None:
-    """Return once ``url``'s ``/readyz`` answers 200 (a server gives no other sign it listens).
+def wait_ready(
+    url: str, proc: subprocess.Popen[bytes], deadline_s: float = 60, *, path: str = "/readyz"
+) -> None:
+    """Return once ``url`` + ``path`` answers 200 (a server gives no other sign it listens);
+    with ``path`` empty, once ``url`` answers at all (a lab server with no probe).
 
     Raises ``click.ClickException`` when the process exits first or ``deadline_s`` passes.
     """
@@ -44,7 +47,7 @@ def wait_ready(url: str, proc: subprocess.Popen[bytes], deadline_s: float = 60) 
                 if proc.poll() is not None:
                     raise click.ClickException(f"{url}: the process exited with {proc.returncode}")
                 try:
-                    if httpx.get(f"{url}/readyz", timeout=1).status_code == 200:
+                    if httpx.get(f"{url}{path}", timeout=1).status_code == 200 or not path:
                         return
                 except httpx.HTTPError:
                     pass

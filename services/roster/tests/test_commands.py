@@ -59,10 +59,17 @@ async def test_fleet_list_shows_the_workers_as_a_table_and_as_json(
     await roster.post(
         "/v1/fleet/heartbeat", headers=bearer(keys.production), json=heartbeat("worker-b", active=8)
     )
+    await roster.post(  # every call of its minute ended in error, while worker-a accepts
+        "/v1/fleet/heartbeat",
+        headers=bearer(keys.production),
+        json=heartbeat("worker-c", minute={"ended": 4, "failed": 4}),
+    )
     code, out, err = await cli("fleet", "list", env=env)
     assert code == 0, err
     lines = out.splitlines()
-    assert lines[0] == "pinecall (production): 1 accepting, 1 full, 5/16 seats free, 11 calls"
+    assert lines[0] == (
+        "pinecall (production): 1 accepting, 1 full, 1 failing, 5/16 seats free, 11 calls"
+    )
     assert lines[1].split() == [
         "WORKER",
         "STATE",
@@ -71,29 +78,42 @@ async def test_fleet_list_shows_the_workers_as_a_table_and_as_json(
         "LOAD",
         "P95",
         "S",
+        "FAILED",
         "CPU",
         "HEARD",
         "LIVEKIT",
     ]
     row_a = next(line for line in lines if line.startswith("pinecall/worker-a."))
-    assert row_a.split()[:6] == [
+    assert row_a.split()[:7] == [
         "pinecall/worker-a.1791067258",
         "accepting",
         "8",
         "3",
         "0.38",
         "1.31",
+        "0/2",
     ]
     assert any(line.startswith("pinecall/worker-b.") and " full " in line for line in lines)
-    assert "pinecall-sandbox (sandbox): 0 accepting" in out
+    row_c = next(line for line in lines if line.startswith("pinecall/worker-c."))
+    assert row_c.split()[1] == "failing"
+    assert row_c.split()[6] == "4/4"
+    sandbox = lines.index(
+        "pinecall-sandbox (sandbox): 0 accepting, 0 full, 0/0 seats free, 0 calls"
+    )
+    assert lines[sandbox + 1].startswith("  silent: no worker heard in 30 s")
 
     code, out, err = await cli("fleet", "list", "--json", env=env)
     assert code == 0, err
-    fleets = {f["fleet"]: f for f in json.loads(out)["fleets"]}
+    listed = json.loads(out)
+    fleets = {f["fleet"]: f for f in listed["fleets"]}
     assert {w["worker"]: w["state"] for w in fleets["pinecall"]["workers"]} == {
         "pinecall/worker-a.1791067258": "accepting",
         "pinecall/worker-b.1791067258": "full",
+        "pinecall/worker-c.1791067258": "failing",
     }
+    worker_c = next(w for w in fleets["pinecall"]["workers"] if w["state"] == "failing")
+    assert (worker_c["minute"]["ended"], worker_c["minute"]["failed"]) == (4, 4)
+    assert listed["offers"] is None  # no dispatcher answered
 
 
 async def test_fleet_cordon_and_uncordon_travel_over_nats(

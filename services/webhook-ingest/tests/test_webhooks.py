@@ -10,7 +10,7 @@ import msgspec
 import pytest
 from livekit.api import CreateRoomRequest, LiveKitAPI
 
-from pinecall_contracts.livekit import LiveKitEvent
+from pinecall_contracts.livekit import LiveKitEvent, WebhookDropped
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET, WebhookSink
 from pinecall_roster.testing import Replica
 from pinecall_servicekit.bus import Bus
@@ -37,6 +37,16 @@ async def stored(ingest: Replica) -> list[LiveKitEvent]:
         assert msg.data is not None
         out.append(msgspec.json.decode(msg.data, type=LiveKitEvent))
     return out
+
+
+async def dropped(ingest: Replica) -> dict[str, int]:
+    """The drops stream's count per ``<environment>.<reason>``, and the last drop's detail."""
+    bus = bus_of(ingest)
+    stream = bus.subjects.webhook_drops_stream
+    counts = await bus.counts(stream, bus.subjects.webhooks_dropped)
+    assert counts is not None
+    prefix = bus.subjects.webhooks_dropped.removesuffix(">")
+    return {subject.removeprefix(prefix): n for subject, n in counts.items()}
 
 
 async def test_a_signed_webhook_is_stored_once_with_its_routing_facts(ingest: Replica) -> None:
@@ -67,6 +77,7 @@ async def test_a_second_delivery_is_dropped_and_counted(ingest: Replica) -> None
     again = await ingest.post(PATH, content=body, headers=headers)
     assert (first.json(), again.json()) == ({"stored": True}, {"stored": False})
     assert len(await stored(ingest)) == 1
+    assert await dropped(ingest) == {"production.duplicate": 1}
     metrics = (await ingest.get("/metrics")).text
     assert 'pinecall_webhooks_duplicate_total{environment="production"} 1.0' in metrics
     assert (
@@ -138,20 +149,31 @@ async def test_a_webhook_that_does_not_verify_is_refused_counted_and_not_publish
         f'pinecall_webhooks_refused_total{{environment="production",reason="{reason}"}} 1.0'
         in metrics
     )
+    # kept for doctor, with what the refusal said
+    assert await dropped(ingest) == {f"production.{reason}": 1}
+    bus = bus_of(ingest)
+    last = await bus.last(
+        bus.subjects.webhook_drops_stream,
+        bus.subjects.webhook_dropped("production", reason),
+        WebhookDropped,
+    )
+    assert last is not None
+    assert (last.environment, last.reason) == ("production", reason)
+    assert last.detail == r.json()["detail"].removeprefix("webhook refused: ")
 
 
 @pytest.mark.parametrize(
-    ("query", "body", "status"),
+    ("query", "body", "status", "drop"),
     [
-        ("?world=mars", None, 404),
-        ("?world=Not%20A%20World", None, 400),
-        ("", b'{"event": 7}', 400),
-        ("", b"[]", 400),
-        ("", b'{"event": "room_started"}', 400),
+        ("?world=mars", None, 404, "_unknown.unknown_environment"),
+        ("?world=Not%20A%20World", None, 400, None),  # refused before it is read
+        ("", b'{"event": 7}', 400, "production.not_a_webhook"),
+        ("", b"[]", 400, "production.not_a_webhook"),
+        ("", b'{"event": "room_started"}', 400, "production.not_a_webhook"),
     ],
 )
 async def test_bad_input_is_a_problem_and_nothing_is_published(
-    ingest: Replica, query: str, body: bytes | None, status: int
+    ingest: Replica, query: str, body: bytes | None, status: int, drop: str | None
 ) -> None:
     body = body or agent_left()
     r = await ingest.post(
@@ -162,6 +184,13 @@ async def test_bad_input_is_a_problem_and_nothing_is_published(
     assert r.status_code == status, r.text
     assert r.headers["content-type"].startswith("application/problem+json")
     assert await stored(ingest) == []
+    assert await dropped(ingest) == ({} if drop is None else {drop: 1})
+
+
+async def test_a_replica_answers_discovery(ingest: Replica) -> None:
+    bus = bus_of(ingest)
+    pong = await bus.ping(bus.subjects.ingest_service)
+    assert pong.name == bus.subjects.ingest_service
 
 
 async def test_the_stand_ins_own_webhooks_verify_and_each_is_stored_once(

@@ -9,7 +9,9 @@ from collections.abc import AsyncIterator
 import pytest
 from livekit import api
 from livekit.agents import JobExecutorType
+from livekit.protocol import models
 
+from pinecall_contracts.worker import CallEnded
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.labagents import answer_and_hold
@@ -17,8 +19,11 @@ from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.scenarios.livekit_choosing import place_calls
 from pinecall_roster.testing import Keys, Replica, bearer
 from pinecall_servicekit.lifecycle import ExitCode
+from pinecall_worker.measures import report
 from pinecall_worker.server import Worker
 from pinecall_worker.settings import WorkerSettings
+
+AGENT = models.ParticipantInfo.Kind.AGENT
 
 
 @pytest.fixture
@@ -102,6 +107,38 @@ async def test_four_seats_take_four_calls_on_both_scales_and_the_fifth_is_declin
         row["load"],
         row["state"],
     ) == (worker.name, worker.name, 4, 4, 1.0, "full")
+
+
+async def test_a_job_whose_call_ended_holds_no_seat_while_it_closes(
+    worker: Worker, standin: StandIn, livekit_api: api.LiveKitAPI
+) -> None:
+    """The dispatcher frees a seat on ``call.ended``; the job may still be closing (sealing,
+    its process exiting). Its worker takes the next call meanwhile instead of declining it at
+    LiveKit's line, which would leave that caller waiting for the re-offer."""
+    async with asyncio.timeout(60):
+        calls = await place_calls(
+            standin, livekit_api, agent_name=worker.name, calls=4, interval_s=0
+        )
+    assert all(c.answered for c in calls)
+    # the first job says its call ended, as a job does once the end is on the log; the
+    # job itself is still running (it holds its room until the room goes)
+    first = worker.jobs.calls()[0]
+    worker.measures.arrived.clear()
+    report(worker.measures.path, CallEnded(call=first.offer.call, outcome="completed"))
+    async with asyncio.timeout(10):
+        await worker.measures.arrived.wait()
+    assert (len(worker.server.active_jobs), worker.active) == (4, 3)
+    await livekit_api.room.create_room(
+        api.CreateRoomRequest(name="next", agents=[api.RoomAgentDispatch(agent_name=worker.name)])
+    )
+    async with asyncio.timeout(60):
+        [next_call] = await standin.events.wait_for(ev.JobRequestEnded, lambda e: e.room == "next")
+    assert next_call.outcome == "assigned"
+    async with asyncio.timeout(30):  # its job launched: its agent is in the room
+        await standin.events.wait_for(
+            ev.ParticipantJoined, lambda e: e.room == "next" and e.kind == AGENT
+        )
+    assert (len(worker.server.active_jobs), worker.active) == (5, 4)
 
 
 async def test_a_cordon_in_a_heartbeat_answer_drains_and_exits_3(

@@ -286,3 +286,30 @@ class Appended(Contract, frozen=True, kw_only=True, tag="calls.appended.v1"):
 
     call: str
     last_seq: int
+
+
+PageLimit = Annotated[int, msgspec.Meta(ge=1, le=1000)]
+
+
+class CallLogRequest(Contract, frozen=True, kw_only=True, tag="calls.log_request.v1"):
+    """The ops verb ``calls.log`` over NATS (what ``logs <call>`` reads): the call and its
+    entries with seq above ``after``, at most ``limit`` of them."""
+
+    call: CallIdField
+    after: Count = 0
+    limit: PageLimit = 200
+
+
+class CallLogPage(Contract, frozen=True, kw_only=True, tag="calls.log_page.v1"):
+    """A page of a call's log over NATS: what the call is, and entries in seq order.
+
+    ``more`` says entries with seq above the last one here remain (ask again with ``after``).
+    A page is kept under half of NATS's largest message: an entry too large for it alone comes
+    with its ``data`` replaced by ``{"omitted_bytes": <n>}`` (read it whole on HTTP,
+    ``GET /v1/calls/{call}/entries``).
+    """
+
+    call: str
+    record: CallRecord
+    entries: list[LoggedEntry]
+    more: bool = False

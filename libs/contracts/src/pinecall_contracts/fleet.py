@@ -121,6 +121,9 @@ class WorkerRow(Contract, frozen=True, kw_only=True, tag="fleet.worker_row.v1"):
     """Past the failing line (shown even while the line keeps it counted)."""
     load_per_core: Ratio | None = None
     version: str | None = None
+    minute: WorkerMinute | None = None
+    """The last minute its heartbeat said (why it is failing, for ``doctor`` and ``fleet list``);
+    None from an older roster or worker."""
 
 
 class FleetTotals(Contract, frozen=True, kw_only=True, tag="fleet.totals.v1"):

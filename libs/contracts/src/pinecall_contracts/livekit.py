@@ -3,9 +3,17 @@
 webhook-ingest verifies each webhook and publishes it once on the LiveKit stream; the dispatcher,
 call-log and the reaper read it. The routing facts are lifted out; ``body`` keeps LiveKit's own
 protojson for whoever needs more (``livekit.protocol.webhook.WebhookEvent``).
+
+A webhook webhook-ingest does not pass on is a :class:`WebhookDropped` on the drops stream
+(``<ns>_webhook_drops``, kept ten minutes), which ``doctor`` counts by environment and reason.
 """
 
 from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated
+
+import msgspec
 
 from pinecall_contracts.base import Contract
 from pinecall_contracts.ids import EnvironmentField
@@ -30,3 +38,23 @@ class LiveKitEvent(Contract, frozen=True, kw_only=True, tag="livekit.event.v1"):
     """On ``participant_left``: ``CLIENT_INITIATED``, ``CONNECTION_TIMEOUT``, ``ROOM_DELETED``, …"""
     body: str
     """The webhook's body as LiveKit sent it (protojson)."""
+
+
+DropReason = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
+"""Why a webhook was not passed on: a refusal of its signature (``unsigned``,
+``malformed_token``, ``forged``, ``expired``, ``hash_mismatch``, ``no_hash``, ``not_utf8``,
+``unknown_key``), a signed body that is no webhook (``not_a_webhook``), an environment with no
+LiveKit (``unknown_environment``), or a second delivery of one already stored (``duplicate``)."""
+
+
+class WebhookDropped(Contract, frozen=True, kw_only=True, tag="livekit.webhook_dropped.v1"):
+    """A webhook webhook-ingest did not pass on, said on the drops stream
+    (``<ns>.webhooks.dropped.<environment>.<reason>``): the ten minutes the stream keeps are the
+    line health ``doctor`` reads, since a dropped webhook leaves no other record."""
+
+    environment: Annotated[str, msgspec.Meta(max_length=64)]
+    """The environment the webhook's URL named (``?world=``), known or not."""
+    reason: DropReason
+    at: dt.datetime
+    detail: Annotated[str, msgspec.Meta(max_length=500)] = ""
+    """What the refusal said (``signed by an unknown API key 'APIxyz'``)."""

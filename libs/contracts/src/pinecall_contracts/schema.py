@@ -10,7 +10,7 @@ from typing import Any
 
 import msgspec
 
-from pinecall_contracts import calls, dispatch, fleet, keys, livekit, problems, worker
+from pinecall_contracts import calls, dispatch, fleet, keys, lab, livekit, problems, worker
 
 CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     fleet.WorkerMinute,
@@ -30,6 +30,7 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     keys.KeyCreated,
     keys.KeyRevoked,
     livekit.LiveKitEvent,
+    livekit.WebhookDropped,
     worker.TurnMeasured,
     worker.CallError,
     worker.CallEnded,
@@ -56,6 +57,8 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     calls.CallEvent,
     calls.Appended,
     calls.LogToken,
+    calls.CallLogRequest,
+    calls.CallLogPage,
     dispatch.CallRing,
     dispatch.JobOffer,
     dispatch.TokenRequest,
@@ -68,6 +71,7 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     dispatch.FleetOffers,
     dispatch.OffersRequest,
     dispatch.OffersSnapshot,
+    lab.CallerReport,
 )
 """Every wire type; a test holds this list to the modules so none is forgotten."""
 

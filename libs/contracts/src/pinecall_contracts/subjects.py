@@ -12,9 +12,13 @@ subject / name              delivery   what
 ``<ns>.keys.revoked``        core       a key revoked at an endpoint: forget it now
 ``<ns>.ops.fleet.*``         service    the roster's ops verbs (``nats.micro``, ``$SRV`` discovery)
 ``<ns>.ops.dispatch.*``      service    the dispatcher's ops verbs: offers, a call's journal
+``<ns>.ops.calls.*``         service    call-log's ops verbs: a call and its entries
+``$SRV.PING.<service>``      service    ``nats.micro`` discovery: does a replica of it answer
 ``<ns>_cordons``             KV         cordons by worker key; history kept, newest revision wins
 ``<ns>.livekit.event.<env>.<event>.<room>``  stream  LiveKit's webhooks, once each (``<ns>_livekit``);
                                        the dispatcher reads it with the durable consumer ``dispatcher``
+``<ns>.webhooks.dropped.<env>.<reason>``  stream  a webhook webhook-ingest did not pass on
+                                       (``<ns>_webhook_drops``, kept ten minutes; ``doctor``)
 ``<ns>.calls.<what>.<c>``    core       call.opened / call.ended / call.sealed (CallEvent)
 ``<ns>.calls.appended.<c>``  core       entries written to call ``c`` up to a seq (Appended)
 ``<ns>.calls.tool.asked.<e>.<a>``  core  a tool call for the app holding agent ``a`` (ToolAsked)
@@ -133,6 +137,43 @@ class Subjects:
         """JournalRequest → Journal: a call's offers and why."""
         return f"{self.namespace}.ops.dispatch.journal"
 
+    # service: call-log's ops verbs (nats.micro).
+    @property
+    def call_log_service(self) -> str:
+        return f"{self.namespace}-call-log"
+
+    @property
+    def ops_calls_log(self) -> str:
+        """CallLogRequest → CallLogPage: a call and a page of its entries (for ``logs``)."""
+        return f"{self.namespace}.ops.calls.log"
+
+    # service: webhook-ingest serves no verb; its nats.micro service answers discovery only.
+    @property
+    def ingest_service(self) -> str:
+        return f"{self.namespace}-webhook-ingest"
+
+    @staticmethod
+    def ping(service: str) -> str:
+        """``$SRV.PING.<service>``: any replica of a ``nats.micro`` service answers (ADR-32)."""
+        return f"$SRV.PING.{service}"
+
+    # stream: each webhook webhook-ingest drops, kept ten minutes; its per-subject counts are
+    # the drops by environment and reason (no replica keeps a count another cannot see).
+    @property
+    def webhook_drops_stream(self) -> str:
+        return f"{self.namespace}_webhook_drops"
+
+    def webhook_dropped(self, environment: str, reason: str) -> str:
+        """``<ns>.webhooks.dropped.<environment>.<reason>``."""
+        return (
+            f"{self.namespace}.webhooks.dropped.{escape_token(environment)}.{escape_token(reason)}"
+        )
+
+    @property
+    def webhooks_dropped(self) -> str:
+        """Every dropped webhook (the drops stream's subjects)."""
+        return f"{self.namespace}.webhooks.dropped.>"
+
     # kv: cordons survive restarts of every replica; newest revision wins.
     @property
     def cordons_bucket(self) -> str:
@@ -198,7 +239,11 @@ class Subjects:
 
     def streams(self) -> list[str]:
         """Every JetStream stream of the namespace, KV buckets' own streams included."""
-        return [self.livekit_stream, *(f"KV_{bucket}" for bucket in self.buckets())]
+        return [
+            self.livekit_stream,
+            self.webhook_drops_stream,
+            *(f"KV_{bucket}" for bucket in self.buckets()),
+        ]
 
 
 DELIVERY: dict[str, Delivery] = {
@@ -209,6 +254,9 @@ DELIVERY: dict[str, Delivery] = {
     "ops_fleet_records": "service",
     "ops_dispatch_offers": "service",
     "ops_dispatch_journal": "service",
+    "ops_calls_log": "service",
+    "ping": "service",
+    "webhook_dropped": "stream",
     "cordons_bucket": "kv",
     "livekit_event": "stream",
     "call_event": "core",

@@ -45,6 +45,14 @@ _log = logging.getLogger(__name__)
 _tracer = trace.get_tracer(__name__)
 
 
+class ServicePing(msgspec.Struct, frozen=True, kw_only=True):
+    """A ``nats.micro`` replica's answer to ``$SRV.PING`` (NATS's own format, not a contract)."""
+
+    name: str
+    id: str
+    version: str
+
+
 def _headers(extra: dict[str, str] | None = None) -> dict[str, str]:
     headers = dict(extra or {})
     propagate.inject(headers)
@@ -151,16 +159,36 @@ class Bus:
             raise from_problem(problem)
         return decode(msg.data, reply)
 
+    async def ping(self, service: str, *, timeout: float = 2.0) -> ServicePing:
+        """Which replica of the ``nats.micro`` service ``service`` answers ``$SRV.PING`` first
+        (NATS ADR-32 discovery); ``BusUnavailable`` when none does within ``timeout`` seconds."""
+        subject = self.subjects.ping(service)
+        try:
+            msg = await self.client.request(subject, b"", timeout=timeout)
+            return msgspec.json.decode(msg.data, type=ServicePing)
+        except (nats.errors.NoRespondersError, nats.errors.TimeoutError) as exc:
+            raise BusUnavailable(f"nobody answered on {subject}: {type(exc).__name__}") from exc
+        except msgspec.MsgspecError as exc:
+            raise BusUnavailable(f"{subject} answered with no ping response: {exc}") from exc
+
     async def ensure_stream(
-        self, name: str, subjects: list[str], *, duplicate_window_s: float, max_age_s: float
+        self,
+        name: str,
+        subjects: list[str],
+        *,
+        duplicate_window_s: float,
+        max_age_s: float,
+        max_msgs_per_subject: int = -1,
     ) -> None:
-        """Make the JetStream stream ``name`` if missing (file storage, limits retention)."""
+        """Make the JetStream stream ``name`` if missing (file storage, limits retention; at
+        most ``max_msgs_per_subject`` messages a subject, the oldest dropped; -1: no limit)."""
         config = StreamConfig(
             name=name,
             subjects=subjects,
             storage=StorageType.FILE,
             duplicate_window=duplicate_window_s,
             max_age=max_age_s,
+            max_msgs_per_subject=max_msgs_per_subject,
         )
         try:
             await self.js.stream_info(name)
@@ -177,6 +205,40 @@ class Bus:
         except (nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError) as exc:
             raise BusUnavailable(f"JetStream did not store {subject}: {exc!r}") from exc
         return not ack.duplicate
+
+    async def publish_stored(self, subject: str, message: Contract) -> None:
+        """Publish on a stream and wait for JetStream to store it; ``BusUnavailable`` if no ack."""
+        try:
+            await self.js.publish(subject, encode(message), headers=_headers(), timeout=2)
+        except (nats.errors.TimeoutError, nats.js.errors.NoStreamResponseError) as exc:
+            raise BusUnavailable(f"JetStream did not store {subject}: {exc!r}") from exc
+
+    async def counts(self, stream: str, subjects: str) -> dict[str, int] | None:
+        """Messages the stream ``stream`` holds now on each subject matching ``subjects``
+        (a wildcard); None when there is no such stream. ``BusUnavailable`` if JetStream does
+        not answer."""
+        try:
+            info = await self.js.stream_info(stream, subjects_filter=subjects)
+        except nats.js.errors.NotFoundError:
+            return None
+        except (nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError) as exc:
+            raise BusUnavailable(f"JetStream did not answer for {stream}: {exc!r}") from exc
+        return dict(info.state.subjects or {})
+
+    async def last(self, stream: str, subject: str, kind: type[C]) -> C | None:
+        """The newest ``kind`` the stream ``stream`` holds on ``subject``; None for none (or
+        one that does not decode: a newer publisher's). ``BusUnavailable`` if JetStream does
+        not answer."""
+        try:
+            msg = await self.js.get_last_msg(stream, subject)
+        except nats.js.errors.NotFoundError:
+            return None
+        except (nats.errors.TimeoutError, nats.js.errors.ServiceUnavailableError) as exc:
+            raise BusUnavailable(f"JetStream did not answer for {stream}: {exc!r}") from exc
+        try:
+            return decode(msg.data or b"", kind)
+        except msgspec.MsgspecError:
+            return None
 
     async def key_value(self, bucket: str, *, history: int = 64) -> KeyValue:
         """The JetStream KV ``bucket``, made on first use with ``history`` values per key."""

@@ -23,6 +23,10 @@ class ExitCode(enum.IntEnum):
     USAGE = 2
     CORDONED = 3
     """A worker cordoned by an operator finished what it held (seed 000, "Deploys drain")."""
+    PROBLEMS = 4
+    """``doctor`` found something wrong now (a warning or a failure; ``DESIGN.md``)."""
+    NOT_FOUND = 5
+    """What the command names is known to nobody asked (``logs`` of an unknown call)."""
     UNAVAILABLE = 69
     """A dependency (Postgres, NATS, a service) did not answer (``EX_UNAVAILABLE``)."""
     CONFIG = 78

@@ -34,6 +34,9 @@ class UpState(msgspec.Struct, frozen=True, kw_only=True):
     nats_namespace: str = "pinecall"
     operator_key: str | None = None
     roster_url: str | None = None
+    urls: dict[str, str] = {}
+    """Where each process of ``up`` answers, by name (``call-log``, ``dispatcher``,
+    ``livekit-production``…)."""
 
 
 class OperatorSettings(Settings, frozen=True, kw_only=True):

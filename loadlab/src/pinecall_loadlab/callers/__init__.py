@@ -2,7 +2,17 @@
 scripts that play them into a lab room in real time, with pauses, interruptions and hang-ups."""
 
 from .lines import LINES
-from .script import CallerLog, HangUp, Interrupt, Pause, Say, Step, WaitForAgent, play
+from .script import (
+    CallerLog,
+    HangUp,
+    Interrupt,
+    Pause,
+    Say,
+    Step,
+    WaitForAgent,
+    WaitForAnswer,
+    play,
+)
 from .speech import frames, line_pcm, silence
 
 __all__ = [
@@ -14,6 +24,7 @@ __all__ = [
     "Say",
     "Step",
     "WaitForAgent",
+    "WaitForAnswer",
     "frames",
     "line_pcm",
     "play",

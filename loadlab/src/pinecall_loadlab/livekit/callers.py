@@ -4,13 +4,32 @@ A SIP call is a room of its own, created with one dispatch to the fleet's *plain
 worker holds, so that dispatch stays pending, as the runtime's design expects), and the caller
 joining it as a SIP participant with LiveKit SIP's attributes (``sip.phoneNumber``,
 ``sip.trunkPhoneNumber``). The caller speaks and hears over the lab-room transport.
+
+A web visitor asks the dispatcher's token endpoint (``POST /v1/tokens``, an app key) for a token
+whose ``roomConfig.agents`` is the pending ring, then joins the room it names with it, which
+creates the room with that dispatch (:func:`web_call`). Errors: :class:`Refused` when the
+endpoint says no (``fleet_full``, ``not_ready``, the org's quota).
 """
 
 from __future__ import annotations
 
+import httpx
+import msgspec
 from livekit import api
 
+from pinecall_contracts.base import decode, encode
+from pinecall_contracts.dispatch import TokenRequest, VisitorToken
+from pinecall_contracts.problems import ProblemDetails
 from pinecall_labroom import LabRoom
+
+
+class Refused(Exception):
+    """The token endpoint refused the visitor: HTTP ``status`` and the problem's ``code``
+    (``fleet_full``, ``not_ready``, ``too_many_requests``…) and ``detail``."""
+
+    def __init__(self, status: int, code: str, detail: str) -> None:
+        super().__init__(f"{status} {code}: {detail}")
+        self.status, self.code, self.detail = status, code, detail
 
 
 def caller_token(
@@ -76,3 +95,27 @@ async def sip_call(
         attributes={"sip.phoneNumber": phone, "sip.trunkPhoneNumber": trunk_phone},
     )
     return await LabRoom.connect(url, token)
+
+
+async def web_call(
+    http: httpx.AsyncClient, dispatcher_url: str, app_key: str, request: TokenRequest
+) -> tuple[VisitorToken, LabRoom]:
+    """A web visitor: ``request``'s token from the dispatcher at ``dispatcher_url`` with
+    ``app_key``, then the visitor in the room it names (seed 000, "Full, at the endpoint").
+
+    Raises :class:`Refused` for a 4xx or 5xx answer, ``httpx.HTTPError`` when nothing answers.
+    """
+    r = await http.post(
+        f"{dispatcher_url}/v1/tokens",
+        content=encode(request),
+        headers={"authorization": f"Bearer {app_key}", "content-type": "application/json"},
+    )
+    if r.status_code != httpx.codes.OK:
+        try:
+            problem = msgspec.json.decode(r.content, type=ProblemDetails)
+            code, detail = problem.code or problem.title, problem.detail or ""
+        except msgspec.MsgspecError:
+            code, detail = "unknown", r.text[:200]
+        raise Refused(r.status_code, code, detail)
+    token = decode(r.content, VisitorToken)
+    return token, await LabRoom.connect(token.url, token.token)

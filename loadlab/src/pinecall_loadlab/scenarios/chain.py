@@ -79,11 +79,14 @@ class Chain:
         config: ChainConfig,
         roster: Replica,
         replica: Callable[[], contextlib.AbstractAsyncContextManager[Replica]],
+        ingest: Replica,
         *,
         call_log: Replica,
         urls: dict[str, str],
     ) -> None:
         self.lk, self.config, self.roster = lk, config, roster
+        self.ingest = ingest
+        """webhook-ingest (the stand-in's webhooks reach it through a relay)."""
         self.call_log = call_log
         """call-log (the dispatcher's, and the workers' that write calls)."""
         self.urls = urls
@@ -293,6 +296,7 @@ async def runtime_chain(
             config,
             roster,
             lambda: running(dispatcher_app(settings, call_log=transport)),
+            ingest,
             call_log=call_log,
             urls=urls,
         )

@@ -6,5 +6,5 @@ context, config) is written when it opens, read once by a replica that needs it 
 memory after; where a call's log stands is read under its head's lock at every write.
 
 Layers: ``domain`` (pure rules) ← ``store`` (the only SQL) ← ``service`` (one replica: cache,
-NATS, tool round trips) ← ``api`` (HTTP), ``metrics``.
+NATS, tool round trips) ← ``api`` (HTTP), ``ops`` (NATS ops verbs), ``metrics``.
 """

@@ -10,6 +10,7 @@ from litestar.datastructures import State
 
 from pinecall_call_log import api
 from pinecall_call_log.metrics import registry_for
+from pinecall_call_log.ops import start_ops
 from pinecall_call_log.service import CallLogService
 from pinecall_call_log.settings import CallLogSettings
 from pinecall_call_log.store import Store
@@ -34,6 +35,7 @@ def create_app(settings: CallLogSettings | None = None) -> Litestar:
             settings.database_url, pool_size=settings.db_pool_size, max_overflow=0
         )
         service: CallLogService | None = None
+        ops = None
         try:
             bus = await Bus.connect(settings.nats_url, settings.nats_namespace, name="call-log")
             try:
@@ -41,10 +43,13 @@ def create_app(settings: CallLogSettings | None = None) -> Litestar:
                     settings, bus, Store(engine), KeyRing(engine, bus, cache_s=settings.key_cache_s)
                 )
                 await service.start()
+                ops = await start_ops(service, VERSION)
                 app.state.call_log = state["call_log"] = service
                 yield
             finally:
                 state["call_log"] = None
+                if ops is not None:
+                    await ops.stop()
                 if service is not None:
                     await service.stop()
                 await bus.close()

@@ -1,9 +1,11 @@
 """The operator's verbs that the roster serves: ``fleet list|cordon|uncordon`` and ``keys``.
 
 ``fleet`` travels over NATS (the roster's ops service), so it works from any machine that
-reaches NATS with an operator key; ``fleet list`` adds each fleet's rooms waiting for a worker in
-the last ten minutes when a dispatcher answers its ops verb. ``keys`` writes the keys table directly (it is how the first
-operator key is made) and says a revocation on NATS so every replica forgets the key at once.
+reaches NATS with an operator key; ``fleet list`` adds each fleet's refusals at admission and
+rooms waiting for a worker in the last ten minutes when a dispatcher answers its ops verb (the
+text is drawn by :mod:`pinecall_roster.listing`). ``keys`` writes the keys table directly (it is
+how the first operator key is made) and says a revocation on NATS so every replica forgets the
+key at once.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from pinecall_contracts.dispatch import OffersRequest, OffersSnapshot
 from pinecall_contracts.fleet import CordonRequest, CordonSetting, FleetListRequest, RosterSnapshot
 from pinecall_contracts.ids import WorkerNameError, worker_key
 from pinecall_contracts.keys import KeyRevoked
+from pinecall_roster import listing
 from pinecall_roster.store import Store
 from pinecall_servicekit import db
 from pinecall_servicekit.bus import Bus
@@ -28,7 +31,11 @@ from pinecall_servicekit.operator import CommandError, OperatorSettings, run, ta
 
 def _auth(settings: OperatorSettings) -> dict[str, str]:
     if not settings.operator_key:
-        raise CommandError("unauthorized", "no operator key: set PINECALL_OPERATOR_KEY")
+        raise CommandError(
+            "unauthorized",
+            "no operator key: set PINECALL_OPERATOR_KEY, or run ./dev up "
+            f"(while it runs, {settings.state_dir}/up.json names one)",
+        )
     return {"Authorization": f"Bearer {settings.operator_key}"}
 
 
@@ -42,7 +49,8 @@ def fleet() -> None:
 @click.option("--fleet", "only", default=None, help="Only this fleet.")
 @run
 async def fleet_list(as_json: bool, only: str | None) -> None:
-    """Every fleet's workers: state, seats, calls, load, first audio p95, last heard."""
+    """Every fleet's workers: state, seats, calls, load, first audio p95, last minute's failed
+    calls, last heard; each fleet's refusals and rooms waiting in the last ten minutes."""
     settings = OperatorSettings.load()
     bus = await Bus.connect(settings.nats_url, settings.nats_namespace, name="cli")
     try:
@@ -52,59 +60,26 @@ async def fleet_list(as_json: bool, only: str | None) -> None:
             RosterSnapshot,
             headers=_auth(settings),
         )
-        waiting = await _waiting(bus, settings, only)
+        offers = await _offers(bus, settings, only)
     finally:
         await bus.close()
     if as_json:
-        click.echo(msgspec.json.format(msgspec.json.encode(snapshot), indent=2))
+        # the roster's snapshot, plus the dispatcher's offers (null when none answered)
+        document = to_builtins(snapshot) | {"offers": offers and to_builtins(offers)}
+        click.echo(msgspec.json.format(msgspec.json.encode(document), indent=2))
         return
+    by_fleet = None if offers is None else {f.fleet: f for f in offers.fleets}
     for view in snapshot.fleets:
-        t = view.totals
-        rooms = None if waiting is None else waiting.get(view.fleet, 0)
-        click.echo(
-            f"{view.fleet} ({view.environment or '?'}): {t.accepting} accepting, {t.full} full, "
-            f"{t.seats_free}/{t.seats} seats free, {t.calls} calls"
-            + ("" if rooms is None else f", {rooms} rooms waiting in 10 min")
-        )
-        rows = [
-            (
-                w.worker,
-                w.state,
-                w.seats,
-                w.active,
-                f"{w.load:.2f}",
-                None if w.first_audio_p95_s is None else f"{w.first_audio_p95_s:.2f}",
-                None if w.load_per_core is None else f"{w.load_per_core:.2f}",
-                f"{w.last_heard_s:.0f}s",
-                "yes" if w.agent_name else "no",
-            )
-            for w in view.workers
-        ]
-        if rows:
-            click.echo(
-                table(
-                    (
-                        "worker",
-                        "state",
-                        "seats",
-                        "calls",
-                        "load",
-                        "p95 s",
-                        "cpu",
-                        "heard",
-                        "livekit",
-                    ),
-                    rows,
-                )
-            )
+        for line in listing.fleet_lines(view, by_fleet):
+            click.echo(line)
         click.echo()
 
 
-async def _waiting(bus: Bus, settings: OperatorSettings, only: str | None) -> dict[str, int] | None:
-    """Each fleet's rooms waiting for a worker in the last ten minutes (a fleet not named had
-    none), from the dispatcher's ops verb; None when no dispatcher answers (a roster alone)."""
+async def _offers(bus: Bus, settings: OperatorSettings, only: str | None) -> OffersSnapshot | None:
+    """Each fleet's rooms waiting and refusals in the last ten minutes, from the dispatcher's
+    ops verb; None when no dispatcher answers (a roster alone)."""
     try:
-        offers = await bus.request(
+        return await bus.request(
             bus.subjects.ops_dispatch_offers,
             OffersRequest(fleet=only),
             OffersSnapshot,
@@ -113,7 +88,6 @@ async def _waiting(bus: Bus, settings: OperatorSettings, only: str | None) -> di
         )
     except BusUnavailable:
         return None
-    return {f.fleet: f.waiting for f in offers.fleets}
 
 
 async def _cordon(worker: str, cordoned: bool, reason: str | None) -> CordonSetting:

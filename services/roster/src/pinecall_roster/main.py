@@ -19,6 +19,7 @@ def cli() -> None:
 def serve(workers: int) -> None:
     """Serve the roster's HTTP API and ops verbs (settings from the environment)."""
     settings = settings_or_exit(RosterSettings.from_env)
+    settings_or_exit(settings.fleet_records)  # a malformed fleets or URLs setting fails now
     serve_http(
         "pinecall_roster.app:create_app", host=settings.host, port=settings.port, workers=workers
     )

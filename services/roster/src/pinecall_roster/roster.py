@@ -93,6 +93,7 @@ def _row(p: domain.Placed, now: float) -> WorkerRow:
         failing=p.failing,
         load_per_core=hb.load_per_core,
         version=hb.version,
+        minute=hb.minute,
     )
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from pinecall_contracts.fleet import FleetRecord
-from pinecall_servicekit.settings import Settings, SettingsError
+from pinecall_servicekit.settings import Settings, SettingsError, by_environment
 
 
 class RosterSettings(Settings, frozen=True, kw_only=True):
@@ -26,16 +26,26 @@ class RosterSettings(Settings, frozen=True, kw_only=True):
     fleets: str = "pinecall=production,pinecall-sandbox=sandbox"
     """The fleets rows made at start when absent: ``<fleet>=<environment>,...``."""
     livekit_url: str = "ws://127.0.0.1:7880"
-    """The LiveKit the default fleets dispatch on (``LIVEKIT_URL``)."""
+    """The LiveKit the fleets rows made at start dispatch on (``LIVEKIT_URL``), for an
+    environment :attr:`livekit_urls` does not name."""
+    livekit_urls: str = ""
+    """``PINECALL_LIVEKIT_URLS``: ``production=URL,sandbox=URL``, each environment's LiveKit
+    for the fleets rows made at start (as the reaper reads it); a stored row stays as it is."""
 
     def fleet_records(self) -> list[FleetRecord]:
-        """:attr:`fleets` as rows; raises ``SettingsError`` when malformed."""
+        """:attr:`fleets` as rows, each on its environment's LiveKit (:attr:`livekit_urls`,
+        else :attr:`livekit_url`); raises ``SettingsError`` when either is malformed."""
+        urls = by_environment(self.livekit_urls, "PINECALL_LIVEKIT_URLS")
         records = []
         for item in filter(None, (part.strip() for part in self.fleets.split(","))):
             name, sep, environment = item.partition("=")
             if not sep or not name or not environment:
                 raise SettingsError(f"PINECALL_FLEETS: not <fleet>=<environment>: {item!r}")
             records.append(
-                FleetRecord(name=name, environment=environment, livekit_url=self.livekit_url)
+                FleetRecord(
+                    name=name,
+                    environment=environment,
+                    livekit_url=urls.get(environment, self.livekit_url),
+                )
             )
         return records

@@ -18,6 +18,7 @@ from pinecall_contracts.keys import KeyCreated, KeyInfo, KeyKind
 from pinecall_servicekit import db
 from pinecall_servicekit.errors import NotFound, Unprocessable
 from pinecall_servicekit.keys import KEYS, key_info, new_secret
+from pinecall_servicekit.migrations import Migrations
 
 SCHEMA = "roster"
 METADATA = KEYS.metadata
@@ -35,9 +36,9 @@ FLEETS = sa.Table(
 ENVIRONMENTS = ("production", "sandbox")
 
 
-def migrate(url: str) -> None:
-    """The roster's migrations on ``url`` (the ``pinecall_runtime.migrations`` entry point)."""
-    db.migrate(url, Path(__file__).parent / "migrations", SCHEMA)
+migrate = Migrations(Path(__file__).parent / "migrations", SCHEMA)
+"""The roster's migrations: ``migrate(url)`` runs them; the ``pinecall_runtime.migrations`` entry
+point, which ``doctor`` also asks where a database stands."""
 
 
 class Store:

@@ -13,7 +13,7 @@ from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.http import service_app
 from pinecall_servicekit.telemetry import configure_telemetry
 from pinecall_webhook_ingest import api
-from pinecall_webhook_ingest.ingest import Ingest
+from pinecall_webhook_ingest.ingest import Ingest, ensure_drops_stream
 from pinecall_webhook_ingest.settings import IngestSettings
 
 VERSION = "0.1.0"
@@ -36,8 +36,16 @@ def create_app(settings: IngestSettings | None = None) -> Litestar:
                 duplicate_window_s=settings.stream_duplicate_window_s,
                 max_age_s=settings.stream_max_age_s,
             )
-            app.state.ingest = Ingest(bus, keys, registry)
-            yield
+            await ensure_drops_stream(bus)
+            # no verb: the nats.micro service says a replica is up ($SRV.PING, for doctor)
+            micro = await bus.add_service(
+                bus.subjects.ingest_service, version=VERSION, description="LiveKit's webhooks"
+            )
+            try:
+                app.state.ingest = Ingest(bus, keys, registry)
+                yield
+            finally:
+                await micro.stop()
         finally:
             await bus.close()
 

@@ -2,20 +2,50 @@
 
 Counted in ``/metrics``: ``pinecall_webhooks_total{environment,event}`` (stored),
 ``pinecall_webhooks_duplicate_total{environment}`` (a delivery the stream already had) and
-``pinecall_webhooks_refused_total{environment,reason}`` (refused; nothing published).
+``pinecall_webhooks_refused_total{environment,reason}`` (refused; nothing published; the reasons
+of :data:`domain.Refusal`, ``not_a_webhook`` and ``unknown_environment``).
+
+Each webhook not passed on is also a ``WebhookDropped`` on the drops stream
+(``<ns>_webhook_drops``, kept :data:`DROPS_KEPT_S`), stored before the answer: a replica's
+counters die with it and no other replica sees them, while the stream's counts per
+``<environment>.<reason>`` are every replica's drops of the last ten minutes, which ``doctor``
+reads. A drop that JetStream does not store is logged and the answer stands.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 
 from prometheus_client import CollectorRegistry, Counter
 
+from pinecall_contracts.livekit import WebhookDropped
 from pinecall_servicekit.bus import Bus
-from pinecall_servicekit.errors import BadRequest, NotFound, Unauthorized
+from pinecall_servicekit.errors import BadRequest, BusUnavailable, NotFound, Unauthorized
 from pinecall_webhook_ingest import domain
 
 _log = logging.getLogger(__name__)
+
+DROPS_KEPT_S = 600.0
+"""How long the drops stream keeps a dropped webhook: ``doctor``'s ten minutes (seed 000)."""
+DROPS_PER_SUBJECT = 10_000
+"""At most this many drops are kept per environment and reason (the oldest go first), so a flood
+of forged requests costs bounded storage; a count at this number means "at least"."""
+
+UNKNOWN = "_unknown"
+"""The environment a webhook to an environment with no LiveKit is counted under (the name it
+gave is in the drop's detail)."""
+
+
+async def ensure_drops_stream(bus: Bus) -> None:
+    """Make the drops stream if it is missing (every replica, at start)."""
+    await bus.ensure_stream(
+        bus.subjects.webhook_drops_stream,
+        [bus.subjects.webhooks_dropped],
+        duplicate_window_s=60.0,
+        max_age_s=DROPS_KEPT_S,
+        max_msgs_per_subject=DROPS_PER_SUBJECT,
+    )
 
 
 class Ingest:
@@ -51,17 +81,23 @@ class Ingest:
         webhook, ``BusUnavailable`` when JetStream did not store it (LiveKit retries on 5xx).
         """
         if environment not in self.keys:
-            raise NotFound(f"no LiveKit is configured for environment {environment!r}")
+            detail = f"no LiveKit is configured for environment {environment!r}"
+            # one label and subject for every unknown name: a caller chooses the name
+            await self._dropped(UNKNOWN, "unknown_environment", detail)
+            raise NotFound(detail)
         key, secret = self.keys[environment]
         try:
             event = domain.verify(body, authorization, key, secret)
         except domain.WebhookRefused as exc:
-            self.refused.labels(environment, exc.reason).inc()
             _log.warning("webhook refused (%s): %s", exc.reason, exc)
+            await self._dropped(environment, exc.reason, str(exc))
             raise Unauthorized(f"webhook refused: {exc}") from exc
         except Exception as exc:  # protobuf's ParseError and friends: signed, but not a webhook
-            raise BadRequest(f"the signed body is not a LiveKit webhook: {exc}") from exc
+            detail = f"the signed body is not a LiveKit webhook: {exc}"
+            await self._dropped(environment, "not_a_webhook", detail)
+            raise BadRequest(detail) from exc
         if not event.id or not event.event:
+            await self._dropped(environment, "not_a_webhook", "no id or no event")
             raise BadRequest("the webhook carries no id or no event")
         message = domain.to_contract(event, environment, body)
         subject = self.bus.subjects.livekit_event(environment, message.event, message.room)
@@ -70,4 +106,19 @@ class Ingest:
             self.stored.labels(environment, message.event).inc()
         else:
             self.duplicates.labels(environment).inc()
+            await self._dropped(environment, "duplicate", f"{message.id} ({message.event})")
         return stored
+
+    async def _dropped(self, environment: str, reason: str, detail: str) -> None:
+        """Count a webhook not passed on, and keep it on the drops stream for ``doctor``."""
+        if reason != "duplicate":
+            self.refused.labels(environment, reason).inc()
+        drop = WebhookDropped(
+            environment=environment, reason=reason, at=dt.datetime.now(dt.UTC), detail=detail[:500]
+        )
+        try:
+            await self.bus.publish_stored(
+                self.bus.subjects.webhook_dropped(environment, reason), drop
+            )
+        except BusUnavailable as exc:
+            _log.warning("a dropped webhook was not kept for doctor: %s", exc)

@@ -130,7 +130,16 @@ class Worker:
 
     @property
     def active(self) -> int:
-        return len(self.server.active_jobs)
+        """Calls held: the jobs running less those whose call has ended on the log.
+
+        A job still closing after its call's end (its writer sealing, its process exiting) holds
+        no seat: the dispatcher frees the seat on ``call.ended`` and may offer the next call at
+        once, so the worker must not decline it at LiveKit's line meanwhile (seed 000, "Capacity
+        is counted in calls"). The job says its call's end over the measures socket as soon as
+        the end is on the log (:meth:`pinecall_worker.call.record.Recorder.finish`).
+        """
+        ended = sum(self.measures.heard_ended(h.offer.call) for h in self.jobs.calls())
+        return max(0, len(self.server.active_jobs) - ended)
 
     def _livekit_load(self, _server: AgentServer) -> float:
         return domain.livekit_load(self.active, self.seats, self.line)

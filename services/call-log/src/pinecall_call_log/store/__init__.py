@@ -13,14 +13,14 @@ from pinecall_call_log.store.agents import AgentStore, ToolState
 from pinecall_call_log.store.calls import CallStore
 from pinecall_call_log.store.tables import SCHEMA
 from pinecall_call_log.store.unsealed import UnsealedCalls
-from pinecall_servicekit import db
+from pinecall_servicekit.migrations import Migrations
 
 __all__ = ["AgentStore", "CallStore", "Store", "ToolState", "UnsealedCalls", "migrate"]
 
 
-def migrate(url: str) -> None:
-    """The call log's migrations on ``url`` (the ``pinecall_runtime.migrations`` entry point)."""
-    db.migrate(url, Path(__file__).parent.parent / "migrations", SCHEMA)
+migrate = Migrations(Path(__file__).parent.parent / "migrations", SCHEMA)
+"""The call log's migrations: ``migrate(url)`` runs them; the ``pinecall_runtime.migrations`` entry
+point, which ``doctor`` also asks where a database stands."""
 
 
 class Store:

@@ -19,6 +19,7 @@ from pinecall_dispatcher.store.rows import Arrival, RoomRow
 from pinecall_dispatcher.store.tables import JOURNAL, REFUSALS, ROOMS, SCHEMA
 from pinecall_dispatcher.store.views import ViewStore
 from pinecall_servicekit import db
+from pinecall_servicekit.migrations import Migrations
 
 __all__ = ["Arrival", "FleetOffers", "RoomRow", "Store", "migrate"]
 
@@ -26,9 +27,9 @@ KEEP_S = 7 * 86_400.0
 """Ended rooms, their journal and refusals are kept a week, then pruned by the sweep."""
 
 
-def migrate(url: str) -> None:
-    """The dispatcher's migrations on ``url`` (the ``pinecall_runtime.migrations`` entry point)."""
-    db.migrate(url, Path(__file__).parent.parent / "migrations", SCHEMA)
+migrate = Migrations(Path(__file__).parent.parent / "migrations", SCHEMA)
+"""The dispatcher's migrations: ``migrate(url)`` runs them; the ``pinecall_runtime.migrations`` entry
+point, which ``doctor`` also asks where a database stands."""
 
 
 class Store:

@@ -200,8 +200,12 @@ class Recorder:
             if self.refused is None:
                 await self._close_log(seal=seal)
         finally:
-            failed = self.outcome == "failed"
-            report(self.measures, CallEnded(call=self.call, outcome=self.outcome, failed=failed))
+            self._report_end()  # the minute counts a call's end once, whoever says it first
+
+    def _report_end(self) -> None:
+        assert self.outcome is not None
+        failed = self.outcome == "failed"
+        report(self.measures, CallEnded(call=self.call, outcome=self.outcome, failed=failed))
 
     async def _close_log(self, *, seal: bool) -> None:
         assert self.outcome is not None
@@ -219,6 +223,8 @@ class Recorder:
             )
         try:
             await self.client.end(self.call, self.outcome, self.reason)
+            # the seat is free from here (the dispatcher hears call.ended now), not once sealed
+            self._report_end()
             if seal:
                 await self.client.seal(self.call)
         except CallLogError as exc:

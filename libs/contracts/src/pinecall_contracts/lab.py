@@ -1,0 +1,61 @@
+"""What the load lab's simulated callers say of each call they place (``lab callers --out``).
+
+One JSON line per change of a caller's state, each the caller's whole state so far, so a reader
+keeps the last line of each caller. ``up`` reads them for its live table and its report; the
+caller knows only what a phone or a page knows: its room, who picked up (the agent participant's
+``lk.agent_name``), when it heard the agent, and the token endpoint's answer.
+
+Source: issue 8 ("The whole platform on one machine"): a caller is *silent* when it heard no
+agent's voice within 12 s of its arrival; the reader decides that from ``first_heard_s``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Literal
+
+from pinecall_contracts.base import Contract
+
+CallerKind = Literal["sip", "web"]
+"""A phone through LiveKit SIP, or a web visitor with a token from ``POST /v1/tokens``."""
+CallerState = Literal["ringing", "answered", "heard", "ended", "refused", "failed"]
+"""``ringing``: in its room, nobody there yet; ``answered``: an agent joined; ``heard``: its
+voice reached the caller; ``ended``: the caller hung up or the far end closed the room;
+``refused``: the token endpoint said no (a visitor never joins); ``failed``: the caller could not
+place or hold the call (``error`` says why)."""
+
+
+class CallerReport(Contract, frozen=True, kw_only=True, tag="lab.caller.v1"):
+    """One simulated caller as it stands now."""
+
+    caller: int
+    """Its number in the run, from 0."""
+    kind: CallerKind
+    environment: str
+    state: CallerState
+    room: str | None = None
+    """Its room (None for a visitor refused at the endpoint)."""
+    call: str | None = None
+    """The call id when the caller knows it (a visitor's token names it; a phone's is the
+    dispatcher's, said on the call log)."""
+    number: str | None = None
+    """A phone's number (``sip.phoneNumber``)."""
+    arrived_at: dt.datetime | None = None
+    """When it joined its room (its arrival), UTC."""
+    answered_by: str | None = None
+    """The ``lk.agent_name`` of the agent that joined: a worker, or ``<fleet>/overflow``."""
+    answered_s: float | None = None
+    """Seconds from arrival to an agent in the room."""
+    first_heard_s: float | None = None
+    """Seconds from arrival to the first agent audio it heard."""
+    waits_s: list[float] = []
+    """For each line it said, seconds from the line's end to the agent's first audio after it
+    (first audio as the caller hears it)."""
+    ended_at: dt.datetime | None = None
+    ended_by: Literal["caller", "far_end"] | None = None
+    """Who ended it: the caller hung up, or the far end closed the room (the overflow does)."""
+    refused: str | None = None
+    """The token endpoint's problem code (``fleet_full``, ``not_ready``, …)."""
+    callback: bool = False
+    """A refused visitor's page asked a call back (``POST /v1/callbacks``) and it was taken."""
+    error: str | None = None

@@ -1,0 +1,138 @@
+"""``doctor``'s rules of the line: rooms kept in offers, refusals at admission, dropped webhooks.
+
+Source: ``shared/DESIGN.md``, "The operator's surface" and "Where the seeds disagree" (refusals
+are line health: they leave no call record); seed 000, "Who takes a call" (a room kept in offers
+past a minute; rooms that waited); the dispatcher's ``OffersSnapshot`` and webhook-ingest's drops
+stream are the sources.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pinecall_contracts.dispatch import OffersSnapshot
+from pinecall_runtime.doctor.findings import Drop, Finding, ok, skip
+
+
+def kept_rooms(offers: OffersSnapshot | None) -> list[Finding]:
+    """Rooms kept in offers past a minute, each by call and room; rooms that waited, by fleet."""
+    if offers is None:
+        return [skip("offers", "dispatcher")]
+    found = [
+        Finding(
+            check="offers",
+            level="fail",
+            subject=k.call,
+            what=f"room {k.room} of {k.fleet} ({k.environment}) kept in offers {k.kept_s:.0f} s: "
+            f"{k.state}, {k.offers} offers, the last to {k.worker or 'nobody'}; its caller waits",
+            todo=f"pinecall-runtime logs {k.call} says why; a room kept past a minute means no "
+            "dispatcher replica sweeps (its logs) or LiveKit refuses its dispatches",
+        )
+        for k in offers.kept
+    ]
+    if not found:
+        found.append(ok("offers", "no room kept in offers past a minute"))
+    found += [
+        Finding(
+            check="offers",
+            level="info",
+            subject=f.fleet,
+            what=f"{f.waiting} rooms waited for a worker in 10 min (offered again, or sent to "
+            "the overflow for want of an open): a worker or LiveKit dropped an offer",
+            todo="pinecall-runtime logs CALL of its calls says which worker",
+        )
+        for f in offers.fleets
+        if f.waiting
+    ]
+    return found
+
+
+ADMISSION_TODO = {
+    "not_ready": "start workers: none of the fleet was heard for 90 s",
+    "fleet_full": "add workers: no worker heard lately had a seat",
+    "quota": "an org held its concurrent_calls quota (pinecall-runtime dispatcher quota list)",
+}
+
+
+def admission(offers: OffersSnapshot | None) -> list[Finding]:
+    """Refusals at the token endpoint in the last ten minutes, by fleet and reason (seed 003:
+    line health, since a refusal leaves no call record)."""
+    if offers is None:
+        return [skip("admission", "dispatcher")]
+    found = []
+    for f in offers.fleets:
+        if not f.refused:
+            continue
+        reasons = sorted(f.refused.items(), key=lambda r: (-r[1], r[0]))
+        found.append(
+            Finding(
+                check="admission",
+                level="warn",
+                subject=f.fleet,
+                what=f"{sum(f.refused.values())} callers refused at admission in 10 min: "
+                + ", ".join(f"{n} {reason}" for reason, n in reasons),
+                todo="; ".join(
+                    ADMISSION_TODO.get(r, f"see the dispatcher's logs ({r})") for r, _ in reasons
+                ),
+            )
+        )
+    return found or [ok("admission", "no caller refused at admission in 10 min")]
+
+
+WEBHOOK_TODO = {
+    "unknown_key": "LiveKit signs with another API key: make PINECALL_LIVEKIT_KEYS name the key "
+    "of LiveKit's webhook configuration",
+    "forged": "the secret is not LiveKit's: check PINECALL_LIVEKIT_KEYS",
+    "expired": "LiveKit's clock and webhook-ingest's differ, or deliveries come late: check NTP",
+    "unsigned": "something other than LiveKit posts to the webhook URL, or a proxy drops "
+    "Authorization",
+    "malformed_token": "something other than LiveKit posts to the webhook URL",
+    "hash_mismatch": "a proxy changes the body on the way: pass it unchanged",
+    "no_hash": "a proxy or an old LiveKit sends tokens without the body's sha256",
+    "not_utf8": "a proxy changes the body on the way: pass it unchanged",
+    "not_a_webhook": "a signed body that is no LiveKit webhook: check what posts to the URL",
+    "unknown_environment": "LiveKit's webhook URL names an environment with no keys: fix its "
+    "?world= or PINECALL_LIVEKIT_KEYS",
+}
+
+
+def webhooks(drops: Sequence[Drop] | None) -> list[Finding]:
+    """Webhooks refused in the last ten minutes, by environment and reason (events lost: a
+    caller nobody offers); duplicates dropped as information (LiveKit delivers again)."""
+    if drops is None:
+        return [
+            Finding(
+                check="webhooks",
+                level="skip",
+                subject="webhooks",
+                what="not checked: no drops stream to read (NATS did not answer, or no "
+                "webhook-ingest of this release has started on this namespace)",
+            )
+        ]
+    found = []
+    for d in sorted(drops, key=lambda d: (d.reason == "duplicate", d.environment, d.reason)):
+        count = f"at least {d.count}" if d.at_least else str(d.count)
+        if d.reason == "duplicate":
+            found.append(
+                Finding(
+                    check="webhooks",
+                    level="info",
+                    subject=d.environment,
+                    what=f"{count} duplicate deliveries dropped in 10 min (LiveKit delivered "
+                    "again; each event was passed on once)",
+                )
+            )
+            continue
+        last = f" (the last: {d.detail})" if d.detail else ""
+        found.append(
+            Finding(
+                check="webhooks",
+                level="warn",
+                subject=d.environment,
+                what=f"{count} webhooks refused in 10 min, {d.reason}{last}: their events are lost",
+                todo=WEBHOOK_TODO.get(d.reason, "see webhook-ingest's logs"),
+            )
+        )
+    if not any(f.level == "warn" for f in found):
+        found.insert(0, ok("webhooks", "no webhook refused in 10 min"))
+    return found

@@ -1,0 +1,294 @@
+"""``pinecall-runtime up``: the whole platform on one machine, and callers who speak to it.
+
+In order (issue 8, "The whole platform on one machine"): Postgres and NATS (the running ones, or
+embedded ones), a database and a namespace of the run's own with every migration and its keys
+(:mod:`~pinecall_runtime.up.stage`), then every process of
+:mod:`~pinecall_runtime.up.services` (the stand-ins and the vendor fakes, roster and call-log,
+webhook-ingest, dispatcher and reaper, a worker and the overflow per environment), each ready
+before the next group starts and each logging to ``<state dir>/logs/<name>.log``. Once every
+fleet is heard, the callers (``lab callers``) ring at ``--rate`` until ``--calls`` were placed.
+
+While it runs: a live table every ``--every`` s (:class:`~pinecall_runtime.up.watch.Watch`), a
+process that dies started again, ``<state dir>/up.json`` and ``keys.json`` for the CLI. Ctrl-C
+or SIGTERM (or ``--duration``, or ``--exit-when-done`` once the last call ended): the callers
+hang up, the calls' logs are sealed, the report is read (``--report``), every process stops,
+tier by tier (workers drain), the state files are removed, and the run's database and namespace
+go. Exit 1 when the report names a problem (a silent caller, a log that did not verify).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import signal
+import subprocess
+import time
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+import click
+import msgspec
+import stamina
+
+from pinecall_runtime.up import report as reporting
+from pinecall_runtime.up import services
+from pinecall_runtime.up.services import Urls, urls
+from pinecall_runtime.up.stage import ENVIRONMENTS, Run, own_platform
+from pinecall_runtime.up.supervise import Processes, Supervised
+from pinecall_runtime.up.watch import Watch
+from pinecall_servicekit.bus import Bus
+from pinecall_servicekit.lifecycle import ExitCode
+from pinecall_servicekit.operator import OperatorSettings, UpState
+from pinecall_servicekit.platform import ensure_platform
+
+AGENT = "support-bot"
+"""The agent every simulated caller rings for (its log holds the call backs)."""
+SEALED_WITHIN_S = 90.0
+"""How long the end waits for every opened call's seal (a worker seals within seconds)."""
+
+
+class NotHeard(Exception):
+    """A fleet has no accepting worker on the roster yet."""
+
+
+async def _every_fleet_heard(watch: Watch, within_s: float = 90) -> None:
+    """Return once the roster lists, in every environment's fleet, an accepting worker whose
+    heartbeat named its LiveKit agent name: the dispatcher offers a call to no other
+    (``pinecall_dispatcher.domain.candidates``), and a worker says it only in the heartbeat
+    after LiveKit registered it, up to 5 s after its probe said ready."""
+    async for attempt in stamina.retry_context(
+        on=NotHeard, attempts=None, timeout=within_s, wait_initial=0.2, wait_max=1.0
+    ):
+        with attempt:
+            await watch.refresh()
+            accepting = {
+                view.fleet
+                for view in (watch.roster.fleets if watch.roster else [])
+                if any(w.state == "accepting" and w.agent_name for w in view.workers)
+            }
+            if not set(ENVIRONMENTS.values()) <= accepting:
+                raise NotHeard(sorted(set(ENVIRONMENTS.values()) - accepting))
+
+
+async def _watch(
+    run: Run, at: Urls, processes: Processes, state_dir: Path, options: dict[str, Any]
+) -> dict[str, Any] | None:
+    """The calls phase: callers ring, the table is printed, until the end; the report then
+    (None when none was asked)."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    started = loop.time()
+    calls, every = options["calls"], options["every"]
+    watch = Watch(state_dir / "callers.jsonl", run.operator_key, at.roster[0], at.dispatcher)
+    bus = await Bus.connect(run.nats_url, run.namespace, name="up")
+    try:
+        await watch.listen(bus)
+        callers = None
+        if calls != 0:
+            click.echo("up: waiting for each fleet's worker to be heard")
+            await _every_fleet_heard(watch)
+            callers = services.callers(run, at, state_dir, options["rate"], calls, agent=AGENT)
+            processes.start(callers)
+            click.echo(f"up: callers ringing at {options['rate']:g} a second; log {callers.log}")
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(every):  # the table's cadence
+                    await stop.wait()
+            watch.read_callers()
+            await watch.refresh()
+            click.echo(f"\n{watch.table(calls, options['rate'])}")
+            for process in processes:
+                await asyncio.to_thread(process.ensure)
+            done = callers is not None and callers.proc.poll() is not None
+            if options["duration"] is not None and loop.time() - started >= options["duration"]:
+                break
+            if done and options["exit_when_done"]:
+                break
+        if callers is not None and callers.proc.poll() is None:
+            click.echo("up: stopping: the callers hang up", err=True)
+            callers.terminate()
+            await asyncio.to_thread(callers.wait_stopped)
+        watch.read_callers()
+        if options["report"] is None and not options["exit_when_done"]:
+            return None
+        unsealed = await watch.wait_sealed(SEALED_WITHIN_S)
+        result = await reporting.build(
+            watch,
+            operator_key=run.operator_key,
+            call_log=at.call_log,
+            dispatcher=at.dispatcher,
+            agent=AGENT,
+        )
+        result["problems"] += [f"room {room}: its call was never sealed" for room in unsealed]
+        result["fleets"] = msgspec.to_builtins(watch.roster.fleets) if watch.roster else []
+        click.echo(f"\n{watch.table(calls, options['rate'])}")
+        return result
+    finally:
+        await watch.aclose()
+        await bus.close()
+
+
+def _write_state(state_dir: Path, run: Run, at: Urls) -> None:
+    state = UpState(
+        database_url=run.database_url,
+        nats_url=run.nats_url,
+        nats_namespace=run.namespace,
+        operator_key=run.operator_key,
+        roster_url=at.roster[0],
+        urls=at.named(),
+    )
+    keys = {"operator": run.operator_key}
+    keys |= {f"fleet-{e}": k for e, k in run.fleet_keys.items()}
+    keys |= {f"app-{e}": k for e, k in run.app_keys.items()}
+    (state_dir / "up.json").write_bytes(msgspec.json.format(msgspec.json.encode(state)))
+    (state_dir / "keys.json").write_text(json.dumps(keys, indent=2))
+
+
+@click.command()
+@click.option(
+    "--calls",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Callers in all (0: none) [default: until stopped].",
+)
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="Callers a second.",
+)
+@click.option(
+    "--seats",
+    type=click.IntRange(1, 64),
+    default=8,
+    show_default=True,
+    help="Seats of each environment's worker (PINECALL_MAX_JOBS).",
+)
+@click.option(
+    "--exit-when-done",
+    is_flag=True,
+    help="Stop once the last of --calls ended and every log was read back.",
+)
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write a JSON report here at the end.",
+)
+@click.option(
+    "--duration", type=click.FloatRange(min=0), default=None, help="Stop after this many seconds."
+)
+@click.option(
+    "--every",
+    type=click.FloatRange(min=0.2),
+    default=5.0,
+    show_default=True,
+    help="Seconds between live tables.",
+)
+@click.option(
+    "--roster-replicas",
+    type=click.IntRange(1, 8),
+    default=1,
+    show_default=True,
+    help="Roster replicas (workers beat to the first; the others hear them over NATS).",
+)
+def up(**options: Any) -> None:  # fmt: skip
+    """The whole platform on this machine, with callers who speak, until Ctrl-C.
+
+    Postgres and NATS, the LiveKit stand-in (one per environment), the vendor fakes, roster,
+    call-log, webhook-ingest, dispatcher, reaper, a worker and the overflow per environment
+    (production `pinecall`, sandbox `pinecall-sandbox`), then phone callers and web visitors at
+    --rate. Logs: .state/logs/. The CLI reads .state/up.json meanwhile.
+    """
+    if options["exit_when_done"] and not options["calls"]:
+        raise click.UsageError("--exit-when-done needs --calls N (N > 0)")
+    if not entry_points(group="pinecall_runtime.commands", name="lab"):
+        raise click.ClickException(
+            "up runs the load lab's LiveKit stand-in, vendor fakes and callers: install "
+            "pinecall-loadlab (./dev sync does)"
+        )
+    # waiting for a process to listen is polling, not a failure worth a log line per try
+    stamina.instrumentation.set_on_retry_hooks([])
+    settings = OperatorSettings.from_env()
+    state_dir = Path(settings.state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    (state_dir / "callers.jsonl").unlink(missing_ok=True)  # a previous run's callers
+    # SIGTERM as Ctrl-C while the platform starts: every process started so far is stopped
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
+    began = time.monotonic()
+    result: dict[str, Any] | None = None
+    with (
+        ensure_platform(settings.database_url, settings.nats_url) as platform,
+        own_platform(platform, state_dir) as run,
+    ):
+        click.echo(f"postgres: {platform.database_url}{' (embedded)' * platform.embedded_postgres}"
+                   f", database {run.database_url.rsplit('/', 1)[1]} for this run")  # fmt: skip
+        click.echo(f"nats:     {platform.nats_url}{' (embedded)' * platform.embedded_nats}"
+                   f", namespace {run.namespace}")  # fmt: skip
+        click.echo(f"logs:     {run.logs}/<name>.log")
+        at = urls(options["roster_replicas"])
+        processes = Processes()
+        codes: dict[str, int | None] = {}
+
+        def ready(*group: Supervised) -> None:
+            processes.wait(*group)
+            for process in group:
+                click.echo(f"{process.name + ':':<21}{process.url or ''} ready")
+
+        try:
+            stand_ins = services.lab(run, at)
+            processes.launch(*stand_ins)  # they need no database: up while it is migrated
+            click.echo("up: starting the stand-ins and the vendor fakes; migrating, making keys")
+            try:
+                run.prepare()
+            except subprocess.CalledProcessError as exc:
+                raise click.ClickException(
+                    f"{' '.join(exc.cmd[2:])} failed: {(exc.stderr or '').strip()[-2000:]}"
+                ) from exc
+            click.echo("migrations and keys: done")
+            ready(*stand_ins)
+            store, control, workers = services.platform(run, at, seats=options["seats"])
+            processes.launch(*store)
+            ready(*store)
+            processes.launch(*control)
+            # a worker's start (its imports, the forkserver's preload, LiveKit's registration)
+            # is the longest: it goes on while the control plane gets ready
+            processes.launch(*workers)
+            click.echo("up: starting the control plane, the workers and the overflows")
+            ready(*control)
+            ready(*workers)
+            _write_state(state_dir, run, at)
+            click.echo(f"up: ready; from another shell the CLI reads {state_dir / 'up.json'} "
+                       f"(keys in {state_dir / 'keys.json'})")  # fmt: skip
+            result = asyncio.run(_watch(run, at, processes, state_dir, options))
+        except KeyboardInterrupt:
+            click.echo("up: stopping", err=True)
+        finally:
+            try:
+                codes = processes.stop()
+            except KeyboardInterrupt:  # Ctrl-C again while they drain: no more waiting
+                click.echo("up: killing every process", err=True)
+                codes = processes.kill()
+            for name in ("up.json", "keys.json"):  # the platform is gone: nothing points at it
+                (state_dir / name).unlink(missing_ok=True)
+            click.echo(f"up: stopped {', '.join(f'{n}={c}' for n, c in codes.items())}")
+    if options["report"] is not None and result is not None:
+        result |= {
+            "seconds": round(time.monotonic() - began, 1),
+            "seats": options["seats"],
+            "rate": options["rate"],
+            "restarts": {p.name: p.restarts for p in processes},
+            "exit_codes": codes,
+        }
+        options["report"].write_text(json.dumps(result, indent=2))
+        click.echo(f"up: report in {options['report']}")
+    if result is not None:
+        click.echo(reporting.summary(result))
+        if reporting.failed(result):
+            click.echo("up: problems:\n  " + "\n  ".join(result["problems"][:20]), err=True)
+            raise SystemExit(ExitCode.FAILED)

@@ -1,0 +1,225 @@
+"""The run's JSON report: every call placed, how it was answered, and its log read back.
+
+Read once the calls ended and their logs were sealed, while the services still run:
+
+- each call's log (``GET /v1/calls/{call}`` and ``/entries``, the operator key): *verified* when
+  it is sealed, its seqs run 1, 2, … with no gap, the writer's entries are counted 0, 1, … up to
+  the record's ``written``, in order (seed 002: nothing lost, nothing doubled), and it names the
+  worker whose voice the caller heard;
+- the first audio of each agent turn the log holds (``turn.agent``'s ``first_audio_s``:
+  livekit-agents' ``e2e_latency``), beside the first audio each caller heard after its first line;
+- each call's offers (the dispatcher's journal, ``GET /v1/ops/calls/{call}/journal``): the lines
+  that offer it to a worker or give it to the overflow;
+- each agent's log per environment (``GET /v1/agents/{agent}/log``): ``callback.requested`` for
+  every phone the overflow answered (seed 000, "Full, at the endpoint").
+
+:func:`failed` says why the run did not hold (a silent caller, a log that did not verify, a
+phone the overflow answered with no call back, a visitor refused for another reason than a full
+fleet or with no call back taken, a call never placed); ``up`` exits non-zero then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+from collections import Counter
+from typing import Any
+
+import httpx
+
+from pinecall_contracts.base import decode
+from pinecall_contracts.calls import AgentLog, CallLog, CallRecord
+from pinecall_contracts.dispatch import Journal
+from pinecall_runtime.loaddrive import quantile
+from pinecall_runtime.up.watch import SILENT_S, Watch, by_overflow, is_silent
+
+OFFER_MARKS = (": offered to ", ": to the overflow ")
+"""What a journal line of an offer says (``pinecall_dispatcher.domain``: ``Offer.journal`` and
+``Overflow.journal``)."""
+
+
+def quantiles(values: list[float]) -> dict[str, float | None]:
+    """``{"p50", "p95"}`` of ``values`` in seconds (None for none)."""
+    if not values:
+        return {"p50": None, "p95": None}
+    return {"p50": round(quantile(values, 0.5), 3), "p95": round(quantile(values, 0.95), 3)}
+
+
+def verify(record: CallRecord, log: CallLog) -> str | None:
+    """What is wrong with ``log`` (None when it holds): sealed, seqs without a gap, the writer's
+    ``written`` entries counted once each, in order."""
+    seqs = [e.seq for e in log.entries]
+    counted = [e.counted for e in log.entries if e.counted is not None]
+    if seqs != list(range(1, len(seqs) + 1)):
+        return f"{log.call}: its seqs have a gap or a repeat"
+    if counted != list(range(record.written)):
+        return (
+            f"{log.call}: the writer's {record.written} entries are not each there once, in order"
+        )
+    if log.state != "sealed":
+        return f"{log.call}: not sealed ({log.state})"
+    return None
+
+
+async def _call(http: httpx.AsyncClient, call_log: str, dispatcher: str, call: str) -> Any:
+    record = decode((await http.get(f"{call_log}/v1/calls/{call}")).content, CallRecord)
+    log = decode((await http.get(f"{call_log}/v1/calls/{call}/entries")).content, CallLog)
+    journal = decode((await http.get(f"{dispatcher}/v1/ops/calls/{call}/journal")).content, Journal)
+    return record, log, journal
+
+
+async def build(
+    watch: Watch, *, operator_key: str, call_log: str, dispatcher: str, agent: str
+) -> dict[str, Any]:
+    """The report of the run ``watch`` saw (its callers, their calls' logs), as JSON values."""
+    now = dt.datetime.now(dt.UTC)
+    reports = sorted(watch.reports.values(), key=lambda r: r.caller)
+    calls: dict[int, str] = {}
+    for r in reports:
+        opened = watch.call_of(r)
+        if r.call or opened:
+            calls[r.caller] = r.call or opened.call  # type: ignore[union-attr]
+    problems: list[str] = []
+    async with httpx.AsyncClient(
+        headers={"authorization": f"Bearer {operator_key}"}, timeout=30
+    ) as http:
+        limit = asyncio.Semaphore(8)
+
+        async def one(call: str) -> Any:
+            async with limit:
+                try:
+                    return await _call(http, call_log, dispatcher, call)
+                except (httpx.HTTPError, ValueError) as exc:
+                    problems.append(f"{call}: its log or journal could not be read: {exc!r}")
+                    return None
+
+        read = dict(zip(calls, await asyncio.gather(*map(one, calls.values())), strict=True))
+        logs = {}
+        for environment in sorted({r.environment for r in reports}):
+            got = await http.get(
+                f"{call_log}/v1/agents/{agent}/log", params={"environment": environment}
+            )
+            logs[environment] = decode(got.content, AgentLog) if got.is_success else None
+    callbacks = {
+        str(e.data.get("call")): e.data
+        for log in logs.values()
+        if log is not None
+        for e in log.entries
+        if e.kind == "callback.requested"
+    }
+    written = verified = 0
+    turns: list[float] = []
+    offers: list[int] = []
+    by_caller = {r.caller: r for r in reports}
+    rows: dict[int, dict[str, Any]] = {}
+    for caller, got in read.items():
+        if got is None:
+            continue
+        record, log, journal = got
+        written += len(log.entries)
+        wrong = verify(record, log)
+        heard_from = by_caller[caller].answered_by
+        if wrong is None and heard_from and record.worker != heard_from:
+            wrong = f"{log.call}: the log names {record.worker}, the caller heard {heard_from}"
+        verified += wrong is None
+        problems += [wrong] if wrong else []
+        turns += [
+            float(e.data["first_audio_s"])
+            for e in log.entries
+            if e.kind == "turn.agent" and e.data.get("first_audio_s") is not None
+        ]
+        offers.append(sum(any(m in line.line for m in OFFER_MARKS) for line in journal.lines))
+        rows[caller] = {
+            "call": record.call,
+            "outcome": record.outcome,
+            "entries": len(log.entries),
+            "verified": wrong is None,
+            "offers": offers[-1],
+        }
+    agent_calls = [r for r in reports if r.answered_by and not by_overflow(r)]
+    overflowed = [r for r in reports if by_overflow(r)]
+    phones_overflowed = [r for r in overflowed if r.kind == "sip"]
+    silent = [r for r in reports if is_silent(r, now)]
+    no_callback = [r.caller for r in phones_overflowed if calls.get(r.caller) not in callbacks]
+    # a caller up stopped before its call was opened is not a fault (one left silent is)
+    unplaced = [
+        r
+        for r in reports
+        if r.state == "failed" or (r.caller not in calls and r.room and r.error != "stopped")
+    ]
+    refused = Counter(r.refused for r in reports if r.state == "refused")
+    problems += [f"caller {r.caller}: silent for {SILENT_S:.0f} s from arrival" for r in silent]
+    problems += [f"caller {c}: the overflow answered, no call back on the log" for c in no_callback]
+    problems += [f"caller {r.caller}: {r.error or 'no call was opened'}" for r in unplaced]
+    problems += [
+        f"caller {r.caller}: refused {r.refused}" + ("" if r.callback else ", no call back taken")
+        for r in reports
+        if r.state == "refused" and (r.refused != "fleet_full" or not r.callback)
+    ]
+    return {
+        "calls": {
+            "placed": len(reports),
+            "answered_by_agent": len(agent_calls),
+            "answered_by_overflow": len(overflowed),
+            "heard_the_overflow": sum(r.first_heard_s is not None for r in overflowed),
+            "refused_at_the_endpoint": dict(refused),
+            "silent": len(silent),
+            "failed": sum(r.state == "failed" for r in reports),
+            "by_kind": dict(Counter(r.kind for r in reports)),
+            "by_environment": dict(Counter(r.environment for r in reports)),
+        },
+        "entries": {"written": written, "logs": len(read), "logs_verified": verified},
+        "first_audio_s": {
+            "heard_by_the_caller": quantiles([w for r in agent_calls for w in r.waits_s]),
+            "turns_on_the_log": quantiles(turns),
+        },
+        "offers_per_call": {
+            "mean": round(sum(offers) / len(offers), 2) if offers else None,
+            "most": max(offers, default=None),
+            "counts": {str(k): v for k, v in sorted(Counter(offers).items())},
+        },
+        "callbacks": {
+            "phones_overflowed": len(phones_overflowed),
+            "on_the_agent_log": len(phones_overflowed) - len(no_callback),
+            "visitors_refused_called_back": sum(r.callback for r in reports),
+        },
+        "problems": problems,
+        "callers": [
+            {
+                "caller": r.caller,
+                "kind": r.kind,
+                "environment": r.environment,
+                "room": r.room,
+                "answered_by": r.answered_by,
+                "first_heard_s": r.first_heard_s,
+                "ended_by": r.ended_by,
+                "refused": r.refused,
+            }
+            | rows.get(r.caller, {})
+            for r in reports
+        ],
+    }
+
+
+def failed(report: dict[str, Any]) -> bool:
+    """Whether the run did not hold: anything in ``problems`` (see the module docstring)."""
+    return bool(report["problems"])
+
+
+def summary(result: dict[str, Any]) -> str:
+    """The report in two lines for the terminal (the whole of it is in ``--report``)."""
+    calls, entries, heard = result["calls"], result["entries"], result["first_audio_s"]
+    audio = heard["heard_by_the_caller"]
+    refused = sum(calls["refused_at_the_endpoint"].values())
+    return (
+        f"up: {calls['placed']} calls: {calls['answered_by_agent']} answered by an agent, "
+        f"{calls['answered_by_overflow']} by the overflow, {refused} refused at the endpoint, "
+        f"{calls['silent']} silent\n"
+        f"up: {entries['logs_verified']} of {entries['logs']} logs verified "
+        f"({entries['written']} entries); first audio heard p50 {_s(audio['p50'])}, "
+        f"p95 {_s(audio['p95'])}; offers per call {result['offers_per_call']['mean']}"
+    )
+
+
+def _s(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds:.2f} s"

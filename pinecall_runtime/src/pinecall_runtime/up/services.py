@@ -1,0 +1,247 @@
+"""What ``up`` runs, in the order it starts it, and the environment each process gets.
+
+1. each environment's LiveKit (the load lab's stand-in, ``lab livekit``, its webhooks to
+   webhook-ingest with ``?world=<environment>``) and the vendor fakes (``lab vendors``), started
+   while the run's database is migrated (:func:`lab`);
+2. roster (its fleets rows on each environment's stand-in) and call-log;
+3. webhook-ingest, dispatcher and reaper;
+4. per environment a worker of ``seats`` seats (lab rooms, the vendors' fakes) and the overflow,
+   started with step 3 and ready after it (a worker takes longest to start: its imports, the
+   forkserver's preload, LiveKit's registration) (:func:`platform`);
+5. the callers (``lab callers``), started by :mod:`pinecall_runtime.up.command` once every fleet
+   is heard.
+
+Every HTTP service listens on a free port (``PINECALL_PORT``); a worker's and an overflow's
+health port too. Workers drain in ``DRAIN_S`` and seal in ``SEAL_S`` when ``up`` stops (their
+callers have hung up by then), so stopping never waits for the seed's ten minutes.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from pinecall_runtime.up.stage import ENVIRONMENTS, Run
+from pinecall_runtime.up.supervise import Supervised
+from pinecall_servicekit.platform import free_port
+
+DRAIN_S = 20
+"""A worker's and an overflow's drain when ``up`` stops (``PINECALL_DRAIN_TIMEOUT_S``)."""
+SEAL_S = 10
+"""A worker's seal of what its drain left (``PINECALL_SEAL_TIMEOUT_S``)."""
+TIER = {"lab": 0, "store": 1, "control": 2, "workers": 3, "callers": 4}
+"""Stop order, highest first: callers, workers and overflows, the control plane, roster and
+call-log, then the stand-ins."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Urls:
+    """Where each part of the run answers."""
+
+    livekit: dict[str, str]
+    """Environment → its stand-in's URL."""
+    vendors: str
+    roster: list[str]
+    """Every roster replica's; workers beat to the first."""
+    call_log: str
+    webhook_ingest: str
+    dispatcher: str
+    reaper: str
+
+    def named(self) -> dict[str, str]:
+        """Every part's URL by its process's name (``livekit-production``, ``roster``…)."""
+        return (
+            {f"livekit-{e}": u for e, u in self.livekit.items()}
+            | {"vendors": self.vendors}
+            | {("roster" if i == 0 else f"roster-{i}"): u for i, u in enumerate(self.roster)}
+            | {
+                "call-log": self.call_log,
+                "webhook-ingest": self.webhook_ingest,
+                "dispatcher": self.dispatcher,
+                "reaper": self.reaper,
+            }
+        )
+
+
+def urls(roster_replicas: int = 1) -> Urls:
+    """A free port for each part (picked now; each process binds its own)."""
+
+    def url() -> str:
+        return f"http://127.0.0.1:{free_port()}"
+
+    return Urls(
+        livekit={e: url() for e in ENVIRONMENTS},
+        vendors=url(),
+        roster=[url() for _ in range(roster_replicas)],
+        call_log=url(),
+        webhook_ingest=url(),
+        dispatcher=url(),
+        reaper=url(),
+    )
+
+
+def _port(url: str) -> str:
+    return url.rsplit(":", 1)[1]
+
+
+def _process(
+    run: Run, name: str, args: list[str], env: dict[str, str], url: str, ready: str, tier: str
+) -> Supervised:
+    return Supervised(
+        name=name,
+        args=args,
+        env=run.env() | {"PINECALL_LOG_LEVEL": "INFO"} | env,
+        log=run.logs / f"{name}.log",
+        url=url,
+        ready=ready,
+        tier=TIER[tier],
+        grace_s=DRAIN_S + SEAL_S + 15 if tier == "workers" else 30,
+    )
+
+
+def lab(run: Run, at: Urls) -> list[Supervised]:
+    """Step 1: each environment's stand-in (its webhooks to webhook-ingest) and the vendor
+    fakes; they need no database, so they start while the migrations run."""
+    process = functools.partial(_process, run)
+    lab = []
+    for e, (key, secret) in run.livekit_keys.items():
+        webhook = f"{at.webhook_ingest}/v1/livekit/webhook?world={e}"
+        args = ["lab", "livekit", "--port", _port(at.livekit[e]), "--keys", f"{key}:{secret}"]
+        lab.append(
+            process(f"livekit-{e}", [*args, "--webhook", webhook], {}, at.livekit[e], "", "lab")
+        )
+    lab.append(process("vendors", ["lab", "vendors", "--port", _port(at.vendors)], {},
+                       at.vendors, "", "lab"))  # fmt: skip
+    return lab
+
+
+def platform(
+    run: Run, at: Urls, *, seats: int
+) -> tuple[list[Supervised], list[Supervised], list[Supervised]]:
+    """Steps 2 to 4 (the run's keys made): roster and call-log; webhook-ingest, dispatcher and
+    reaper; each environment's worker and overflow."""
+    process = functools.partial(_process, run)
+    keys = run.livekit_keys_setting()
+    urls = ",".join(f"{e}={u}" for e, u in at.livekit.items())
+
+    def http(name: str, service: str, url: str, env: dict[str, str], tier: str) -> Supervised:
+        served = process(
+            name, [service, "serve"], env | {"PINECALL_PORT": _port(url)}, url, "/readyz", tier
+        )
+        served.group = True  # Granian: the server and its worker processes
+        return served
+
+    store = [
+        http("roster" if i == 0 else f"roster-{i}", "roster", url,
+             {"LIVEKIT_URL": at.livekit["production"], "PINECALL_LIVEKIT_URLS": urls}, "store")
+        for i, url in enumerate(at.roster)
+    ]  # fmt: skip
+    store.append(http("call-log", "call-log", at.call_log,
+                      {"PINECALL_LOG_TOKEN_SECRET": secrets.token_urlsafe(32)}, "store"))  # fmt: skip
+    operator = {"PINECALL_OPERATOR_KEY": run.operator_key, "PINECALL_CALL_LOG_URL": at.call_log}
+    control = [
+        http("webhook-ingest", "webhook-ingest", at.webhook_ingest,
+             {"PINECALL_LIVEKIT_KEYS": keys}, "control"),
+        http("dispatcher", "dispatcher", at.dispatcher,
+             operator | {"PINECALL_LIVEKIT_KEYS": keys}, "control"),
+        http("reaper", "reaper", at.reaper,
+             operator | {"PINECALL_LIVEKIT_KEYS": keys, "PINECALL_LIVEKIT_URLS": urls,
+                         "PINECALL_ROSTER_URL": at.roster[0]}, "control"),
+    ]  # fmt: skip
+    workers = []
+    for e, fleet in ENVIRONMENTS.items():
+        key, secret = run.livekit_keys[e]
+        livekit = {
+            "PINECALL_FLEET": fleet,
+            "PINECALL_FLEET_KEY": run.fleet_keys[e],
+            "PINECALL_CALL_LOG_URL": at.call_log,
+            "PINECALL_LAB_ROOMS": "true",
+            "PINECALL_DRAIN_TIMEOUT_S": str(DRAIN_S),
+            "PINECALL_CARTESIA_URL": at.vendors,
+            "CARTESIA_API_KEY": "lab",
+            "LIVEKIT_URL": at.livekit[e],
+            "LIVEKIT_API_KEY": key,
+            "LIVEKIT_API_SECRET": secret,
+        }
+        health = f"http://127.0.0.1:{free_port()}"
+        workers.append(
+            process(
+                f"worker-{e}",
+                ["worker", "start"],
+                livekit
+                | {
+                    "PINECALL_MAX_JOBS": str(seats),
+                    "PINECALL_WORKER_HOST": "up",
+                    "PINECALL_ROSTER_URL": at.roster[0],
+                    "PINECALL_HEALTH_PORT": _port(health),
+                    "PINECALL_MEASURES_SOCKET": str(run.sockets / f"{e}.sock"),
+                    "PINECALL_SEAL_TIMEOUT_S": str(SEAL_S),
+                    "PINECALL_DEEPGRAM_URL": f"{at.vendors}/v1/listen",
+                    "PINECALL_ANTHROPIC_URL": at.vendors,
+                    "DEEPGRAM_API_KEY": "lab",
+                    "ANTHROPIC_API_KEY": "lab",
+                },
+                health,
+                "/readyz",
+                "workers",
+            )
+        )
+        health = f"http://127.0.0.1:{free_port()}"
+        workers.append(
+            process(
+                f"overflow-{e}",
+                ["overflow", "start"],
+                livekit | {"PINECALL_HEALTH_PORT": _port(health)},
+                health,
+                "/healthz",
+                "workers",
+            )
+        )
+    return store, control, workers
+
+
+def callers(
+    run: Run, at: Urls, state_dir: Path, rate: float, calls: int | None, *, agent: str
+) -> Supervised:
+    """Step 5: the callers' process (``lab callers``: phones and visitors of every environment
+    at ``rate``, ``calls`` in all, ringing for ``agent``), its plan in
+    ``<state dir>/callers-plan.json``, each caller's state in ``<state dir>/callers.jsonl``."""
+    lines = [
+        {
+            "environment": e,
+            "fleet": fleet,
+            "livekit_url": at.livekit[e],
+            "api_key": run.livekit_keys[e][0],
+            "api_secret": run.livekit_keys[e][1],
+            "app_key": run.app_keys[e],
+        }
+        for e, fleet in ENVIRONMENTS.items()
+    ]
+    plan_file = state_dir / "callers-plan.json"
+    plan_file.write_text(
+        json.dumps(
+            {
+                "lines": lines,
+                "dispatcher_url": at.dispatcher,
+                "call_log_url": at.call_log,
+                "rate": rate,
+                "calls": calls,
+                "agent": agent,
+                "org": "org_up",
+                "run": f"up{run.token}",
+            },
+            indent=2,
+        )
+    )
+    out = state_dir / "callers.jsonl"
+    return Supervised(
+        name="callers",
+        args=["lab", "callers", "--plan", str(plan_file), "--out", str(out)],
+        env=run.env(),
+        log=run.logs / "callers.log",
+        tier=TIER["callers"],
+        restart=False,
+    )

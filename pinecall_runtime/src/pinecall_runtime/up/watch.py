@@ -1,0 +1,187 @@
+"""What ``up`` sees of the calls while they run, and the live table it prints.
+
+Three sources, each the one that knows:
+
+- the callers (``lab callers --out``: a :class:`~pinecall_contracts.lab.CallerReport` line at
+  each change): ringing, who answered, when the agent was first heard, ended or refused;
+- the call log's events on NATS (``call.opened``, ``call.ended``, ``call.sealed``): each room's
+  call id, the worker that opened it, its outcome, and when its log is sealed;
+- the dispatcher's ``GET /v1/ops/offers`` (rooms kept in offers now) and the roster's
+  ``GET /v1/ops/fleet`` (seats free), read with the operator key at each refresh of the table.
+
+A caller is *silent* when it heard no agent's voice within :data:`SILENT_S` of its arrival
+(issue 8); one still ringing past it counts at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import httpx
+import msgspec
+
+from pinecall_contracts.base import decode
+from pinecall_contracts.calls import CallEvent
+from pinecall_contracts.dispatch import OffersSnapshot
+from pinecall_contracts.fleet import RosterSnapshot
+from pinecall_contracts.lab import CallerReport
+from pinecall_runtime.loaddrive import quantile
+from pinecall_runtime.up.stage import ENVIRONMENTS
+from pinecall_servicekit.bus import Bus
+from pinecall_servicekit.changes import Changes
+from pinecall_servicekit.operator import table
+
+SILENT_S = 12.0
+"""No agent's voice within this many seconds of arrival: a silent caller (issue 8)."""
+
+
+def is_silent(report: CallerReport, now: dt.datetime) -> bool:
+    """Whether ``report``'s caller was left without an agent's voice for :data:`SILENT_S` from
+    its arrival (a caller that never joined a room is not: it was refused or never rang)."""
+    if report.arrived_at is None:
+        return False
+    if report.first_heard_s is not None:
+        return report.first_heard_s > SILENT_S
+    until = report.ended_at or now
+    return (until - report.arrived_at).total_seconds() > SILENT_S
+
+
+def by_overflow(report: CallerReport) -> bool:
+    """Whether the overflow (``<fleet>/overflow``) answered it."""
+    return bool(report.answered_by and report.answered_by.endswith("/overflow"))
+
+
+class Watch:
+    """The calls as ``up`` knows them; :meth:`listen` to the call log, :meth:`read_callers` and
+    :meth:`refresh` at each tick."""
+
+    def __init__(self, callers_file: Path, operator_key: str, roster: str, dispatcher: str):
+        self.callers_file = callers_file
+        self.reports: dict[int, CallerReport] = {}
+        self.events: dict[tuple[str, str], dict[str, CallEvent]] = defaultdict(dict)
+        """(environment, room) → the call log's events of its call, by ``what``."""
+        self.changes = Changes()
+        """Notified at each call event (:meth:`wait_sealed` awaits it)."""
+        self._read = 0
+        self._http = httpx.AsyncClient(
+            headers={"authorization": f"Bearer {operator_key}"}, timeout=2
+        )
+        self._roster, self._dispatcher = roster, dispatcher
+        self.roster: RosterSnapshot | None = None
+        self.offers: OffersSnapshot | None = None
+        self.started = time.monotonic()
+
+    async def listen(self, bus: Bus) -> None:
+        """Hear the call log's ``opened``, ``ended`` and ``sealed`` from now on."""
+        for what in ("opened", "ended", "sealed"):
+            await bus.subscribe(bus.subjects.call_events(what), CallEvent, self._heard)
+        await bus.client.flush()
+
+    async def _heard(self, event: CallEvent) -> None:
+        self.events[(event.environment, event.room)][event.what] = event
+        await self.changes.notify()
+
+    def read_callers(self) -> None:
+        """Take the callers' lines written since the last read (whole lines only)."""
+        if not self.callers_file.exists():
+            return
+        with self.callers_file.open("rb") as f:
+            f.seek(self._read)
+            chunk = f.read()
+        whole = chunk[: chunk.rfind(b"\n") + 1]
+        self._read += len(whole)
+        for line in whole.splitlines():
+            if line.strip():
+                report = decode(line, CallerReport)
+                self.reports[report.caller] = report
+
+    def call_of(self, report: CallerReport, what: str = "opened") -> CallEvent | None:
+        """The call log's ``what`` event of ``report``'s room, if heard."""
+        if report.room is None:
+            return None
+        return self.events.get((report.environment, report.room), {}).get(what)
+
+    def unsealed(self) -> list[str]:
+        """Rooms whose call was opened or ended and is not sealed yet."""
+        return [room for (_, room), seen in self.events.items() if "sealed" not in seen]
+
+    async def wait_sealed(self, timeout_s: float) -> list[str]:
+        """Wait until every call opened is sealed, at most ``timeout_s``; the rooms still not."""
+        with contextlib.suppress(TimeoutError):
+            await self.changes.wait_for(lambda: not self.unsealed(), timeout_s)
+        return self.unsealed()
+
+    async def refresh(self) -> None:
+        """Read the roster's fleets and the dispatcher's offers (kept as they were when one
+        does not answer)."""
+        try:
+            r = await self._http.get(f"{self._roster}/v1/ops/fleet")
+            self.roster = decode(r.content, RosterSnapshot) if r.is_success else self.roster
+        except (httpx.HTTPError, msgspec.MsgspecError):
+            pass
+        try:
+            r = await self._http.get(f"{self._dispatcher}/v1/ops/offers")
+            self.offers = decode(r.content, OffersSnapshot) if r.is_success else self.offers
+        except (httpx.HTTPError, msgspec.MsgspecError):
+            pass
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    def table(self, planned: int | None, rate: float) -> str:
+        """The progress line and a row per environment (see the README, "Reading the table")."""
+        now = dt.datetime.now(dt.UTC)
+        reports = list(self.reports.values())
+        ended = sum(r.state in ("ended", "refused", "failed") for r in reports)
+        silent = sum(is_silent(r, now) for r in reports)
+        heard = [w for r in reports if not by_overflow(r) for w in r.waits_s[:1]]
+        audio = (
+            f"first audio p50 {quantile(heard, 0.5):.2f} s, p95 {quantile(heard, 0.95):.2f} s"
+            if heard
+            else "first audio -"
+        )
+        progress = (
+            f"{time.strftime('%H:%M:%S')}  up {time.monotonic() - self.started:.0f} s  "
+            f"calls {len(reports)}{'' if planned is None else f'/{planned}'} placed "
+            f"({rate:g}/s), {ended} ended, {silent} silent, {audio}"
+        )
+        rows = []
+        for environment, fleet in ENVIRONMENTS.items():
+            mine = [r for r in reports if r.environment == environment]
+            answered = [r for r in mine if r.answered_by is not None]
+            offered = next(
+                (
+                    f.in_offers
+                    for f in (self.offers.fleets if self.offers else [])
+                    if f.fleet == fleet
+                ),
+                0,
+            )
+            totals = next(
+                (v.totals for v in (self.roster.fleets if self.roster else []) if v.fleet == fleet),
+                None,
+            )
+            rows.append(
+                (
+                    environment,
+                    sum(r.state == "ringing" for r in mine),
+                    offered,
+                    sum(r.state in ("answered", "heard") for r in mine),
+                    sum(not by_overflow(r) for r in answered),
+                    sum(by_overflow(r) for r in answered),
+                    sum(r.state == "refused" for r in mine),
+                    sum(r.first_heard_s is not None for r in mine),
+                    sum(r.state == "ended" for r in mine),
+                    sum(is_silent(r, now) for r in mine),
+                    None if totals is None else f"{totals.seats_free}/{totals.seats}",
+                )
+            )
+        headers = (
+            "environment", "ringing", "offered", "talking", "agent", "overflow", "refused",
+            "heard", "ended", "silent", "seats free",
+        )  # fmt: skip
+        return f"{progress}\n{table(headers, rows)}"

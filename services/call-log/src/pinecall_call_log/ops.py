@@ -1,0 +1,81 @@
+"""call-log's ops verbs over NATS: a ``nats.micro`` service on every replica (NATS ADR-32).
+
+``<ns>.ops.calls.log`` (CallLogRequest → CallLogPage: what the call is and a page of its entries,
+what ``pinecall-runtime logs <call>`` shows beside the dispatcher's journal), with an operator key
+in ``Authorization``; the same data as ``GET /v1/calls/{call}`` and ``/entries`` on HTTP.
+Errors travel as ``Nats-Service-Error-Code``: 400 a request that is not a CallLogRequest (a call
+id that is not one, a limit out of 1..1000), 401/403 the key, 404 a call this log does not hold.
+Replicas share a queue group: one answers each request. ``$SRV.PING.<ns>-call-log`` finds them.
+
+A page is kept under half of the connection's largest message (NATS's ``max_payload``, 1 MB by
+default), so a call of long transcripts is paged, never refused by NATS.
+"""
+
+from __future__ import annotations
+
+from nats.micro.service import Service
+
+from pinecall_call_log.service import CallLogService
+from pinecall_contracts.base import encode
+from pinecall_contracts.calls import CallLogPage, CallLogRequest, LoggedEntry
+from pinecall_servicekit.keys import OPERATOR, bearer
+
+OMITTED = "omitted_bytes"
+"""The key of the ``data`` that stands in for an entry too large for a page alone."""
+
+
+def page_of(entries: list[LoggedEntry], budget: int) -> tuple[list[LoggedEntry], bool]:
+    """The first of ``entries`` whose JSON fits ``budget`` bytes, and whether any was left out.
+
+    The first entry always goes in; if it alone is over the budget its ``data`` is replaced by
+    ``{"omitted_bytes": <n>}``.
+    """
+    out: list[LoggedEntry] = []
+    used = 0
+    for entry in entries:
+        size = len(encode(entry))
+        if not out and size > budget:
+            entry = LoggedEntry(
+                seq=entry.seq,
+                kind=entry.kind,
+                ts=entry.ts,
+                data={OMITTED: size},
+                counted=entry.counted,
+            )
+            size = len(encode(entry))
+        elif used + size > budget:
+            return out, True
+        out.append(entry)
+        used += size
+    return out, False
+
+
+async def start_ops(service: CallLogService, version: str) -> Service:
+    """Serve the ops verbs of ``service``; stop the returned service on shutdown."""
+    bus = service.bus
+
+    async def calls_log(request: CallLogRequest, headers: dict[str, str]) -> CallLogPage:
+        await service.keyring.verify(bearer(headers.get("Authorization")), kinds=OPERATOR)
+        # NotFound for a call this log does not hold; one entry more than asked says `more`
+        log = await service.store.calls.read(request.call, request.after, request.limit + 1)
+        record = await service.store.calls.record(request.call)
+        assert record is not None  # calls are never deleted
+        entries, cut = page_of(log.entries[: request.limit], bus.client.max_payload // 2)
+        return CallLogPage(
+            call=request.call,
+            record=record,
+            entries=entries,
+            more=cut or len(log.entries) > request.limit,
+        )
+
+    micro = await bus.add_service(
+        bus.subjects.call_log_service, version=version, description="call-log's verbs"
+    )
+    await bus.add_endpoint(
+        micro,
+        name="calls-log",
+        subject=bus.subjects.ops_calls_log,
+        kind=CallLogRequest,
+        handler=calls_log,
+    )
+    return micro

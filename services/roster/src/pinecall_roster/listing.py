@@ -1,0 +1,97 @@
+"""``fleet list`` as text: a fleet's headline, what is wrong with the fleet, and its workers.
+
+Source: ``shared/DESIGN.md``, "The operator's surface": per fleet and worker, state (accepting,
+full, failing, cordoned, silent, draining), seats, calls, load, first audio p95; per fleet the
+rooms waiting and the refusals at admission of the last ten minutes (the dispatcher's
+``FleetOffers``; left out when no dispatcher answered). Pure functions of the snapshots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pinecall_contracts.dispatch import FleetOffers
+from pinecall_contracts.fleet import FleetView, WorkerRow
+from pinecall_servicekit.operator import table
+
+HEADERS = (
+    "worker",
+    "state",
+    "seats",
+    "calls",
+    "load",
+    "p95 s",
+    "failed",
+    "cpu",
+    "heard",
+    "livekit",
+)
+KEPT = "*"
+"""Marks a worker past the failing line that still counts: no other worker of its fleet accepts."""
+
+
+def headline(view: FleetView, offers: FleetOffers | None, dispatcher: bool) -> str:
+    """``pinecall (production): 1 accepting, 1 full, 1 failing, 5/16 seats free, 11 calls,
+    2 refused at admission (2 not_ready), 1 rooms waiting in 10 min``. Counts of failing,
+    cordoned, draining and silent workers and of refusals appear only when not 0; rooms waiting
+    only when a dispatcher answered (``dispatcher``)."""
+    t = view.totals
+    parts = [f"{t.accepting} accepting", f"{t.full} full"]
+    for state in ("failing", "cordoned", "draining", "silent"):
+        n = sum(w.state == state for w in view.workers)
+        if n:
+            parts.append(f"{n} {state}")
+    parts += [f"{t.seats_free}/{t.seats} seats free", f"{t.calls} calls"]
+    if offers is not None and offers.refused:
+        reasons = sorted(offers.refused.items(), key=lambda r: (-r[1], r[0]))
+        parts.append(
+            f"{sum(offers.refused.values())} refused at admission ("
+            + ", ".join(f"{n} {reason}" for reason, n in reasons)
+            + ")"
+        )
+    if dispatcher:
+        parts.append(f"{offers.waiting if offers else 0} rooms waiting in 10 min")
+    return f"{view.fleet} ({view.environment or '?'}): " + ", ".join(parts)
+
+
+def fleet_state(view: FleetView) -> str | None:
+    """What is wrong with the fleet as a whole, or None: silent, taking no call, or full."""
+    t = view.totals
+    live = [w for w in view.workers if w.state != "silent"]
+    if not live:
+        return "silent: no worker heard in 30 s; its callers go to the overflow"
+    if t.accepting + t.full == 0:
+        return "takes no call: every worker heard is cordoned, draining or failing"
+    if t.seats_free == 0:
+        return "full: no seat free; new callers hear the overflow"
+    return None
+
+
+def _row(w: WorkerRow) -> tuple[object, ...]:
+    minute = w.minute
+    return (
+        w.worker,
+        w.state + (KEPT if w.failing and w.state in ("accepting", "full") else ""),
+        w.seats,
+        w.active,
+        f"{w.load:.2f}",
+        None if w.first_audio_p95_s is None else f"{w.first_audio_p95_s:.2f}",
+        None if minute is None else f"{minute.failed}/{minute.ended}",
+        None if w.load_per_core is None else f"{w.load_per_core:.2f}",
+        f"{w.last_heard_s:.0f}s",
+        "yes" if w.agent_name else "no",
+    )
+
+
+def fleet_lines(view: FleetView, offers: Mapping[str, FleetOffers] | None) -> list[str]:
+    """Every line ``fleet list`` prints for ``view``: the headline, the fleet's state when
+    something is wrong with it, the workers' table and what a ``*`` means when one is marked."""
+    lines = [headline(view, None if offers is None else offers.get(view.fleet), offers is not None)]
+    state = fleet_state(view)
+    if state:
+        lines.append(f"  {state}")
+    if view.workers:
+        lines.append(table(HEADERS, [_row(w) for w in view.workers]))
+    if any(w.failing and w.state in ("accepting", "full") for w in view.workers):
+        lines.append(f"{KEPT} past the failing line, still offered calls: no other worker accepts")
+    return lines
