@@ -26,7 +26,7 @@ from pinecall_loadlab.livekit import StandIn, StandInConfig
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.scenarios import runtime_choosing
 from pinecall_loadlab.scenarios.callers_lost import Ears, lost_call
-from pinecall_loadlab.scenarios.chain import ChainConfig, runtime_chain
+from pinecall_loadlab.scenarios.chain import ChainConfig, chain_call_log, runtime_chain
 from pinecall_loadlab.scenarios.death import ANSWER, placed_calls, talked
 from pinecall_loadlab.scenarios.labworkers import start_process
 from pinecall_loadlab.vendors import Reply, VendorFakes
@@ -49,7 +49,11 @@ async def test_a_frozen_worker_loses_no_new_call_and_its_own_calls_get_the_sente
     chain_config.heartbeat_s = 1.0
     vendor_fakes.deepgram.script(*[LINES["question"]] * 3)
     vendor_fakes.anthropic.script(*[Reply(text=ANSWER)] * 3)
-    async with runtime_chain(standin, chain_config) as chain, contextlib.AsyncExitStack() as stack:
+    async with (
+        chain_call_log(chain_config) as call_log,
+        runtime_chain(standin, chain_config, call_log=call_log) as chain,
+        contextlib.AsyncExitStack() as stack,
+    ):
         bus = await Bus.connect(chain_config.nats_url, chain_config.namespace, name="test-death")
         stack.push_async_callback(bus.close)
         # b has the most seats free: it takes the first calls, and is offered the next ones for

@@ -21,13 +21,23 @@ from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts.base import decode
 from pinecall_contracts.calls import CallOpen
 from pinecall_contracts.dispatch import JobOffer
-from pinecall_loadlab.livekit import StandInConfig
+from pinecall_loadlab.livekit import StandIn, StandInConfig
 from pinecall_loadlab.livekit import events as ev
-from pinecall_loadlab.scenarios.chain import Chain
+from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, runtime_chain
 from pinecall_loadlab.scenarios.labworkers import LabWorker
 from pinecall_loadlab.scenarios.runtime_choosing import place_calls
+from pinecall_servicekit.testing.apps import Replica
 
 AGENT = models.ParticipantInfo.Kind.AGENT
+
+
+@pytest.fixture
+async def chain(
+    standin: StandIn, chain_config: ChainConfig, call_log: Replica
+) -> AsyncIterator[Chain]:
+    """The chain with call-log: the death handler reads, ends and calls back through it."""
+    async with runtime_chain(standin, chain_config, call_log=call_log) as c:
+        yield c
 
 
 @pytest.fixture
@@ -38,6 +48,7 @@ def standin_config(standin_config: StandInConfig) -> StandInConfig:
 @pytest.fixture
 async def log(chain: Chain, keys: Keys) -> AsyncIterator[CallLogClient]:
     """call-log as a worker of the production fleet reaches it."""
+    assert chain.call_log is not None
     transport = httpx.ASGITransport(app=chain.call_log.app)  # type: ignore[arg-type]
     async with CallLogClient("http://call-log.lab", keys.production, transport=transport) as c:
         yield c
@@ -102,6 +113,7 @@ async def test_a_lost_agent_gets_its_call_ended_drained_a_call_back_and_the_sent
     assert (sentence.number, sentence.agent) == ("+1555000000", "lab-agent")
     record = await log.record(offer.call)
     assert (record.state, record.outcome) == ("ended", "drained")
+    assert chain.call_log is not None
     r = await chain.call_log.get("/v1/agents/lab-agent/log", headers=bearer(keys.operator))
     [callback] = r.json()["entries"]
     assert callback["kind"] == "callback.requested"

@@ -26,6 +26,7 @@ from pinecall_labroom import LabRoom
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.scenarios.chain import AGENT_NAME, Chain
 from pinecall_servicekit.bus import Bus
+from pinecall_servicekit.testing.apps import Replica
 
 AGENT = models.ParticipantInfo.Kind.AGENT
 
@@ -90,8 +91,16 @@ async def agent_of(chain: Chain, room: str) -> tuple[str, str]:
     return agent.identity, agent.attributes.get(AGENT_NAME, "")
 
 
+def call_log_of(chain: Chain) -> Replica:
+    """The chain's call-log (these scenarios need one)."""
+    if chain.call_log is None:
+        raise ValueError("the chain has no call-log")
+    return chain.call_log
+
+
 async def read_log(chain: Chain, call: str) -> CallLog:
-    r = await chain.call_log.get(
+    """The call's whole log, read with the operator's key."""
+    r = await call_log_of(chain).get(
         f"/v1/calls/{call}/entries",
         headers={"authorization": f"Bearer {chain.config.operator_key}"},
     )
@@ -215,7 +224,7 @@ async def lost_call(
 
 
 async def _called_back(chain: Chain, call: str) -> bool:
-    r = await chain.call_log.get(
+    r = await call_log_of(chain).get(
         "/v1/agents/lab-agent/log",
         headers={"authorization": f"Bearer {chain.config.operator_key}"},
     )

@@ -1,5 +1,6 @@
 """The runtime choosing, whole, in one process: the stand-in → webhook-ingest → JetStream →
-dispatcher → CreateDispatch → real workers heartbeating to a real roster, call-log beside them.
+dispatcher → CreateDispatch → real workers heartbeating to a real roster, and call-log when a
+scenario writes calls (:func:`chain_call_log`).
 
 Each service is its own production app (``create_app``) run in this event loop and reached over
 ASGI (``pinecall_servicekit.testing.apps.running``); the stand-in's webhooks reach webhook-ingest
@@ -81,16 +82,18 @@ class Chain:
         replica: Callable[[], contextlib.AbstractAsyncContextManager[Replica]],
         ingest: Replica,
         *,
-        call_log: Replica,
+        call_log: Replica | None,
         urls: dict[str, str],
     ) -> None:
         self.lk, self.config, self.roster = lk, config, roster
         self.ingest = ingest
         """webhook-ingest (the stand-in's webhooks reach it through a relay)."""
         self.call_log = call_log
-        """call-log (the dispatcher's, and the workers' that write calls)."""
+        """call-log, when the chain was given one (the dispatcher's, and the workers' that write
+        calls)."""
         self.urls = urls
-        """``roster`` and ``call-log`` over loopback HTTP, for workers in processes of their own."""
+        """``roster`` (and ``call-log``) over loopback HTTP, for workers in processes of their
+        own."""
         self.replica = replica
         """Start another dispatcher replica (an async context manager)."""
         self.dispatchers: list[Replica] = []
@@ -253,6 +256,23 @@ async def _relay(replica: Replica) -> tuple[web.AppRunner, str]:
     return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
 
 
+def _base(config: ChainConfig) -> dict[str, Any]:
+    """The settings every service of the chain shares: its database, NATS and logs."""
+    return {
+        "database_url": config.database_url,
+        "nats_url": config.nats_url,
+        "nats_namespace": config.namespace,
+        "log_format": "text",
+        "log_level": config.log_level,
+    }
+
+
+def chain_call_log(config: ChainConfig) -> contextlib.AbstractAsyncContextManager[Replica]:
+    """A call-log replica on the chain's database and namespace, in this loop: give it to
+    :func:`runtime_chain` where calls are written or lost agents handled."""
+    return running(call_log_app(CallLogSettings.from_env({}, **_base(config))))
+
+
 @contextlib.asynccontextmanager
 async def runtime_chain(
     lk: StandIn,
@@ -261,16 +281,11 @@ async def runtime_chain(
     call_log: Replica | None = None,
     dispatchers: int = 1,
 ) -> AsyncIterator[Chain]:
-    """The chain on ``lk``: roster, call-log (``call_log``, or one of its own), webhook-ingest
-    (LiveKit's webhooks to it) and ``dispatchers`` dispatcher replicas (``Chain.replica()``
-    starts more)."""
-    base = {
-        "database_url": config.database_url,
-        "nats_url": config.nats_url,
-        "nats_namespace": config.namespace,
-        "log_format": "text",
-        "log_level": config.log_level,
-    }
+    """The chain on ``lk``: roster, webhook-ingest (LiveKit's webhooks to it), ``dispatchers``
+    dispatcher replicas (``Chain.replica()`` starts more), and ``call_log`` when given (else
+    the dispatcher's call-log does not answer: the death handler then offers the sentence
+    without reading the call, after its retries)."""
+    base = _base(config)
     keys = f"production={config.api_key}:{config.api_secret},sandbox={config.api_key}:{config.api_secret}"
     settings = DispatcherSettings.from_env(
         {}, **base, livekit_keys=keys, operator_key=config.operator_key, **config.dispatcher
@@ -280,17 +295,17 @@ async def runtime_chain(
         running(ingest_app(IngestSettings.from_env({}, **base, livekit_keys=keys))) as ingest,
         contextlib.AsyncExitStack() as stack,
     ):
-        if call_log is None:
-            log_settings = CallLogSettings.from_env({}, **base)
-            call_log = await stack.enter_async_context(running(call_log_app(log_settings)))
         urls = {}
-        for name, replica in (("ingest", ingest), ("roster", roster), ("call-log", call_log)):
+        relayed = {"ingest": ingest, "roster": roster} | (
+            {"call-log": call_log} if call_log else {}
+        )
+        for name, replica in relayed.items():
             runner, urls[name] = await _relay(replica)
             stack.push_async_callback(runner.cleanup)
         webhook = f"{urls['ingest']}/v1/livekit/webhook"
         lk.webhooks.urls.append(webhook)
         stack.callback(lk.webhooks.urls.remove, webhook)
-        transport = httpx.ASGITransport(app=call_log.app)  # type: ignore[arg-type]
+        transport = httpx.ASGITransport(app=call_log.app) if call_log else None  # type: ignore[arg-type]
         chain = Chain(
             lk,
             config,

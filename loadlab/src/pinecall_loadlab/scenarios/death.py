@@ -47,7 +47,7 @@ from pinecall_loadlab.scenarios.callers_lost import (
     logged,
     lost_call,
 )
-from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, runtime_chain
+from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, chain_call_log, runtime_chain
 from pinecall_loadlab.scenarios.labworkers import ProcessWorker, start_process
 from pinecall_loadlab.vendors import Reply, VendorFakes, VendorsConfig
 from pinecall_servicekit.bus import Bus
@@ -252,7 +252,8 @@ async def death(setup: Setup, *, livekit: bool = True) -> DeathExperiment:
     )
     async with (
         VendorFakes(VendorsConfig(port=0)) as fakes,
-        runtime_chain(setup.lk, config) as chain,
+        chain_call_log(config) as call_log,
+        runtime_chain(setup.lk, config, call_log=call_log) as chain,
         contextlib.AsyncExitStack() as stack,
     ):
         bus = await Bus.connect(config.nats_url, config.namespace, name="lab-death")

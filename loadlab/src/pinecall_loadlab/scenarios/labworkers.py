@@ -197,6 +197,8 @@ async def start_process(
     """Start ``pinecall-runtime worker start`` as ``<fleet>/<host>.<start>`` with ``seats``, the
     real call on ``vendors``, stopped when ``stack`` closes; returns once LiveKit registered it
     and every dispatcher replica heard the roster say so."""
+    if "call-log" not in chain.urls:
+        raise ValueError("a worker process writes its calls: give the chain a call-log")
     settings = settings_for(
         chain.lk,
         chain.config,
