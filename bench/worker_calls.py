@@ -29,12 +29,10 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from typing import Any
 
-import httpx
 from benchkit import Bench, bench_platform, log, self_cpu_s, tree_cpu_s
 from worker_control import control_overhead
 from worker_start import measure_start
@@ -48,7 +46,8 @@ from pinecall_loadlab.vendors import Reply, VendorFakes, VendorsConfig
 from pinecall_servicekit.platform import ensure_platform, free_port
 from pinecall_servicekit.settings import Settings
 from pinecall_worker.domain import p95
-from pinecall_worker.testing import CallEvents, of_kind, offer_call, read_log
+from pinecall_worker.settings import WorkerSettings
+from pinecall_worker.testing import CallEvents, of_kind, offer_call, read_log, started
 
 KEY, SECRET = "bench-key", "bench-secret-of-at-least-32-characters"
 ANSWER = "Your order arrives on Thursday."
@@ -93,20 +92,6 @@ def worker_env(
     }
 
 
-async def ready(health_port: str, proc: asyncio.subprocess.Process) -> None:
-    """Until the worker's startup probe answers 200 (a server gives no other sign)."""
-    async with httpx.AsyncClient() as http:
-        while True:
-            if proc.returncode is not None:
-                raise RuntimeError(f"the worker exited with {proc.returncode}")
-            try:
-                if (await http.get(f"http://127.0.0.1:{health_port}/readyz")).status_code == 200:
-                    return
-            except httpx.HTTPError:
-                pass
-            await asyncio.sleep(0.2)
-
-
 async def ring(standin: StandIn, lk: Any, worker: str, events: CallEvents, name: str) -> LabRoom:
     """A SIP caller offered to ``worker``; returns once the worker opened the call. Calls are
     rung one after another: an idle worker guesses a call's weight as LiveKit's line over its
@@ -143,83 +128,66 @@ async def calls_phase(
         fakes,
         CallEvents.listening(bench.platform.nats_url, bench.namespace) as events,
     ):
-        env = worker_env(bench, standin, fakes, urls)
-        out = (bench.workdir / "worker.log").open("wb")
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "pinecall_runtime",
-            "worker",
-            "start",
-            env=env,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+        settings = WorkerSettings.from_env(worker_env(bench, standin, fakes, urls))
         lk = api.LiveKitAPI(standin.url, KEY, SECRET)
         try:
-            [registered] = await asyncio.wait_for(
-                standin.events.wait_for(ev.WorkerRegistered, lambda e: "/bench." in e.agent_name),
-                180,
-            )
-            await asyncio.wait_for(ready(env["PINECALL_HEALTH_PORT"], proc), 60)
-            log(f"worker {registered.agent_name} ready (pid {proc.pid})")
-            cpu0, t0 = tree_cpu_s(proc.pid) or 0.0, time.monotonic()
-            await asyncio.sleep(5)  # the idle worker: heartbeat, LiveKit's status, warm processes
-            idle = ((tree_cpu_s(proc.pid) or 0.0) - cpu0) / (time.monotonic() - t0)
-            rows = []
-            for n in steps:
-                fakes.deepgram.script(*[LINES["question"]] * (n * turns))
-                fakes.anthropic.script(*[Reply(text=ANSWER)] * (n * turns))
-                before = loadavg()
-                names = [f"bench-{n}-{i}" for i in range(n)]
-                async with asyncio.timeout(600):
-                    rooms = [
-                        await ring(standin, lk, registered.agent_name, events, c) for c in names
-                    ]
-                    # CPU while every call talks: a job process that ended takes its CPU time
-                    # out of /proc with it, so the window closes before anyone hangs up
-                    cpu0, t0 = tree_cpu_s(proc.pid) or 0.0, time.monotonic()
-                    heard = await asyncio.gather(*(converse(r, turns) for r in rooms))
-                    wall = time.monotonic() - t0
-                    cores = ((tree_cpu_s(proc.pid) or 0.0) - cpu0) / wall
-                    await asyncio.gather(
-                        *(hang_up(r, events, c) for r, c in zip(rooms, names, strict=True))
-                    )
-                e2e = []
-                for name in names:
-                    entries = await read_log(urls["call-log"], bench.fleet_key, name)
-                    e2e += [
-                        t["first_audio_s"]
-                        for t in of_kind(entries, "turn.agent")
-                        if t["first_audio_s"]
-                    ]
-                rows.append(
-                    {
-                        "calls": n,
-                        "turns_answered": len(e2e),
-                        "turns_said": n * turns,
-                        "wall_s": round(wall, 1),
-                        "worker_cores": round(cores, 3),
-                        "cores_per_call": round(cores / n, 3),
-                        "cores_per_call_above_idle": round((cores - idle) / n, 3),
-                        "first_audio_worker_s": quantiles(e2e),
-                        "first_audio_caller_s": quantiles([w for ws in heard for w in ws]),
-                        "loadavg_before": before,
-                        "loadavg_after": loadavg(),
-                    }
+            # SIGTERM at the end: it drains (no call is left) and exits
+            async with started(settings, output=bench.workdir / "worker.log", within_s=180) as w:
+                proc = w.proc
+                [registered] = standin.events.of(
+                    ev.WorkerRegistered, lambda e: "/bench." in e.agent_name
                 )
-                log(f"{n} calls: {rows[-1]}")
-            return {"idle_worker_cores": round(idle, 3), "steps": rows}
+                log(f"worker {registered.agent_name} ready (pid {proc.pid})")
+                cpu0, t0 = tree_cpu_s(proc.pid) or 0.0, time.monotonic()
+                # the idle worker: heartbeat, LiveKit's status, warm processes
+                await asyncio.sleep(5)
+                idle = ((tree_cpu_s(proc.pid) or 0.0) - cpu0) / (time.monotonic() - t0)
+                rows = []
+                for n in steps:
+                    fakes.deepgram.script(*[LINES["question"]] * (n * turns))
+                    fakes.anthropic.script(*[Reply(text=ANSWER)] * (n * turns))
+                    before = loadavg()
+                    names = [f"bench-{n}-{i}" for i in range(n)]
+                    async with asyncio.timeout(600):
+                        rooms = [
+                            await ring(standin, lk, registered.agent_name, events, c) for c in names
+                        ]
+                        # CPU while every call talks: a job process that ended takes its CPU time
+                        # out of /proc with it, so the window closes before anyone hangs up
+                        cpu0, t0 = tree_cpu_s(proc.pid) or 0.0, time.monotonic()
+                        heard = await asyncio.gather(*(converse(r, turns) for r in rooms))
+                        wall = time.monotonic() - t0
+                        cores = ((tree_cpu_s(proc.pid) or 0.0) - cpu0) / wall
+                        await asyncio.gather(
+                            *(hang_up(r, events, c) for r, c in zip(rooms, names, strict=True))
+                        )
+                    e2e = []
+                    for name in names:
+                        entries = await read_log(urls["call-log"], bench.fleet_key, name)
+                        e2e += [
+                            t["first_audio_s"]
+                            for t in of_kind(entries, "turn.agent")
+                            if t["first_audio_s"]
+                        ]
+                    rows.append(
+                        {
+                            "calls": n,
+                            "turns_answered": len(e2e),
+                            "turns_said": n * turns,
+                            "wall_s": round(wall, 1),
+                            "worker_cores": round(cores, 3),
+                            "cores_per_call": round(cores / n, 3),
+                            "cores_per_call_above_idle": round((cores - idle) / n, 3),
+                            "first_audio_worker_s": quantiles(e2e),
+                            "first_audio_caller_s": quantiles([w for ws in heard for w in ws]),
+                            "loadavg_before": before,
+                            "loadavg_after": loadavg(),
+                        }
+                    )
+                    log(f"{n} calls: {rows[-1]}")
+                return {"idle_worker_cores": round(idle, 3), "steps": rows}
         finally:
             await lk.aclose()
-            if proc.returncode is None:
-                proc.terminate()  # SIGTERM: it drains (no call is left), exits
-            try:
-                await asyncio.wait_for(proc.wait(), 90)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
-            out.close()
 
 
 def table(report: dict[str, Any]) -> str:

@@ -93,3 +93,66 @@ async def test_lab_run_capacity_prints_both_modes_as_json(platform_endpoints, tm
         for m in result["modes"]
     }
     assert rows == {"runtime_choosing": (18, 16, 2, 0), "livekit_choosing": (18, 12, 0, 6)}
+
+
+async def test_lab_run_death_a_killed_workers_callers_hear_the_sentence_as_json(
+    platform_endpoints,  # type: ignore[no-untyped-def]
+) -> None:
+    """`pinecall-runtime lab run death --json` (issue 8, acceptance 3): real worker processes,
+    the one holding three calls SIGKILLed. The runtime choosing: each of its callers hears the
+    sentence from the survivor; each call ends drained, gets a call back, its log goes on from
+    the dead worker's count with no gap (ended, the sentence, sealed, in that order) and its
+    room is deleted. LiveKit choosing: nobody does anything, every caller is left silent. The
+    seconds are reported, not asserted. LiveKit's connection timeout is shortened to 1 s."""
+    import json
+    import os
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")}
+    env |= {
+        "PINECALL_DATABASE_URL": platform_endpoints.database_url,
+        "PINECALL_NATS_URL": platform_endpoints.nats_url,
+    }
+    args = ["--json", "--offer-deadline", "3", "--reoffer", "4", "--connection-timeout", "1"]
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "pinecall_runtime",
+        "lab",
+        "run",
+        "death",
+        *args,
+        "--quiet",
+        "3",
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+    )
+    try:
+        async with asyncio.timeout(300):
+            out, _ = await proc.communicate()
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    assert proc.returncode == 0
+    modes = {m["mode"]: m for m in json.loads(out)["modes"]}
+    runtime, livekit = modes["runtime_choosing"], modes["livekit_choosing"]
+    counts = ("placed", "answered_by_agent", "lost", "sentenced", "silent", "gaps")
+    assert tuple(runtime[k] for k in counts) == (4, 4, 3, 3, 0, 0)
+    assert tuple(livekit[k] for k in counts) == (3, 3, 3, 0, 3, 0)
+    assert len(runtime["webhook_to_sentence_s"]) == 3
+    for call in runtime["calls"]:
+        assert call["sentence_by"] not in (None, call["answered_by"])  # another worker's job
+        assert (call["ended"], call["callback"], call["sealed"], call["room_deleted"]) == (
+            "drained",
+            True,
+            True,
+            True,
+        )
+        assert call["written"] > 0  # the dead worker's writer had written the turn
+        assert call["sentence_after"] == call["written"]  # the sentence follows on from it
+        assert call["after_loss"] == ["call.ended", "call.sentence", "call.sealed"]
+    for call in livekit["calls"]:
+        assert call["lost_to_webhook_s"] is not None  # LiveKit said the agent was lost...
+        assert (call["ended"], call["callback"], call["sentence_by"]) == (None, False, None)
+        assert call["after_loss"] == []  # ...and nothing happened: the call is open, silent

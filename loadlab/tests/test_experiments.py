@@ -9,7 +9,8 @@ from pinecall_loadlab.scenarios import experiments
 from pinecall_loadlab.scenarios.chain import ChainConfig
 
 
-def modes(result: experiments.Experiment) -> dict[str, experiments.Mode]:
+def modes(result: object) -> dict[str, experiments.Mode]:
+    assert isinstance(result, experiments.Experiment)
     return {m.mode: m for m in result.modes}
 
 

@@ -6,13 +6,15 @@ import asyncio
 import math
 from collections.abc import AsyncIterator
 
+import aiohttp
 import pytest
 from livekit import api, rtc
 from livekit.agents import Agent, AgentSession, stt
 
 from pinecall_labroom import FRAME_SAMPLES, SAMPLE_RATE, JoinError, LabRoom
 from pinecall_labroom.agents import wire_session
-from pinecall_loadlab.livekit import StandIn
+from pinecall_labroom.client import lab_url
+from pinecall_loadlab.livekit import StandIn, StandInConfig
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.callers import agent_token, caller_token, sip_call
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET, WebhookSink
@@ -77,6 +79,32 @@ async def test_sip_caller_presence_webhooks_and_connection_timeout(
     # the SIP room's dispatch to the plain fleet name stays pending
     ended = standin.events.of(ev.JobRequestEnded, lambda e: e.room == "call-1")
     assert [(e.agent_name, e.outcome) for e in ended] == [("acme", "no_worker")]
+
+
+async def test_a_participant_that_stops_answering_is_a_connection_lost() -> None:
+    """A stopped process keeps its TCP connection (the kernel answers for it) but not its
+    transport: unanswered pings end it, then CONNECTION_TIMEOUT follows. A participant that
+    answers stays, however long it says nothing."""
+    config = StandInConfig(
+        keys={API_KEY: API_SECRET}, port=0, transport_timeout_s=3.0, connection_timeout_s=0.2
+    )
+    async with StandIn(config) as lk, aiohttp.ClientSession() as http:
+        lab = lab_url(lk.url)
+
+        async def join(identity: str, *, answers: bool) -> aiohttp.ClientWebSocketResponse:
+            token = caller_token(API_KEY, API_SECRET, room="frozen", identity=identity)
+            headers = {"Authorization": f"Bearer {token}"}
+            return await http.ws_connect(lab, headers=headers, autoping=answers)
+
+        stopped = await join("stopped", answers=False)  # never reads: no pong goes back
+        token = caller_token(API_KEY, API_SECRET, room="frozen", identity="alive")
+        alive = await LabRoom.connect(lk.url, token)
+        async with asyncio.timeout(30):
+            [left] = await lk.events.wait_for(ev.ParticipantLeft, lambda e: e.room == "frozen")
+        assert (left.identity, left.reason) == ("stopped", Reason.CONNECTION_TIMEOUT)
+        assert set(lk.rooms.rooms["frozen"].participants) == {"alive"}
+        await alive.leave()
+        await stopped.close()
 
 
 async def test_a_token_without_a_room_grant_is_refused(standin: StandIn) -> None:

@@ -254,7 +254,7 @@ def vendors(
 
 
 @lab.command(name="run")
-@click.argument("scenario", type=click.Choice(["capacity", "ghost"]))
+@click.argument("scenario", type=click.Choice(["capacity", "ghost", "death"]))
 @click.option("--json", "as_json", is_flag=True, help="JSON for scripts.")
 @click.option(
     "--interval",
@@ -277,31 +277,58 @@ def vendors(
     show_default=True,
     help="The dispatcher's re-offer time (and a fleet's wait): 12 s, the seed's.",
 )
+@click.option(
+    "--connection-timeout",
+    type=_SECONDS,
+    default=5.0,
+    show_default=True,
+    help="LiveKit's wait before a lost connection's participant_left (disconnectCleanupDuration).",
+)
+@click.option(
+    "--quiet",
+    type=_SECONDS,
+    default=10.0,
+    show_default=True,
+    help="death: seconds a caller who hears nothing after the loss counts as silent.",
+)
 def run(
-    scenario: str, as_json: bool, interval: float, offer_deadline: float, reoffer: float
+    scenario: str,
+    as_json: bool,
+    interval: float,
+    offer_deadline: float,
+    reoffer: float,
+    connection_timeout: float,
+    quiet: float,
 ) -> None:
     """Run SCENARIO on the LiveKit stand-in, LiveKit choosing and the runtime choosing.
 
     capacity: two workers of 8 seats, 18 calls; ghost: two workers of 16 seats, 16 calls, the
     second machine gone at the 8th. Prints, for both modes, the calls placed, answered by an
-    agent, answered by the overflow, silent, and seats used. Uses the running Postgres and NATS
-    (or embedded ones), on a database and namespace of its own, removed after.
+    agent, answered by the overflow, silent, and seats used. death: real worker processes, 3
+    calls answered and talked to, their worker SIGKILLed; prints the calls placed, answered,
+    sentenced, silent, logs with a gap, and the seconds from each loss's webhook to the
+    sentence's first audio. Uses the running Postgres and NATS (or embedded ones), on a database
+    and namespace of its own, removed after.
     """
     import asyncio
 
     import msgspec
 
     from pinecall_loadlab.scenarios import experiments
+    from pinecall_loadlab.scenarios.death import DeathExperiment, death_table
     from pinecall_loadlab.scenarios.lab import lab_platform
 
-    async def main() -> experiments.Experiment:
-        async with lab_platform(offer_deadline_s=offer_deadline) as (lk, config):
+    async def main() -> experiments.Experiment | DeathExperiment:
+        async with lab_platform(
+            offer_deadline_s=offer_deadline, connection_timeout_s=connection_timeout
+        ) as (lk, config):
             config.log_level = "WARNING"
             setup = experiments.Setup(
                 lk=lk,
                 config=config,
                 interval_s=interval,
                 dispatcher={"reoffer_s": reoffer, "fleet_wait_s": reoffer},
+                quiet_s=quiet,
             )
             return await experiments.run(scenario, setup)
 
@@ -310,6 +337,10 @@ def run(
         click.echo(msgspec.json.format(msgspec.json.encode(result), indent=2))
         return
     from pinecall_servicekit.operator import table
+
+    if isinstance(result, DeathExperiment):
+        click.echo(death_table(result))
+        return
 
     click.echo(f"{result.experiment}:")
     click.echo(

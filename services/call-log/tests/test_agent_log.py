@@ -47,13 +47,20 @@ async def test_entries_land_in_order_on_the_agent_log_of_the_key_environment(
 async def test_one_call_back_per_call_even_asked_at_once_by_the_overflow_and_the_death_handler(
     call_log: Replica, keys: Keys
 ) -> None:
+    """The overflow asks with its fleet key; the death handler (the dispatcher) with its operator
+    key, naming the environment."""
     body = {"agent": "support-bot", "number": "+15550100", "reason": "drained", "call": "call_9"}
+    overflow = {"headers": bearer(keys.production)}
+    dispatcher = {"headers": bearer(keys.operator), "params": {"environment": "production"}}
     answers = await asyncio.gather(
         *[
-            call_log.post("/v1/callbacks", json=body, headers=bearer(keys.production))
-            for _ in range(6)
+            call_log.post("/v1/callbacks", json=body, **(overflow if n % 2 else dispatcher))  # type: ignore[arg-type]
+            for n in range(6)
         ]
     )
+    assert {r.status_code for r in answers} == {200}
     assert len({r.json()["seq"] for r in answers}) == 1
     log = (await call_log.get(LOG, headers=bearer(keys.app))).json()
     assert [e["kind"] for e in log["entries"]] == ["callback.requested"]
+    sandbox = (await call_log.get(LOG, headers=bearer(keys.app_sandbox))).json()
+    assert sandbox["entries"] == []

@@ -203,11 +203,11 @@ CASES: list[tuple[str, str, str, Any, str | None, int]] = [
         401,
     ),
     (
-        "callbacks operator key",
+        "callbacks other environment",
         "POST",
-        "/v1/callbacks",
+        "/v1/callbacks?environment=sandbox",
         {"agent": "support-bot", "number": "+15550100"},
-        "operator",
+        "production",
         403,
     ),
     (

@@ -4,19 +4,31 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
+import pytest
 from livekit import api
 from livekit.protocol import models
 
 from pinecall_call_log.testing import Keys, bearer
 from pinecall_contracts.base import decode
 from pinecall_contracts.dispatch import JobOffer
+from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.callers import sip_call
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
-from pinecall_loadlab.scenarios.chain import Chain
+from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, runtime_chain
 from pinecall_loadlab.scenarios.runtime_choosing import place_calls
 from pinecall_servicekit.testing.apps import Replica
+
+
+@pytest.fixture
+async def chain(
+    standin: StandIn, chain_config: ChainConfig, call_log: Replica
+) -> AsyncIterator[Chain]:
+    """The chain with call-log: the death handler reads, ends and calls back through it."""
+    async with runtime_chain(standin, chain_config, call_log=call_log) as c:
+        yield c
 
 
 async def test_call_opened_ends_the_offers_and_call_ended_frees_the_seat(

@@ -205,8 +205,84 @@ def test_a_ring_without_a_call_id_gets_one_per_dispatch_and_environment() -> Non
     assert a.startswith("call_")
 
 
-def test_an_agent_is_lost_unless_it_left_on_purpose() -> None:
-    assert domain.agent_lost("CONNECTION_TIMEOUT")
-    assert domain.agent_lost(None)
-    assert not domain.agent_lost("CLIENT_INITIATED")
-    assert not domain.agent_lost("ROOM_DELETED")
+def test_an_agent_is_lost_unless_it_left_on_purpose_as_livekit_counts_it() -> None:
+    for lost in ("CONNECTION_TIMEOUT", "SIGNAL_CLOSE", "JOIN_FAILURE", "MEDIA_FAILURE", None):
+        assert domain.agent_lost(lost)
+    for on_purpose in (
+        "CLIENT_INITIATED",
+        "SERVER_SHUTDOWN",
+        "DUPLICATE_IDENTITY",
+        "MIGRATION",
+        "PARTICIPANT_REMOVED",
+        "ROOM_DELETED",
+        "ROOM_CLOSED",
+    ):
+        assert not domain.agent_lost(on_purpose)
+
+
+DEAD = "pinecall/dead.100"
+
+
+def sentence_room(*tried: str, offered_at: float | None = None) -> Room:
+    return Room(name="r", arrived_at=0, tried=(DEAD, *tried), offered_at=offered_at, job="sentence")
+
+
+def test_a_dead_workers_room_is_offered_at_once_never_to_the_dead_worker() -> None:
+    # the dead worker is still heard (its last heartbeat is recent) and has the most seats
+    rows = [row("dead", seats=32, heard=3.0), row("a", active=6), row("b", active=2)]
+    d = domain.decide(sentence_room(), rows, {}, now=100)
+    assert isinstance(d, Offer)
+    assert (d.worker, d.number) == ("pinecall/b.100", 2)  # the lost worker's was offer 1
+
+
+def test_a_sentence_is_offered_again_after_12_s_and_to_the_overflow_after_three_offers() -> None:
+    rows = [row("a"), row("b"), row("c"), row("d")]
+    once = sentence_room("pinecall/a.100", offered_at=100.0)
+    assert domain.decide(once, rows, {}, now=111.9) == Wait(until=112.0)
+    again = domain.decide(once, rows, {}, now=112.0)
+    assert isinstance(again, Offer)
+    assert again.worker not in (DEAD, "pinecall/a.100")
+    thrice = sentence_room("pinecall/a.100", "pinecall/b.100", "pinecall/c.100", offered_at=124)
+    assert domain.decide(thrice, rows, {}, now=136) == Overflow(reason="three_offers")
+
+
+def test_a_full_fleet_sends_the_sentence_to_the_overflow() -> None:
+    rows = [row("dead", heard=2.0), row("a", active=8)]
+    assert domain.decide(sentence_room(), rows, {}, now=100) == Overflow(reason="no_seat")
+
+
+def test_a_fleet_nobody_else_is_heard_from_is_not_full_the_sentence_waits_for_a_worker() -> None:
+    """A fleet of one worker, which died: its rooms wait for it to come back (under a new name),
+    however long, never to the overflow as a new ring would after 12 s."""
+    dead_only = [row("dead", heard=3.0)]
+    assert domain.decide(sentence_room(), dead_only, {}, now=100) == Wait(until=100)
+    much_later = [row("dead", heard=300.0), row("other", heard=20.0)]
+    assert domain.decide(sentence_room(), much_later, {}, now=10_000) == Wait(until=10_000)
+    back = [row("dead", heard=30.0), row("dead-again", heard=1.0)]
+    d = domain.decide(sentence_room(), back, {}, now=10_000)
+    assert isinstance(d, Offer)
+    assert d.worker == "pinecall/dead-again.100"
+
+
+def test_a_sentence_is_due_when_the_caller_is_there_and_the_call_not_over() -> None:
+    due = domain.sentence_due
+    assert due("answer", "open", None, caller_here=True)
+    assert not due("answer", "open", None, caller_here=False)
+    # a log that does not answer cannot say the call is over: the caller hears the sentence
+    assert due("answer", None, None, caller_here=True)
+    # a job's process dead: its worker ended the call failed and left it unsealed for this
+    assert due("answer", "ended", "failed", caller_here=True)
+    assert due("answer", "ended", "drained", caller_here=True)  # past the worker's drain
+    assert not due("answer", "ended", "completed", caller_here=True)  # ended on purpose
+    assert not due("answer", "ended", "caller_hangup", caller_here=True)
+    assert not due("answer", "sealed", "failed", caller_here=True)
+    assert not due("answer", "unknown", None, caller_here=True)
+    # a sentence whose own job was lost: its call ended drained at the first loss
+    assert due("sentence", "ended", "drained", caller_here=True)
+    assert not due("sentence", "sealed", "drained", caller_here=True)
+
+
+def test_a_phone_caller_is_called_back_a_web_visitor_is_not() -> None:
+    assert domain.calls_back("sip", "+15550100")
+    assert not domain.calls_back("sip", None)
+    assert not domain.calls_back("web", "+15550100")

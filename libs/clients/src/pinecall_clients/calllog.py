@@ -164,9 +164,13 @@ class CallLogClient:
             f"/v1/calls/{call}", None, CallRecord, within_s=within_s, method="GET"
         )
 
-    async def callback(self, request: CallbackRequest) -> AgentEntry:
-        """``callback.requested`` on the agent's log, once per call (a retry gets the first)."""
-        return await self.request("/v1/callbacks", request, AgentEntry, within_s=SEAL_WITHIN_S)
+    async def callback(
+        self, request: CallbackRequest, *, environment: str | None = None
+    ) -> AgentEntry:
+        """``callback.requested`` on the agent's log, once per call (a retry gets the first).
+        An operator key names the ``environment`` (a fleet or app key has its own)."""
+        path = "/v1/callbacks" + (f"?environment={environment}" if environment else "")
+        return await self.request(path, request, AgentEntry, within_s=SEAL_WITHIN_S)
 
     async def reopened(self, call: str, said: Reopened) -> CallRecord:
         return await self.request(

@@ -38,6 +38,12 @@ class StandInConfig:
     connection_timeout_s: float = 5.0
     """A lab participant whose connection is lost leaves with CONNECTION_TIMEOUT after this
     (`disconnectCleanupDuration`, `LK:pkg/rtc/participant.go:L77`)."""
+    transport_timeout_s: float = 30.0
+    """A lab participant that stops answering (its process stopped, its machine frozen) has lost
+    its connection after at most this: the transport pings it every ⅔ of it and gives up ⅓
+    later. It stands for WebRTC's consent freshness (RFC 7675: 30 s without an answer), after
+    which the server counts the peer connection failed (`LK:pkg/rtc/participant.go`,
+    `onAnyTransportFailed`); then `connection_timeout_s` runs."""
     webhook_max_age_s: float = 30.0
     """An event queued longer is dropped (`PR:webhook/notifier.go`, MaxAge)."""
     webhook_retries: int = 4

@@ -102,6 +102,8 @@ class ParticipantLeft:
     kind: int
     reason: int
     """`DisconnectReason` value."""
+    at: float = field(default_factory=time.time)
+    """When the stand-in let it go and queued its webhook (Unix seconds)."""
 
 
 @dataclass(frozen=True, kw_only=True)

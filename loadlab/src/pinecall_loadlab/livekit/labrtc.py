@@ -13,7 +13,10 @@ only then the token's ``roomConfig.agents`` dispatches apply (`LK:pkg/service/ro
   to every other participant as ``u8 len | sender identity (utf-8) | pcm``.
 
 A socket that ends without a goodbye is a lost connection: the participant leaves with
-CONNECTION_TIMEOUT `connection_timeout_s` later (`disconnectCleanupDuration`, 5 s).
+CONNECTION_TIMEOUT `connection_timeout_s` later (`disconnectCleanupDuration`, 5 s). So is a
+participant that stops answering the transport's pings (a stopped process, a frozen machine): the
+socket is closed after at most `transport_timeout_s` (WebRTC's consent freshness stands behind it
+on a real server), and the same 5 s follow.
 """
 
 from __future__ import annotations
@@ -129,7 +132,10 @@ class LabTransport:
             ),
         )
         info.attributes.update(claims.attributes or {})
-        ws = web.WebSocketResponse(autoping=True)
+        # pinged every ⅔ of the transport timeout, given up ⅓ later (aiohttp's heartbeat)
+        ws = web.WebSocketResponse(
+            autoping=True, heartbeat=self.rooms.config.transport_timeout_s * 2 / 3
+        )
         await ws.prepare(request)
         self.sockets.add(ws)
         link = LabLink(ws, request)

@@ -1,10 +1,12 @@
 """The runtime choosing, whole, in one process: the stand-in → webhook-ingest → JetStream →
-dispatcher → CreateDispatch → real workers heartbeating to a real roster.
+dispatcher → CreateDispatch → real workers heartbeating to a real roster, and call-log when a
+scenario writes calls (:func:`chain_call_log`).
 
 Each service is its own production app (``create_app``) run in this event loop and reached over
 ASGI (``pinecall_servicekit.testing.apps.running``); the stand-in's webhooks reach webhook-ingest
 through a loopback relay (the stand-in posts over HTTP, as LiveKit does, and the relay hands the
-exact bytes and headers on). Workers are unmodified ``pinecall_worker.server.Worker``s with a
+exact bytes and headers on), and so do workers in processes of their own reach the roster and
+call-log (``Chain.urls``). Workers are unmodified ``pinecall_worker.server.Worker``s with a
 light entrypoint (``answer_and_hold``: the job joins its lab room as the agent), on the THREAD
 executor; their heartbeats go through a transport that :meth:`LabWorker.vanish` cuts, so a worker
 can vanish as a machine does (frozen on LiveKit's socket, silent to the roster). The overflow is a
@@ -30,6 +32,8 @@ from livekit import api
 from livekit.agents import AgentServer
 from livekit.protocol import models
 
+from pinecall_call_log.app import create_app as call_log_app
+from pinecall_call_log.settings import CallLogSettings
 from pinecall_contracts.fleet import WorkerHeartbeat
 from pinecall_dispatcher.app import create_app as dispatcher_app
 from pinecall_dispatcher.service import DispatcherService
@@ -77,10 +81,19 @@ class Chain:
         roster: Replica,
         replica: Callable[[], contextlib.AbstractAsyncContextManager[Replica]],
         ingest: Replica,
+        *,
+        call_log: Replica | None,
+        urls: dict[str, str],
     ) -> None:
         self.lk, self.config, self.roster = lk, config, roster
         self.ingest = ingest
         """webhook-ingest (the stand-in's webhooks reach it through a relay)."""
+        self.call_log = call_log
+        """call-log, when the chain was given one (the dispatcher's, and the workers' that write
+        calls)."""
+        self.urls = urls
+        """``roster`` (and ``call-log``) over loopback HTTP, for workers in processes of their
+        own."""
         self.replica = replica
         """Start another dispatcher replica (an async context manager)."""
         self.dispatchers: list[Replica] = []
@@ -89,6 +102,8 @@ class Chain:
         """Lab AgentServers of the chain (the overflow; LiveKit-choosing workers)."""
         self._beats: list[asyncio.Task[None]] = []
         self._tmp = tempfile.TemporaryDirectory(prefix="pinecall-chain-")
+        self.tmp = self._tmp.name
+        """A folder of the chain's own (workers' sockets and output), removed at its close."""
         self.livekit = api.LiveKitAPI(lk.url, config.api_key, config.api_secret)
 
     @property
@@ -110,7 +125,7 @@ class Chain:
             seats=seats,
             fleet=fleet,
             fleet_key=self.config.fleet_keys[environment],
-            measures=os.path.join(self._tmp.name, f"{host}.sock"),
+            measures=os.path.join(self.tmp, f"{host}.sock"),
         )
         worker = handle.worker
         self.workers.append(handle)
@@ -125,10 +140,10 @@ class Chain:
                     f"worker {host} exited before registering: {handle.task.result()}"
                 )
             await worker.heartbeat.beat()  # said registered now, not at its next beat
-            await self._heard()
+            await self.heard()
         return handle
 
-    async def _heard(self) -> None:
+    async def heard(self) -> None:
         """Every dispatcher replica reads the roster now (not when its rows are next stale)."""
         for replica in self.dispatchers:
             await replica.app.state.dispatcher.roster.refresh()
@@ -156,7 +171,7 @@ class Chain:
             self.config.heartbeat_s,
         )
         self._beats.append(asyncio.create_task(beat, name=f"heartbeat-{host}"))
-        await self._heard()
+        await self.heard()
         return name
 
     async def overflow(self, fleet: str = "pinecall") -> str:
@@ -216,23 +231,46 @@ class Chain:
         self._tmp.cleanup()
 
 
-async def _relay(ingest: Replica) -> tuple[web.AppRunner, str]:
-    """A loopback server handing each webhook, bytes and headers unchanged, to webhook-ingest."""
+async def _relay(replica: Replica) -> tuple[web.AppRunner, str]:
+    """A loopback server handing each request, bytes and headers unchanged, to ``replica``;
+    its base URL."""
 
     async def forward(request: web.Request) -> web.Response:
         headers = {k: v for k, v in request.headers.items() if k.lower() != "host"}
-        r = await ingest.post(
-            request.path_qs, content=await request.read(), headers=headers, timeout=30
+        r = await replica.request(
+            request.method,
+            request.path_qs,
+            content=await request.read(),
+            headers=headers,
+            timeout=30,
         )
-        return web.Response(status=r.status_code, body=r.content)
+        kept = {k: v for k, v in r.headers.items() if k.lower() == "content-type"}
+        return web.Response(status=r.status_code, body=r.content, headers=kept)
 
     app = web.Application()
-    app.router.add_post("/v1/livekit/webhook", forward)
-    runner = web.AppRunner(app, handle_signals=False)
+    app.router.add_route("*", "/{path:.*}", forward)
+    runner = web.AppRunner(app, handle_signals=False, access_log=None)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
     await site.start()
-    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}/v1/livekit/webhook"
+    return runner, f"http://127.0.0.1:{runner.addresses[0][1]}"
+
+
+def _base(config: ChainConfig) -> dict[str, Any]:
+    """The settings every service of the chain shares: its database, NATS and logs."""
+    return {
+        "database_url": config.database_url,
+        "nats_url": config.nats_url,
+        "nats_namespace": config.namespace,
+        "log_format": "text",
+        "log_level": config.log_level,
+    }
+
+
+def chain_call_log(config: ChainConfig) -> contextlib.AbstractAsyncContextManager[Replica]:
+    """A call-log replica on the chain's database and namespace, in this loop: give it to
+    :func:`runtime_chain` where calls are written or lost agents handled."""
+    return running(call_log_app(CallLogSettings.from_env({}, **_base(config))))
 
 
 @contextlib.asynccontextmanager
@@ -240,18 +278,14 @@ async def runtime_chain(
     lk: StandIn,
     config: ChainConfig,
     *,
-    call_log: httpx.AsyncClient | None = None,
+    call_log: Replica | None = None,
     dispatchers: int = 1,
 ) -> AsyncIterator[Chain]:
-    """The chain on ``lk``: roster, webhook-ingest (LiveKit's webhooks to it) and ``dispatchers``
-    dispatcher replicas (``Chain.replica()`` starts more)."""
-    base = {
-        "database_url": config.database_url,
-        "nats_url": config.nats_url,
-        "nats_namespace": config.namespace,
-        "log_format": "text",
-        "log_level": config.log_level,
-    }
+    """The chain on ``lk``: roster, webhook-ingest (LiveKit's webhooks to it), ``dispatchers``
+    dispatcher replicas (``Chain.replica()`` starts more), and ``call_log`` when given (else
+    the dispatcher's call-log does not answer: the death handler then offers the sentence
+    without reading the call, after its retries)."""
+    base = _base(config)
     keys = f"production={config.api_key}:{config.api_secret},sandbox={config.api_key}:{config.api_secret}"
     settings = DispatcherSettings.from_env(
         {}, **base, livekit_keys=keys, operator_key=config.operator_key, **config.dispatcher
@@ -261,16 +295,25 @@ async def runtime_chain(
         running(ingest_app(IngestSettings.from_env({}, **base, livekit_keys=keys))) as ingest,
         contextlib.AsyncExitStack() as stack,
     ):
-        runner, url = await _relay(ingest)
-        stack.push_async_callback(runner.cleanup)
-        lk.webhooks.urls.append(url)
-        stack.callback(lk.webhooks.urls.remove, url)
+        urls = {}
+        relayed = {"ingest": ingest, "roster": roster} | (
+            {"call-log": call_log} if call_log else {}
+        )
+        for name, replica in relayed.items():
+            runner, urls[name] = await _relay(replica)
+            stack.push_async_callback(runner.cleanup)
+        webhook = f"{urls['ingest']}/v1/livekit/webhook"
+        lk.webhooks.urls.append(webhook)
+        stack.callback(lk.webhooks.urls.remove, webhook)
+        transport = httpx.ASGITransport(app=call_log.app) if call_log else None  # type: ignore[arg-type]
         chain = Chain(
             lk,
             config,
             roster,
-            lambda: running(dispatcher_app(settings, call_log=call_log)),
+            lambda: running(dispatcher_app(settings, call_log=transport)),
             ingest,
+            call_log=call_log,
+            urls=urls,
         )
         stack.push_async_callback(chain.aclose)
         for _ in range(dispatchers):

@@ -23,6 +23,7 @@ import time
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import msgspec
 from livekit import api
@@ -33,6 +34,9 @@ from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.labagents import LabWorkers, LoadReport
 from pinecall_loadlab.scenarios import livekit_choosing, runtime_choosing
 from pinecall_loadlab.scenarios.chain import ChainConfig, runtime_chain
+
+if TYPE_CHECKING:
+    from pinecall_loadlab.scenarios.death import DeathExperiment
 
 
 class Mode(msgspec.Struct, kw_only=True):
@@ -62,6 +66,9 @@ class Setup:
     interval_s: float = 1.0
     settle_s: float = 90.0
     dispatcher: dict[str, float] = field(default_factory=dict)
+    quiet_s: float = 10.0
+    """death: how long a caller who hears nothing after its agent's loss is listened to before
+    it counts as silent, where nothing is coming (LiveKit choosing)."""
 
 
 def _runtime_row(
@@ -231,11 +238,14 @@ def _with(config: ChainConfig, dispatcher: dict[str, float]) -> ChainConfig:
     return ChainConfig(**{**config.__dict__, "dispatcher": {**config.dispatcher, **dispatcher}})
 
 
-async def run(name: str, setup: Setup) -> Experiment:
-    """Run the experiment ``name`` (``capacity`` or ``ghost``)."""
-    experiments: dict[str, Callable[[Setup], Awaitable[Experiment]]] = {
+async def run(name: str, setup: Setup) -> Experiment | DeathExperiment:
+    """Run the experiment ``name`` (``capacity``, ``ghost`` or ``death``, :mod:`.death`)."""
+    from pinecall_loadlab.scenarios.death import death
+
+    experiments: dict[str, Callable[[Setup], Awaitable[Experiment | DeathExperiment]]] = {
         "capacity": capacity,
         "ghost": ghost,
+        "death": death,
     }
     experiment = experiments[name]
     async with asyncio.timeout(600):

@@ -54,8 +54,11 @@ async def _delete_streams(nats_url: str, namespace: str) -> None:
 
 
 @contextlib.asynccontextmanager
-async def lab_platform(*, offer_deadline_s: float) -> AsyncIterator[tuple[StandIn, ChainConfig]]:
-    """The stand-in and the chain's config on a platform of the run's own."""
+async def lab_platform(
+    *, offer_deadline_s: float, connection_timeout_s: float = 5.0
+) -> AsyncIterator[tuple[StandIn, ChainConfig]]:
+    """The stand-in (LiveKit's offer deadline and connection timeout as given) and the chain's
+    config on a platform of the run's own."""
     base = Settings.from_env()
     token = secrets.token_hex(4)
     with ensure_platform(base.database_url, base.nats_url) as platform:
@@ -69,7 +72,11 @@ async def lab_platform(*, offer_deadline_s: float) -> AsyncIterator[tuple[StandI
             await asyncio.to_thread(db.migrate_installed, url)
             operator, fleet = await _keys(url)
             config = StandInConfig(
-                keys={LAB_KEY: LAB_SECRET}, port=0, offer_deadline_s=offer_deadline_s, seed=7
+                keys={LAB_KEY: LAB_SECRET},
+                port=0,
+                offer_deadline_s=offer_deadline_s,
+                connection_timeout_s=connection_timeout_s,
+                seed=7,
             )
             async with StandIn(config) as lk:
                 yield (

@@ -1,17 +1,26 @@
-"""The chain's workers: real ``Worker``s whose machine can vanish, and heartbeats of pretend ones.
+"""The chain's workers: real ``Worker``s whose machine can vanish, real worker processes that
+can be killed or frozen, and heartbeats of pretend ones.
 
 A real worker is an unmodified ``pinecall_worker.server.Worker`` with a light entrypoint
 (``answer_and_hold``: the job joins its lab room as the agent) on the THREAD executor, heartbeating
 to the chain's roster through a transport that :meth:`LabWorker.vanish` cuts: LiveKit keeps its
 socket (a ghost), the roster hears nothing, as when a machine disappears.
+
+A worker process (:func:`start_process`) is ``pinecall-runtime worker start`` itself
+(``pinecall_worker.testing.started``): the PROCESS executor, the real call (the ``answer`` job on
+the vendor fakes, the ``sentence`` job), reaching the chain's roster and call-log over loopback
+HTTP. A SIGKILL or a SIGSTOP needs one. Both kinds take their settings from :func:`settings_for`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import os
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -22,12 +31,15 @@ from pinecall_contracts.fleet import WorkerHeartbeat
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.labagents import answer_and_hold
+from pinecall_loadlab.vendors import VendorFakes
+from pinecall_servicekit.platform import free_port
 from pinecall_servicekit.testing.apps import Replica
 from pinecall_worker.server import Worker
 from pinecall_worker.settings import WorkerSettings
+from pinecall_worker.testing import WorkerProcess, started
 
 if TYPE_CHECKING:
-    from pinecall_loadlab.scenarios.chain import ChainConfig
+    from pinecall_loadlab.scenarios.chain import Chain, ChainConfig
 
 
 class Cuttable(httpx.AsyncBaseTransport):
@@ -67,6 +79,39 @@ class LabWorker:
         self.transport.cut = True
 
 
+def settings_for(
+    lk: StandIn,
+    config: ChainConfig,
+    *,
+    host: str,
+    seats: int,
+    fleet: str,
+    fleet_key: str,
+    measures: str,
+    **more: Any,
+) -> WorkerSettings:
+    """A lab worker's settings: ``<fleet>/<host>.<start>`` of ``seats`` on the stand-in, a drain
+    of 1 s (the chain closes fast), ``more`` on top."""
+    return WorkerSettings.from_env(
+        {},
+        **{
+            "fleet": fleet,
+            "fleet_key": fleet_key,
+            "max_jobs": seats,
+            "worker_host": host,
+            "livekit_url": lk.url,
+            "livekit_api_key": config.api_key,
+            "livekit_api_secret": config.api_secret,
+            "heartbeat_s": config.heartbeat_s,
+            "drain_timeout_s": 1,
+            "measures_socket": measures,
+            "log_level": config.log_level,
+            "log_format": "text",
+        }
+        | more,
+    )
+
+
 def start_worker(
     lk: StandIn,
     roster: Replica,
@@ -79,21 +124,17 @@ def start_worker(
     measures: str,
 ) -> LabWorker:
     """Start a real worker ``<fleet>/<host>.<now>`` of ``seats`` (await its ``registered``)."""
-    settings = WorkerSettings.from_env(
-        {},
+    settings = settings_for(
+        lk,
+        config,
+        host=host,
+        seats=seats,
         fleet=fleet,
         fleet_key=fleet_key,
-        max_jobs=seats,
-        worker_host=host,
-        livekit_url=lk.url,
-        livekit_api_key=config.api_key,
-        livekit_api_secret=config.api_secret,
-        heartbeat_s=config.heartbeat_s,
-        drain_timeout_s=1,
+        measures=measures,
         # its jobs hold rooms and write no log: the seal of what a drain leaves has no call-log
         # to reach, and its 30 s of retries would only hold up the chain's close
         seal_timeout_s=1,
-        measures_socket=measures,
         health_port=0,  # several workers share this process: each probe on a port of its own
     )
     transport = Cuttable(httpx.ASGITransport(app=roster.app))  # type: ignore[arg-type]
@@ -122,3 +163,73 @@ def beat_forever(
             await asyncio.sleep(every_s)  # a heartbeat's cadence
 
     return beat()
+
+
+@dataclass(kw_only=True)
+class ProcessWorker:
+    """A worker process of the chain (:func:`start_process`)."""
+
+    process: WorkerProcess
+    name: str
+    worker_id: str
+
+    def kill(self) -> None:
+        """SIGKILL the worker (its job processes then exit, their connections lost)."""
+        self.process.kill()
+
+    def freeze(self) -> None:
+        """SIGSTOP it whole, job processes too: LiveKit keeps its socket (a ghost), the roster
+        hears nothing, its rooms' connections stop answering."""
+        self.process.freeze()
+
+
+async def start_process(
+    chain: Chain,
+    stack: contextlib.AsyncExitStack,
+    *,
+    host: str,
+    seats: int,
+    vendors: VendorFakes,
+    fleet: str = "pinecall",
+    environment: str = "production",
+    within_s: float = 180.0,
+) -> ProcessWorker:
+    """Start ``pinecall-runtime worker start`` as ``<fleet>/<host>.<start>`` with ``seats``, the
+    real call on ``vendors``, stopped when ``stack`` closes; returns once LiveKit registered it
+    and every dispatcher replica heard the roster say so."""
+    if "call-log" not in chain.urls:
+        raise ValueError("a worker process writes its calls: give the chain a call-log")
+    settings = settings_for(
+        chain.lk,
+        chain.config,
+        host=host,
+        seats=seats,
+        fleet=fleet,
+        fleet_key=chain.config.fleet_keys[environment],
+        measures=os.path.join(chain.tmp, f"{host}.sock"),
+        seal_timeout_s=10,
+        health_port=free_port(),
+        roster_url=chain.urls["roster"],
+        call_log_url=chain.urls["call-log"],
+        lab_rooms=True,
+        deepgram_url=vendors.deepgram_url,
+        anthropic_url=vendors.anthropic_url,
+        cartesia_url=vendors.cartesia_url,
+        deepgram_api_key="lab",
+        anthropic_api_key="lab",
+        cartesia_api_key="lab",
+    )
+    output = Path(chain.tmp) / f"{host}.log"
+    process = await stack.enter_async_context(started(settings, output=output, within_s=within_s))
+    [registered] = chain.lk.events.of(
+        ev.WorkerRegistered, lambda e: e.agent_name.startswith(f"{fleet}/{host}.")
+    )
+    view = chain.roster.app.state.roster
+    await view.changes.wait_for(
+        lambda: any(w.agent_name == registered.agent_name for w in view.view(fleet).workers),
+        timeout=within_s,
+    )
+    await chain.heard()
+    return ProcessWorker(
+        process=process, name=registered.agent_name, worker_id=registered.worker_id
+    )

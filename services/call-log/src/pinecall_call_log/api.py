@@ -14,7 +14,7 @@ POST /v1/calls/{call}/end                  fleet, operator   CallRecord (CallEnd
 POST /v1/calls/{call}/seal                 fleet, operator   CallRecord (CallEnd or none)
 POST /v1/calls/{call}/tools                fleet             ToolResult (ToolCall); waits
 POST /v1/calls/{call}/tools/{id}/result    app               ToolResult (ToolAnswer)
-POST /v1/callbacks                         fleet, app        AgentEntry (CallbackRequest)
+POST /v1/callbacks                         fleet, app, op.   AgentEntry (CallbackRequest)
 POST /v1/agents/{agent}/log                fleet, operator   AgentEntry (AgentEntry)
 GET  /v1/agents/{agent}/log?after=<seq>    fleet, app, op.   AgentLog
 POST /v1/calls/{call}/log-token            app, operator     LogToken
@@ -23,9 +23,10 @@ GET  /v1/calls/{call}/stream?log_token=    the log token     Server-Sent Events 
 
 Keys: the workers (and the overflow, and the dispatcher writing ``fleet.full``) use their
 environment's fleet key; the app answering a tool call, and a page's server asking a call back,
-use the app key of its environment; an operator key acts on any call. A fleet or app key of
-another environment than the call's is 403. An operator names the environment of an agent's log
-with ``?environment=`` (production by default). Every error is a problem detail, and a refused
+use the app key of its environment; an operator key acts on any call (the dispatcher's, asking a
+call back for the caller of a worker that died). A fleet or app key of another environment than
+the call's is 403. An operator names the environment of an agent's log or of a call back with
+``?environment=`` (production by default). Every error is a problem detail, and a refused
 request writes nothing: a 409 says why (sealed, or both counts of a batch).
 """
 
@@ -216,10 +217,12 @@ async def answer_tool(
 
 
 @post("/v1/callbacks", status_code=200)
-async def callbacks(request: AnyRequest, data: JSONBody[CallbackRequest]) -> AgentEntry:
+async def callbacks(
+    request: AnyRequest, data: JSONBody[CallbackRequest], environment: FromQuery[str | None] = None
+) -> AgentEntry:
     """Call this caller back: ``callback.requested`` on the agent's log, once per call."""
     data = await strict_body(request, CallbackRequest)
-    environment = _environment(await _key(request, ("fleet", "app")))
+    environment = _environment(await _key(request, ("fleet", "app", "operator")), environment)
     if data.number is None and data.contact is None:
         raise Unprocessable("name the caller's number or contact")
     entry, _ = await _service(request).store.agents.callback(environment, data, utcnow())

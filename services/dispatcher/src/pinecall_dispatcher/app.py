@@ -9,6 +9,7 @@ import httpx
 from litestar import Litestar
 from litestar.datastructures import State
 
+from pinecall_clients.calllog import CallLogClient
 from pinecall_dispatcher import api
 from pinecall_dispatcher.metrics import Metrics
 from pinecall_dispatcher.ops import VERSION, start_ops
@@ -23,11 +24,15 @@ from pinecall_servicekit.telemetry import configure_telemetry
 
 
 def create_app(
-    settings: DispatcherSettings | None = None, *, call_log: httpx.AsyncClient | None = None
+    settings: DispatcherSettings | None = None,
+    *,
+    call_log: httpx.AsyncBaseTransport | None = None,
 ) -> Litestar:
     """The dispatcher app; connections open in its lifespan and close in its ``finally``.
 
-    ``call_log`` is where ``fleet.full`` is written (``PINECALL_CALL_LOG_URL`` when not given).
+    call-log (``fleet.full``; a dead worker's call read, ended drained, called back) is reached
+    at ``PINECALL_CALL_LOG_URL`` over HTTP, or through ``call_log`` when given (a test's
+    in-process replica).
     """
     settings = settings or DispatcherSettings.from_env()
     state: dict[str, DispatcherService | None] = {"dispatcher": None}
@@ -41,7 +46,10 @@ def create_app(
         engine = db.create_engine(
             settings.database_url, pool_size=settings.db_pool_size, pre_ping=False
         )
-        client = call_log or httpx.AsyncClient(base_url=settings.call_log_url)
+        client = httpx.AsyncClient(base_url=settings.call_log_url, transport=call_log)
+        calls = CallLogClient(
+            settings.call_log_url, settings.operator_key or "", transport=call_log
+        )
         service: DispatcherService | None = None
         ops = None
         try:
@@ -54,6 +62,7 @@ def create_app(
                     KeyRing(engine, bus, cache_s=settings.key_cache_s),
                     client,
                     metrics,
+                    calls=calls,
                 )
                 await service.start()
                 ops = await start_ops(service)
@@ -67,8 +76,8 @@ def create_app(
                     await service.stop()
                 await bus.close()
         finally:
-            if call_log is None:
-                await client.aclose()
+            await client.aclose()
+            await calls.aclose()
             await engine.dispose()
 
     async def readiness(app_state: State) -> dict[str, bool]:

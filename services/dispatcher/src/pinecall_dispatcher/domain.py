@@ -7,6 +7,15 @@ room no worker opened 12 s after its offer is offered to another; after three of
 worker heard lately has a seat, it goes to the fleet's overflow. A fleet none of whose workers was
 heard in 12 s waits up to 12 s from the caller's arrival, then overflows.
 
+**A worker that dies** (seed 000, "A worker that dies"; issue 8): an agent that leaves any way
+LiveKit does not count as on purpose has lost its worker (:func:`agent_lost`). Its room gets the
+overflow's sentence when its caller is still there and its call still open (:func:`sentence_due`),
+and is kept in offers again as a ``sentence`` room whose ``tried`` starts with the lost worker. It
+is offered like any call (to the worker with the most seats free, never the lost one; again after
+12 s; after three offers, or with no seat, to the overflow), but a fleet none of whose other
+workers is heard is not full: the sentence waits for a worker to be heard, and never goes to the
+overflow for that (the reaper seals the call after five quiet minutes if nothing comes).
+
 **Seats free** are ``seats − active − not counted``. A worker's heartbeat (every 5 s) counts the
 calls it holds; between a worker taking a job and its next heartbeat that job is in no heartbeat.
 The dispatcher knows every room it offered to a worker and not yet opened (*offered*) and every
@@ -48,10 +57,22 @@ CALLER_KINDS = frozenset({"STANDARD", "SIP"})
 """Participants that are people calling: a web visitor and a phone through LiveKit SIP. Egress
 (a recorder) and ingress are participants but not callers."""
 INTENTIONAL = frozenset(
-    {"CLIENT_INITIATED", "PARTICIPANT_REMOVED", "ROOM_DELETED", "ROOM_CLOSED", "DUPLICATE_IDENTITY"}
+    {
+        "CLIENT_INITIATED",
+        "SERVER_SHUTDOWN",
+        "DUPLICATE_IDENTITY",
+        "MIGRATION",
+        "PARTICIPANT_REMOVED",
+        "ROOM_DELETED",
+        "ROOM_CLOSED",
+    }
 )
-"""Ways a participant leaves on purpose (LiveKit's ``DisconnectReason``); any other way an agent
-leaves is its worker lost (issue 8 handles it)."""
+"""Ways a participant leaves on purpose: LiveKit's own ``IsIntentionalDisconnect``
+(``LK:pkg/rtc/types/interfaces.go``; ``shared/reference/livekit-protocol.md`` §3). Any other way
+an agent leaves (``CONNECTION_TIMEOUT``, ``SIGNAL_CLOSE``, ``JOIN_FAILURE``, ``MEDIA_FAILURE``,
+none said) is its worker lost."""
+LogState = Literal["open", "ended", "sealed", "unknown"]
+"""Where a call stands on call-log (``unknown``: the log never heard of it)."""
 
 
 class Rules(msgspec.Struct, frozen=True, kw_only=True):
@@ -75,6 +96,9 @@ class Room(msgspec.Struct, frozen=True, kw_only=True):
     arrived_at: float
     tried: tuple[str, ...] = ()
     offered_at: float | None = None
+    job: Literal["answer", "sentence"] = "answer"
+    """``sentence``: the room of a worker that died; ``tried[0]`` is that worker (it opened the
+    call), the rest are the workers offered the sentence; ``offered_at`` is None until then."""
 
 
 class Offer(msgspec.Struct, frozen=True, kw_only=True):
@@ -187,6 +211,8 @@ def decide(
 
     A worker offered this room before is not offered it again (it declined or never answered).
     """
+    if room.job == "sentence":
+        return _decide_sentence(room, rows, pending, now, rules)
     if room.tried:
         last_at = room.offered_at if room.offered_at is not None else room.arrived_at
         if now - last_at < rules.reoffer_s:
@@ -207,6 +233,56 @@ def decide(
         heard_s=best.last_heard_s,
         number=len(room.tried) + 1,
     )
+
+
+def _decide_sentence(
+    room: Room,
+    rows: Sequence[WorkerRow],
+    pending: Mapping[str, int],
+    now: float,
+    rules: Rules,
+) -> Decision:
+    """A dead worker's room (see the module's docstring): offers count from the lost worker on."""
+    if room.offered_at is not None and now - room.offered_at < rules.reoffer_s:
+        return Wait(until=room.offered_at + rules.reoffer_s)
+    if len(room.tried) - 1 >= rules.most_offers:
+        return Overflow(reason="three_offers")
+    lost = room.tried[:1]
+    if not any(r.last_heard_s < rules.heard_s and r.worker not in lost for r in rows):
+        return Wait(until=now)  # not full: looked at again by every sweep, however long
+    chosen = candidates(rows, pending, frozenset(room.tried), rules)
+    if not chosen:
+        return Overflow(reason="no_seat")
+    best = chosen[0]
+    return Offer(
+        worker=best.worker,
+        seats_free=seats_free(best, pending),
+        heard_s=best.last_heard_s,
+        number=len(room.tried) + 1,
+    )
+
+
+def sentence_due(job: str, state: LogState | None, outcome: str | None, caller_here: bool) -> bool:
+    """Whether the room of a lost agent gets the sentence: its caller is still in it and its
+    call not over (seed 000: "a worker killed, a machine gone or a job's process dead").
+
+    Open on call-log, or a log that did not answer (``state`` None: the caller is there, so
+    yes). Ended and not sealed by its worker when its job's process died (``failed``) or past
+    its drain (``drained``): the worker's main process ends such a call and leaves it unsealed
+    for this. A sentence room whose own sentence job was lost: its call ended drained at the
+    first loss. Not a call that ended on purpose (``completed``, ``caller_hangup``), nor a
+    sealed one, nor one the log never heard of."""
+    if not caller_here:
+        return False
+    if state is None or state == "open":
+        return True
+    return state == "ended" and (job == "sentence" or outcome in ("failed", "drained"))
+
+
+def calls_back(caller: str, number: str | None) -> bool:
+    """Whether a lost call gets a call back: a phone caller (LiveKit SIP) whose number is known;
+    a web visitor gets none."""
+    return caller == "sip" and bool(number)
 
 
 def sweep(

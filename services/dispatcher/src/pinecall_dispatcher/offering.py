@@ -132,9 +132,11 @@ class Offering:
         fleet.wake.set()
         await ring.done
 
-    async def sweep(self, fleet: str) -> None:
-        """Offer every room of ``fleet`` whose time came."""
-        await self._dispatch_all(await self._decide(fleet), {})
+    async def sweep(self, fleet: str) -> list[Taken]:
+        """Offer every room of ``fleet`` whose time came; the offers and overflows taken here."""
+        taken = await self._decide(fleet)
+        await self._dispatch_all(taken, {})
+        return taken
 
     async def aclose(self) -> None:
         tasks = [f.task for f in self._fleets.values() if f.task] + list(self._running)
@@ -240,7 +242,8 @@ class Offering:
         """Take the sweep's offers and overflows, each by the update that finds its count."""
         offers, overflows = [], []
         for call, decision in decided.items():
-            row, claim = due[call], self._claim(fleet, call, decision, len(due[call].tried))
+            made = len(due[call].tried) - (due[call].job == "sentence")  # not the lost worker's
+            row, claim = due[call], self._claim(fleet, call, decision, made)
             if claim.worker is not None:
                 offers.append((row, claim.worker, claim.line))
             elif claim.overflow is not None:
@@ -256,6 +259,7 @@ class Offering:
             arrived_at=r.arrived_at.timestamp() if r.arrived_at else now,
             tried=tuple(r.tried),
             offered_at=r.offered_at.timestamp() if r.offered_at else None,
+            job="sentence" if r.job == "sentence" else "answer",
         )
 
     async def _dispatch_all(self, taken: list[Taken], fresh: dict[str, _Ring]) -> None:

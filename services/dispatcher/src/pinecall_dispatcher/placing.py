@@ -8,9 +8,9 @@
 - ``participant_joined`` of an agent: the room's offers end; the agent's ``lk.agent_name``
   holds the seat.
 - ``participant_left`` of a caller: a room not opened yet ends, its dispatch is deleted.
-- ``participant_left`` of an agent: its seat is free; then, as after a hand-over, a person
-  alone in the room with a ring nobody took is a call to place. An agent lost without a goodbye
-  is issue 8's (:meth:`Placing.agent_lost` is the seam).
+- ``participant_left`` of an agent: an agent lost without a goodbye first goes to the death
+  handler (:mod:`.deaths`: its caller gets the sentence); then its seat is free; then, as after a
+  hand-over, a person alone in the room with a ring nobody took is a call to place.
 - ``room_finished``: every live row of the room ends.
 - ``call.opened``: the room's offers end; ``call.ended``: the call ends, its seat is free.
 
@@ -34,10 +34,11 @@ from pinecall_contracts.calls import CallEvent
 from pinecall_contracts.dispatch import CallRing
 from pinecall_contracts.livekit import LiveKitEvent
 from pinecall_dispatcher import domain
+from pinecall_dispatcher.deaths import Deaths
 from pinecall_dispatcher.livekit import LiveKit, LiveKits, RoomGone
 from pinecall_dispatcher.offering import Offering
 from pinecall_dispatcher.roster import RosterView
-from pinecall_dispatcher.store import Arrival, RoomRow, Store
+from pinecall_dispatcher.store import Arrival, Store
 from pinecall_servicekit.changes import Changes
 from pinecall_servicekit.db import utcnow
 
@@ -63,9 +64,15 @@ class Placing:
     """Turns events into rooms kept in offers, opened or ended."""
 
     def __init__(
-        self, store: Store, livekits: LiveKits, roster: RosterView, offering: Offering
+        self,
+        store: Store,
+        livekits: LiveKits,
+        roster: RosterView,
+        offering: Offering,
+        deaths: Deaths,
     ) -> None:
         self.store, self.livekits, self.roster, self.offering = store, livekits, roster, offering
+        self.deaths = deaths
         self.handled: deque[LiveKitEvent] = deque(maxlen=HANDLED)
         """The newest events handled here, oldest first (an operator's and a test's view)."""
         self.handled_calls: deque[CallEvent] = deque(maxlen=HANDLED)
@@ -111,33 +118,22 @@ class Placing:
             await self._caller_left(event, sid, p)
         elif event.event == "participant_left" and agent:
             worker = p.attributes.get(AGENT_NAME, "")
-            rows = await self.store.rooms.agent_left(
-                utcnow(), event.environment, event.room, sid, worker
-            )
-            if domain.agent_lost(event.disconnect_reason):
-                await self.agent_lost(event, rows)
             livekit = await self._livekit(event.environment)
+            if domain.agent_lost(event.disconnect_reason) and worker and livekit is not None:
+                await self.deaths.lost(event, sid, worker, livekit)
+            await self.store.rooms.agent_left(utcnow(), event.environment, event.room, sid, worker)
             if livekit is not None:
                 await self.place(livekit, event.environment, event.room, sid, None)
-
-    async def agent_lost(self, event: LiveKitEvent, rows: list[RoomRow]) -> None:
-        """An agent left without a goodbye: its worker is lost. Issue 8 ends such a call as
-        drained and offers the room again as ``JobOffer(job="sentence", written=…)`` through
-        the same rows (their ``job`` and ``written``); until then the seat is only freed."""
-        for row in rows:
-            _log.warning(
-                "room %s: the agent of %s was lost (%s)",
-                row.call,
-                row.worker,
-                event.disconnect_reason,
-            )
 
     async def call_event(self, event: CallEvent) -> None:
         """Apply ``call.opened`` or ``call.ended``; ``handled_calls`` holds it once applied."""
         if event.what == "opened":
             await self.store.rooms.opened(utcnow(), event.worker, call=event.call)
         else:
-            await self.store.rooms.ended(utcnow(), event.call, event.outcome or event.what)
+            # a dead worker's room lives on past its call's end, until its sentence is said
+            await self.store.rooms.ended(
+                utcnow(), event.call, event.outcome or event.what, sentence_too=False
+            )
         self.handled_calls.append(event)
         await self.changes.notify()
 

@@ -18,10 +18,12 @@ import time
 
 import httpx
 
+from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts.calls import CallEvent
 from pinecall_contracts.dispatch import OffersSnapshot
 from pinecall_contracts.livekit import LiveKitEvent
 from pinecall_dispatcher.admission import Admission
+from pinecall_dispatcher.deaths import Deaths
 from pinecall_dispatcher.livekit import LiveKits
 from pinecall_dispatcher.metrics import Metrics
 from pinecall_dispatcher.offering import Offering
@@ -53,7 +55,11 @@ class DispatcherService:
         keyring: KeyRing,
         call_log: httpx.AsyncClient,
         metrics: Metrics | None = None,
+        *,
+        calls: CallLogClient,
     ) -> None:
+        """``call_log`` is where admission writes ``fleet.full``; ``calls`` is call-log with the
+        operator key, for the death handler (read, end drained, call back)."""
         self.settings = settings
         self.bus = bus
         self.store = store
@@ -62,7 +68,8 @@ class DispatcherService:
         self.livekits = LiveKits(settings.keys())
         self.roster = RosterView(bus, settings.operator_key, max_age_s=settings.roster_max_age_s)
         self.offering = Offering(settings, store, self.livekits, self.roster, self.metrics)
-        self.placing = Placing(store, self.livekits, self.roster, self.offering)
+        self.deaths = Deaths(store, self.offering, calls)
+        self.placing = Placing(store, self.livekits, self.roster, self.offering, self.deaths)
         self.admission = Admission(settings, store, self.roster, call_log, self.metrics)
         self.consuming = asyncio.Event()
         """Set once the LiveKit stream's consumer is bound."""

@@ -143,7 +143,8 @@ class FleetOffers:
     async def due(self, grace_s: float, reoffer_s: float) -> list[RoomRow]:
         """The fleet's rooms the sweep decides now: every waiting room never offered that
         arrived ``grace_s`` ago (its ring's own offer has had its chance) or offered ``reoffer_s``
-        ago."""
+        ago, and every dead worker's room whose sentence is not offered yet (it waits for a
+        worker to be heard, looked at again by every sweep)."""
         where = sa.and_(
             ROOMS.c.fleet == self.fleet,
             ROOMS.c.state == "waiting",
@@ -153,6 +154,7 @@ class FleetOffers:
                     ROOMS.c.arrived_at <= self.now - dt.timedelta(seconds=grace_s),
                 ),
                 ROOMS.c.offered_at <= self.now - dt.timedelta(seconds=reoffer_s),
+                sa.and_(ROOMS.c.job == "sentence", ROOMS.c.offered_at.is_(None)),
             ),
         )
         rows = (await self.conn.execute(sa.select(ROOMS).where(where))).all()

@@ -26,6 +26,19 @@ def _instance(environment: str, room: str, room_sid: str | None) -> sa.ColumnEle
     return where
 
 
+def _had(worker: str) -> sa.ColumnElement[bool]:
+    """Rows whose agent was ``worker``'s: opened by it, or ended by ``call.ended`` as a worker
+    ends the call of a job whose process died (``failed``) or held past its drain (``drained``),
+    before LiveKit says the agent gone."""
+    return sa.and_(
+        ROOMS.c.worker == worker,
+        sa.or_(
+            ROOMS.c.state == "opened",
+            sa.and_(ROOMS.c.state == "ended", ROOMS.c.outcome.in_(("failed", "drained"))),
+        ),
+    )
+
+
 class RoomStore:
     """The rooms' transitions in Postgres."""
 
@@ -104,10 +117,54 @@ class RoomStore:
             now,
         )
 
+    async def of_worker(
+        self, environment: str, room: str, room_sid: str | None, worker: str
+    ) -> list[RoomRow]:
+        """The rows of the room instance whose agent was ``worker``'s (:func:`_had`)."""
+        async with db.translate_errors("reading a room"), self.engine.connect() as conn:
+            rows = (
+                await conn.execute(
+                    sa.select(ROOMS).where(_instance(environment, room, room_sid), _had(worker))
+                )
+            ).all()
+        return [RoomRow.of(r) for r in rows]
+
+    async def lost(
+        self, now: dt.datetime, call: str, worker: str, written: int | None, line: str
+    ) -> RoomRow | None:
+        """The agent of ``worker`` was lost with the call not over and its caller there (issue
+        8): the room is kept in offers again as a ``sentence`` room following on from
+        ``written``, ``tried`` starting with the lost worker, not offered yet. Taken by the
+        update that finds the row still ``worker``'s (:func:`_had`): a duplicate or a second
+        replica takes nothing."""
+        rows = await self._update(
+            sa.and_(ROOMS.c.call == call, _had(worker)),
+            {
+                "state": "waiting",
+                "job": "sentence",
+                "written": written,
+                "tried": [worker],
+                "worker": None,
+                "dispatch": None,
+                "offered_at": None,
+                "outcome": None,
+                "waited": True,  # a worker dropped it (seed 000: "a number that is not 0")
+            },
+            line,
+            now,
+        )
+        return rows[0] if rows else None
+
+    async def note(self, row: RoomRow, line: str, now: dt.datetime) -> None:
+        """Write ``line`` on the room's journal."""
+        async with db.translate_errors("writing the journal"), self.engine.begin() as conn:
+            await journal(conn, [(row, line, now)])
+
     async def agent_left(
         self, now: dt.datetime, environment: str, room: str, room_sid: str | None, worker: str
     ) -> list[RoomRow]:
-        """The agent of ``worker`` left: its seat is free (a lost worker is issue 8's)."""
+        """The agent of ``worker`` left: its seat is free (a room whose agent was lost and got
+        the sentence was taken by :meth:`lost` before this)."""
         return await self._update(
             sa.and_(
                 _instance(environment, room, room_sid),
@@ -133,10 +190,17 @@ class RoomStore:
             now,
         )
 
-    async def ended(self, now: dt.datetime, call: str, outcome: str) -> list[RoomRow]:
-        """The call ended on call-log (``call.ended``), or the room is gone."""
+    async def ended(
+        self, now: dt.datetime, call: str, outcome: str, *, sentence_too: bool = True
+    ) -> list[RoomRow]:
+        """The call ended on call-log (``call.ended``), or the room is gone. A ``sentence``
+        room's call ended before its sentence, by design: ``call.ended`` passes
+        ``sentence_too=False`` and the room lives on until its sentence job deletes it."""
+        where = sa.and_(ROOMS.c.call == call, ROOMS.c.state != "ended")
+        if not sentence_too:
+            where = sa.and_(where, ROOMS.c.job != "sentence")
         return await self._update(
-            sa.and_(ROOMS.c.call == call, ROOMS.c.state != "ended"),
+            where,
             {"state": "ended", "ended_at": now, "outcome": outcome},
             f"room {{call}}: ended ({outcome})",
             now,
