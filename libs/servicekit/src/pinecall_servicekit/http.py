@@ -199,4 +199,7 @@ def service_app(
         # a span per request; none per ASGI message (two or three more a request, for nothing)
         plugins=[OpenTelemetryPlugin(OpenTelemetryConfig(exclude_spans=["receive", "send"]))],
         state=State(state or {}),
+        # the service's logging is ours (telemetry.configure_telemetry): Litestar's own would start a
+        # queue listener thread per app, never stopped (one more per app a test starts)
+        logging_config=None,
     )
