@@ -6,6 +6,9 @@
   service's migrations ran once (entry points ``pinecall_runtime.migrations``); dropped after.
 - ``nats_namespace``: a subject namespace, stream and bucket prefix of the test's own.
 - ``nats_url``: where NATS answers.
+
+With pytest-timeout installed, a test past its timeout prints its asyncio tasks first
+(:mod:`.hung`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,13 @@ from pinecall_contracts.subjects import Subjects
 from pinecall_servicekit.db import migrate_installed
 from pinecall_servicekit.platform import Endpoints, ensure_platform
 from pinecall_servicekit.settings import Settings
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.pluginmanager.has_plugin("timeout"):
+        from pinecall_servicekit.testing import hung
+
+        config.pluginmanager.register(hung, "pinecall-hung")
 
 
 def with_database(url: str, name: str) -> str:

@@ -1,0 +1,37 @@
+"""A hung test fails the run and says what it waited for (``pinecall_servicekit.testing.hung``)."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+HANGS = """
+import asyncio
+
+async def waits_for_a_webhook_that_never_comes():
+    await asyncio.Event().wait()
+
+async def test_hangs():
+    await waits_for_a_webhook_that_never_comes()
+"""
+
+
+def test_a_hung_test_prints_its_tasks_and_ends_the_run(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_hangs=HANGS)
+    result = pytester.runpytest_subprocess(
+        "-p",
+        "no:cacheprovider",
+        "-o",
+        "asyncio_mode=auto",
+        "-o",
+        "timeout=6",
+        "-o",
+        "timeout_method=thread",
+    )
+    out = result.stdout.str() + result.stderr.str()
+    assert result.ret != 0
+    assert "test_hangs.py::test_hangs: still running; the asyncio tasks" in out
+    # the await the test is stuck on, from the task's own stack
+    assert "in waits_for_a_webhook_that_never_comes" in out
+    assert "Timeout" in out  # then pytest-timeout's dump and exit
