@@ -14,6 +14,7 @@ from typing import Any
 
 from livekit.agents import AgentServer, JobContext, JobExecutorType
 
+from pinecall_jobs.server import close_server
 from pinecall_labroom.jobs import join_job_room
 from pinecall_loadlab.livekit.server import StandIn
 
@@ -106,5 +107,5 @@ class LabWorkers:
 
     async def aclose(self) -> None:
         for server, task in reversed(self._running):
-            await server.aclose()
+            await close_server(server)
             await asyncio.gather(task, return_exceptions=True)

@@ -34,6 +34,7 @@ from typing import Any
 
 from livekit.agents import AgentServer, JobExecutorType
 
+from pinecall_jobs.server import close_server
 from pinecall_overflow.health import Health
 from pinecall_overflow.job import entrypoint, overflow_name
 from pinecall_overflow.settings import OverflowSettings
@@ -114,7 +115,7 @@ class Overflow:
             with contextlib.suppress(NotImplementedError, RuntimeError):
                 loop.remove_signal_handler(signal.SIGTERM)
             stopping.cancel()
-            await self.server.aclose()
+            await close_server(self.server)
             served.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await served

@@ -30,6 +30,7 @@ from livekit.agents import AgentServer, JobContext, JobExecutorType, JobProcess,
 
 from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts.fleet import HeartbeatReply, WorkerHeartbeat
+from pinecall_jobs.server import close_server
 from pinecall_servicekit.lifecycle import ExitCode
 from pinecall_worker import domain
 from pinecall_worker.health import Health
@@ -215,7 +216,7 @@ class Worker:
                 loop.remove_signal_handler(signal.SIGTERM)
             stopping.cancel()
             beating.cancel()
-            await self.server.aclose()
+            await close_server(self.server)
             served.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await served
@@ -256,7 +257,7 @@ class Worker:
         deadline = asyncio.get_running_loop().time() + self.settings.seal_timeout_s
         # not cancelled: livekit-agents bounds each job's close (shutdown_process_timeout), then
         # kills it, and a job process left running would outlive the worker
-        await self.server.aclose()
+        await close_server(self.server)
         try:
             async with asyncio.timeout_at(deadline):
                 await self.jobs.aclose()
