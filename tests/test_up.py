@@ -19,7 +19,8 @@ from click.testing import CliRunner
 from pinecall_contracts.calls import CallLog, CallRecord, LoggedEntry
 from pinecall_contracts.lab import CallerReport
 from pinecall_runtime.up import up
-from pinecall_runtime.up.report import verify
+from pinecall_runtime.up.command import holding
+from pinecall_runtime.up.report import summary, verify
 from pinecall_runtime.up.watch import is_silent
 from pinecall_servicekit.platform import Endpoints
 
@@ -63,6 +64,44 @@ def test_exit_when_done_needs_a_number_of_calls() -> None:
     result = CliRunner().invoke(up, ["--exit-when-done"])
     assert result.exit_code == 2
     assert "--exit-when-done needs --calls" in result.output
+
+
+def test_a_second_up_on_a_state_dir_in_use_is_refused_before_it_starts_anything(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "state"
+    state.mkdir()
+    with holding(state):
+        result = CliRunner().invoke(up, ["--calls", "1"], env={"PINECALL_STATE_DIR": str(state)})
+    assert result.exit_code == 1
+    assert f"another up (pid {os.getpid()}) runs with the state dir {state}/" in result.output
+    assert "PINECALL_STATE_DIR" in result.output
+    assert not (state / "logs").exists()  # nothing of the first run was touched
+    with holding(state):  # let go: the next run takes it
+        pass
+
+
+def test_a_report_in_a_folder_that_does_not_exist_is_refused_at_once(tmp_path: Path) -> None:
+    where = tmp_path / "nowhere" / "up.json"
+    result = CliRunner().invoke(up, ["--calls", "1", "--report", str(where)])
+    assert result.exit_code == 2
+    assert f"{where.parent} is not a folder" in result.output
+
+
+def test_the_summary_says_callers_an_agent_answered_and_never_heard_and_the_failed() -> None:
+    result = {
+        "calls": {
+            "placed": 5, "answered_by_agent": 3, "heard_the_agent": 2, "answered_by_overflow": 1,
+            "refused_at_the_endpoint": {}, "silent": 1, "failed": 1,
+        },
+        "entries": {"written": 9, "logs": 4, "logs_verified": 4},
+        "first_audio_s": {"heard_by_the_caller": {"p50": 0.8, "p95": 0.9}},
+        "offers_per_call": {"mean": 1.0},
+    }  # fmt: skip
+    assert summary(result).splitlines()[0] == (
+        "up: 5 calls: 3 answered by an agent (1 never heard it), 1 by the overflow, "
+        "0 refused at the endpoint, 1 silent, 1 failed"
+    )
 
 
 def record(written: int) -> CallRecord:

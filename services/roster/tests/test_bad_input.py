@@ -263,9 +263,31 @@ async def test_cordon_reason_too_long_and_worker_with_a_newline(
         "/v1/ops/fleet/pinecall/worker-a%0A/cordon", headers=bearer(keys.operator)
     )
     assert_problem(r, 400, "bad_request")
-    r = await roster.post("/v1/ops/fleet/pinecall/worker-a/uncordon", headers=bearer(keys.operator))
-    assert r.status_code == 200  # the book is empty but for this lift: nothing was cordoned
-    assert service_cordons(roster) == [("pinecall/worker-a", False)]
+    assert service_cordons(roster) == []  # nothing was cordoned
+
+
+async def test_a_cordon_of_a_worker_nobody_heard_is_404_unless_forced(
+    roster: Replica, keys: Keys
+) -> None:
+    """A typo (``pinecall/wokrer-a``) would stand as a cordon of nobody while the worker meant
+    goes on taking calls: refused, and nothing stored; ``force`` cordons one not started yet."""
+    for verb in ("cordon", "uncordon"):
+        r = await roster.post(
+            f"/v1/ops/fleet/pinecall/wokrer-a/{verb}", headers=bearer(keys.operator)
+        )
+        assert_problem(r, 404, "not_found")
+        assert "no worker pinecall/wokrer-a was heard in the last hour" in r.json()["detail"]
+    assert service_cordons(roster) == []
+    r = await roster.post(
+        "/v1/ops/fleet/pinecall/worker-b/cordon",
+        json={"force": True},
+        headers=bearer(keys.operator),
+    )
+    assert r.status_code == 200
+    # a stored cordon is known: lifting it needs no force, heard or not
+    r = await roster.post("/v1/ops/fleet/pinecall/worker-b/uncordon", headers=bearer(keys.operator))
+    assert r.status_code == 200
+    assert service_cordons(roster) == [("pinecall/worker-b", False)]
 
 
 def service_cordons(roster: Replica) -> list[tuple[str, bool]]:

@@ -8,13 +8,17 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import secrets
 import sys
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from pinecall_roster.testing import Keys, Replica, bearer, heartbeat
 from pinecall_servicekit.lifecycle import ExitCode
+from pinecall_servicekit.platform import Endpoints
+from pinecall_servicekit.testing.plugin import with_database
 
 
 async def cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:
@@ -119,6 +123,10 @@ async def test_fleet_list_shows_the_workers_as_a_table_and_as_json(
 async def test_fleet_cordon_and_uncordon_travel_over_nats(
     roster: Replica, keys: Keys, env: dict[str, str]
 ) -> None:
+    reply = await roster.post(
+        "/v1/fleet/heartbeat", json=heartbeat(), headers=bearer(keys.production)
+    )
+    assert reply.json()["cordoned"] is False
     code, out, err = await cli("fleet", "cordon", "pinecall/worker-a.1791067258", env=env)
     assert (code, out.strip()) == (0, "pinecall/worker-a: cordoned"), err
     reply = await roster.post(
@@ -138,6 +146,7 @@ async def test_fleet_cordon_and_uncordon_travel_over_nats(
     [
         (("fleet", "cordon", "worker-a"), {}, ExitCode.FAILED, "[bad_request]"),
         (("fleet", "cordon", "nobody/worker-a"), {}, ExitCode.FAILED, "[unprocessable]"),
+        (("fleet", "cordon", "pinecall/wokrer-a"), {}, ExitCode.NOT_FOUND, "[not_found]"),
         (("fleet", "list"), {"PINECALL_OPERATOR_KEY": ""}, ExitCode.FAILED, "[unauthorized]"),
         (
             ("fleet", "list"),
@@ -152,7 +161,7 @@ async def test_fleet_cordon_and_uncordon_travel_over_nats(
             "[bus_unavailable]",
         ),
         (("fleet", "list"), {"PINECALL_FLET": "typo"}, ExitCode.CONFIG, "unknown setting"),
-        (("keys", "revoke", "000000000000"), {}, ExitCode.FAILED, "[not_found]"),
+        (("keys", "revoke", "000000000000"), {}, ExitCode.NOT_FOUND, "[not_found]"),
         (
             ("keys", "create", "--kind", "fleet", "--name", "x"),
             {},
@@ -172,6 +181,27 @@ async def test_a_bad_command_is_a_named_error(
     result, out, err = await cli(*args, env=env | change)
     assert result == code, (out, err)
     assert words in err
+
+
+async def test_keys_on_a_database_never_migrated_is_a_named_error(
+    env: dict[str, str], platform_endpoints: Endpoints
+) -> None:
+    """A database with no service's tables (the default ``test`` when no ``up`` runs): said,
+    not a driver's traceback."""
+    admin = platform_endpoints.database_url
+    name = f"pc_empty_{secrets.token_hex(4)}"
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    try:
+        empty = {"PINECALL_DATABASE_URL": with_database(admin, name)}
+        code, out, err = await cli("keys", "list", env=env | empty)
+    finally:
+        with psycopg.connect(admin, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    assert code == ExitCode.UNAVAILABLE, (out, err)
+    assert "[store_unavailable] listing keys: the database has no table for it" in err
+    assert "never migrated (pinecall-runtime migrate)" in err
+    assert "Traceback" not in err
 
 
 async def test_keys_create_list_revoke(roster: Replica, keys: Keys, env: dict[str, str]) -> None:

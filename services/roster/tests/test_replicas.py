@@ -50,9 +50,9 @@ async def test_a_cordon_set_on_one_stands_on_the_other_and_survives_its_restart(
     key = WorkerKey("pinecall/worker-a")
     async with replica() as a:
         async with replica() as b:
-            r = await a.post(
+            r = await a.post(  # a worker not started yet: forced
                 "/v1/ops/fleet/pinecall/worker-a/cordon",
-                json={"reason": "slow"},
+                json={"reason": "slow", "force": True},
                 headers=bearer(keys.operator),
             )
             assert r.status_code == 200

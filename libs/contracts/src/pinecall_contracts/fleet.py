@@ -101,6 +101,9 @@ class CordonRequest(Contract, frozen=True, kw_only=True, tag="fleet.cordon_reque
     """Given on NATS; on HTTP the path names the worker."""
     cordoned: bool = True
     reason: Text | None = None
+    force: bool = False
+    """Cordon a worker nobody heard in the last hour (one not started yet); without it that is
+    a 404, as a typo in its name would be."""
 
 
 class WorkerRow(Contract, frozen=True, kw_only=True, tag="fleet.worker_row.v1"):

@@ -84,11 +84,25 @@ async def answers(engine: AsyncEngine, timeout_s: float = 2.0) -> bool:
 
 @asynccontextmanager
 async def translate_errors(what: str) -> AsyncIterator[None]:
-    """Turn a lost or refused database connection into ``StoreUnavailable`` (503, retryable)."""
+    """Turn a lost or refused database connection, or a database with no table for ``what``
+    (never migrated, or not the platform's), into ``StoreUnavailable`` (503, retryable)."""
     try:
         yield
     except (sa.exc.OperationalError, sa.exc.InterfaceError, OSError) as exc:
         raise StoreUnavailable(f"{what}: the database did not answer") from exc
+    except sa.exc.ProgrammingError as exc:
+        if getattr(exc.orig, "sqlstate", None) not in UNMIGRATED:
+            raise
+        raise StoreUnavailable(
+            f"{what}: the database has no table for it ({str(exc.orig).splitlines()[0]}): it "
+            "was never migrated (pinecall-runtime migrate), or it is not the platform's (is "
+            "PINECALL_DATABASE_URL, or .state/up.json while up runs, the one meant?)"
+        ) from exc
+
+
+UNMIGRATED = {"42P01", "3F000"}
+"""Postgres's ``undefined_table`` and ``invalid_schema_name``: what a database never migrated
+answers."""
 
 
 def migrate(url: str, script_location: Path, schema: str, revision: str = "head") -> None:

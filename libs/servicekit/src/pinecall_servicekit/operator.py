@@ -77,7 +77,8 @@ class CommandError(click.ClickException):
 
 
 def run(coro_fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
-    """Run an async command; runtime and settings errors become :class:`CommandError`."""
+    """Run an async command; runtime and settings errors become :class:`CommandError` (exit 1;
+    5 for ``not_found``, 69 for a dependency that did not answer, 78 for settings)."""
 
     @functools.wraps(coro_fn)
     def wrapper(*args: Any, **kwargs: Any) -> T:
@@ -86,7 +87,10 @@ def run(coro_fn: Callable[..., Coroutine[Any, Any, T]]) -> Callable[..., T]:
         except Unavailable as exc:
             raise CommandError(exc.code, exc.detail, ExitCode.UNAVAILABLE) from exc
         except PinecallError as exc:
-            raise CommandError(exc.code, exc.detail) from exc
+            found = exc.code != "not_found"  # what the command names, nobody knows: exit 5
+            raise CommandError(
+                exc.code, exc.detail, ExitCode.FAILED if found else ExitCode.NOT_FOUND
+            ) from exc
         except SettingsError as exc:
             raise CommandError("settings", str(exc), ExitCode.CONFIG) from exc
 

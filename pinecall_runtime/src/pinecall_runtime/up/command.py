@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import json
+import os
 import signal
 import subprocess
 import time
+from collections.abc import Iterator
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import Any
@@ -47,6 +50,30 @@ AGENT = "support-bot"
 """The agent every simulated caller rings for (its log holds the call backs)."""
 SEALED_WITHIN_S = 90.0
 """How long the end waits for every opened call's seal (a worker seals within seconds)."""
+
+
+@contextlib.contextmanager
+def holding(state_dir: Path) -> Iterator[None]:
+    """Hold ``state_dir`` for this run (``up.lock``, an advisory lock the kernel lets go of when
+    the process ends, however it ends); a ``ClickException`` naming the other run when one holds
+    it: two runs in one state dir would write each other's logs, callers and ``up.json``."""
+    lock = (state_dir / "up.lock").open("a+")
+    try:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            other = lock.read().strip() or "?"
+            raise click.ClickException(
+                f"another up (pid {other}) runs with the state dir {state_dir}/: stop it, or "
+                "give this one a state dir of its own (PINECALL_STATE_DIR=.state-2 ./dev up)"
+            ) from None
+        lock.truncate(0)
+        lock.write(f"{os.getpid()}\n")
+        lock.flush()
+        yield
+    finally:
+        lock.close()
 
 
 class NotHeard(Exception):
@@ -115,6 +142,13 @@ async def _watch(
         watch.read_callers()
         if options["report"] is None and not options["exit_when_done"]:
             return None
+        if waiting := watch.unsealed():
+            click.echo(
+                f"up: waiting up to {SEALED_WITHIN_S:.0f} s for the logs of {len(waiting)} "
+                f"calls to be sealed (rooms {', '.join(waiting[:5])}"
+                f"{', …' if len(waiting) > 5 else ''})",
+                err=True,
+            )
         unsealed = await watch.wait_sealed(SEALED_WITHIN_S)
         result = await reporting.build(
             watch,
@@ -207,6 +241,10 @@ def up(**options: Any) -> None:  # fmt: skip
     """
     if options["exit_when_done"] and not options["calls"]:
         raise click.UsageError("--exit-when-done needs --calls N (N > 0)")
+    if options["report"] is not None and not options["report"].resolve().parent.is_dir():
+        raise click.BadParameter(
+            f"{options['report'].resolve().parent} is not a folder", param_hint="'--report'"
+        )
     if not entry_points(group="pinecall_runtime.commands", name="lab"):
         raise click.ClickException(
             "up runs the load lab's LiveKit stand-in, vendor fakes and callers: install "
@@ -217,6 +255,12 @@ def up(**options: Any) -> None:  # fmt: skip
     settings = OperatorSettings.from_env()
     state_dir = Path(settings.state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
+    with holding(state_dir):
+        _up(options, settings, state_dir)
+
+
+def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) -> None:
+    """The run, its state dir held (:func:`up`)."""
     (state_dir / "callers.jsonl").unlink(missing_ok=True)  # a previous run's callers
     # SIGTERM as Ctrl-C while the platform starts: every process started so far is stopped
     signal.signal(signal.SIGTERM, signal.default_int_handler)

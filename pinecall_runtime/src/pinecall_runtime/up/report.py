@@ -31,7 +31,7 @@ from pinecall_contracts.base import decode
 from pinecall_contracts.calls import AgentLog, CallLog, CallRecord
 from pinecall_contracts.dispatch import Journal
 from pinecall_runtime.loaddrive import quantile
-from pinecall_runtime.up.watch import SILENT_S, Watch, by_overflow, is_silent
+from pinecall_runtime.up.watch import SILENT_S, Watch, by_overflow, heard_waits, is_silent
 
 OFFER_MARKS = (": offered to ", ": to the overflow ")
 """What a journal line of an offer says (``pinecall_dispatcher.domain``: ``Offer.journal`` and
@@ -61,10 +61,21 @@ def verify(record: CallRecord, log: CallLog) -> str | None:
     return None
 
 
+class Unreadable(Exception):
+    """A service answered a read of the report with an error (its status and what it said)."""
+
+
+async def _read(http: httpx.AsyncClient, url: str, kind: type[Any]) -> Any:
+    got = await http.get(url)
+    if not got.is_success:
+        raise Unreadable(f"GET {url} answered {got.status_code}: {got.text[:200]}")
+    return decode(got.content, kind)
+
+
 async def _call(http: httpx.AsyncClient, call_log: str, dispatcher: str, call: str) -> Any:
-    record = decode((await http.get(f"{call_log}/v1/calls/{call}")).content, CallRecord)
-    log = decode((await http.get(f"{call_log}/v1/calls/{call}/entries")).content, CallLog)
-    journal = decode((await http.get(f"{dispatcher}/v1/ops/calls/{call}/journal")).content, Journal)
+    record = await _read(http, f"{call_log}/v1/calls/{call}", CallRecord)
+    log = await _read(http, f"{call_log}/v1/calls/{call}/entries", CallLog)
+    journal = await _read(http, f"{dispatcher}/v1/ops/calls/{call}/journal", Journal)
     return record, log, journal
 
 
@@ -89,6 +100,9 @@ async def build(
             async with limit:
                 try:
                     return await _call(http, call_log, dispatcher, call)
+                except Unreadable as exc:
+                    problems.append(f"{call}: its log or journal could not be read: {exc}")
+                    return None
                 except (httpx.HTTPError, ValueError) as exc:
                     problems.append(f"{call}: its log or journal could not be read: {exc!r}")
                     return None
@@ -160,6 +174,7 @@ async def build(
         "calls": {
             "placed": len(reports),
             "answered_by_agent": len(agent_calls),
+            "heard_the_agent": sum(r.first_heard_s is not None for r in agent_calls),
             "answered_by_overflow": len(overflowed),
             "heard_the_overflow": sum(r.first_heard_s is not None for r in overflowed),
             "refused_at_the_endpoint": dict(refused),
@@ -170,7 +185,7 @@ async def build(
         },
         "entries": {"written": written, "logs": len(read), "logs_verified": verified},
         "first_audio_s": {
-            "heard_by_the_caller": quantiles([w for r in agent_calls for w in r.waits_s]),
+            "heard_by_the_caller": quantiles(heard_waits(agent_calls)),
             "turns_on_the_log": quantiles(turns),
         },
         "offers_per_call": {
@@ -211,10 +226,13 @@ def summary(result: dict[str, Any]) -> str:
     calls, entries, heard = result["calls"], result["entries"], result["first_audio_s"]
     audio = heard["heard_by_the_caller"]
     refused = sum(calls["refused_at_the_endpoint"].values())
+    agents, heard_them = calls["answered_by_agent"], calls["heard_the_agent"]
+    deaf = "" if heard_them == agents else f" ({agents - heard_them} never heard it)"
+    failed = f", {calls['failed']} failed" if calls["failed"] else ""
     return (
-        f"up: {calls['placed']} calls: {calls['answered_by_agent']} answered by an agent, "
+        f"up: {calls['placed']} calls: {agents} answered by an agent{deaf}, "
         f"{calls['answered_by_overflow']} by the overflow, {refused} refused at the endpoint, "
-        f"{calls['silent']} silent\n"
+        f"{calls['silent']} silent{failed}\n"
         f"up: {entries['logs_verified']} of {entries['logs']} logs verified "
         f"({entries['written']} entries); first audio heard p50 {_s(audio['p50'])}, "
         f"p95 {_s(audio['p95'])}; offers per call {result['offers_per_call']['mean']}"

@@ -50,6 +50,12 @@ def is_silent(report: CallerReport, now: dt.datetime) -> bool:
     return (until - report.arrived_at).total_seconds() > SILENT_S
 
 
+def heard_waits(reports: list[CallerReport]) -> list[float]:
+    """First audio as the callers heard it: each line's wait, from its end to the agent's first
+    sound (seconds), over ``reports`` (the table and the report read the same)."""
+    return [w for r in reports for w in r.waits_s]
+
+
 def by_overflow(report: CallerReport) -> bool:
     """Whether the overflow (``<fleet>/overflow``) answered it."""
     return bool(report.answered_by and report.answered_by.endswith("/overflow"))
@@ -138,7 +144,7 @@ class Watch:
         reports = list(self.reports.values())
         ended = sum(r.state in ("ended", "refused", "failed") for r in reports)
         silent = sum(is_silent(r, now) for r in reports)
-        heard = [w for r in reports if not by_overflow(r) for w in r.waits_s[:1]]
+        heard = heard_waits([r for r in reports if r.answered_by and not by_overflow(r)])
         audio = (
             f"first audio p50 {quantile(heard, 0.5):.2f} s, p95 {quantile(heard, 0.95):.2f} s"
             if heard
@@ -175,7 +181,7 @@ class Watch:
                     sum(by_overflow(r) for r in answered),
                     sum(r.state == "refused" for r in mine),
                     sum(r.first_heard_s is not None for r in mine),
-                    sum(r.state == "ended" for r in mine),
+                    sum(r.state in ("ended", "refused", "failed") for r in mine),
                     sum(is_silent(r, now) for r in mine),
                     None if totals is None else f"{totals.seats_free}/{totals.seats}",
                 )

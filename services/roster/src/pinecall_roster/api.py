@@ -95,11 +95,13 @@ async def fleets(request: AnyRequest) -> FleetRecords:
 
 
 async def _cordon(
-    request: AnyRequest, worker: str, cordoned: bool, reason: str | None
+    request: AnyRequest, worker: str, cordoned: bool, reason: str | None, force: bool = False
 ) -> CordonSetting:
     key = await _key(request, OPERATOR)
     try:
-        return await _service(request.app.state).cordon(worker, cordoned, key.name, reason)
+        return await _service(request.app.state).cordon(
+            worker, cordoned, key.name, reason, force=force
+        )
     except WorkerNameError as exc:
         raise BadRequest(str(exc)) from exc
 
@@ -107,7 +109,7 @@ async def _cordon(
 @post(
     "/v1/ops/fleet/{fleet_name:str}/{worker:str}/cordon",
     status_code=200,
-    responses=problems(400, 401, 403, 422, 503),
+    responses=problems(400, 401, 403, 404, 422, 503),
 )
 async def cordon(
     request: AnyRequest,
@@ -117,13 +119,13 @@ async def cordon(
 ) -> CordonSetting:
     """Cordon a worker: it takes no new call, finishes what it holds and exits 3."""
     body = await strict_body(request, CordonRequest) if await request.body() else CordonRequest()
-    return await _cordon(request, f"{fleet_name}/{worker}", body.cordoned, body.reason)
+    return await _cordon(request, f"{fleet_name}/{worker}", body.cordoned, body.reason, body.force)
 
 
 @post(
     "/v1/ops/fleet/{fleet_name:str}/{worker:str}/uncordon",
     status_code=200,
-    responses=problems(400, 401, 403, 422, 503),
+    responses=problems(400, 401, 403, 404, 422, 503),
 )
 async def uncordon(
     request: AnyRequest, fleet_name: FromPath[str], worker: FromPath[str]

@@ -90,7 +90,9 @@ async def _offers(bus: Bus, settings: OperatorSettings, only: str | None) -> Off
         return None
 
 
-async def _cordon(worker: str, cordoned: bool, reason: str | None) -> CordonSetting:
+async def _cordon(
+    worker: str, cordoned: bool, reason: str | None, force: bool = False
+) -> CordonSetting:
     settings = OperatorSettings.load()
     try:
         key = worker_key(worker)
@@ -100,7 +102,7 @@ async def _cordon(worker: str, cordoned: bool, reason: str | None) -> CordonSett
     try:
         return await bus.request(
             bus.subjects.ops_fleet_cordon,
-            CordonRequest(worker=key, cordoned=cordoned, reason=reason),
+            CordonRequest(worker=key, cordoned=cordoned, reason=reason, force=force),
             CordonSetting,
             headers=_auth(settings),
         )
@@ -111,10 +113,15 @@ async def _cordon(worker: str, cordoned: bool, reason: str | None) -> CordonSett
 @fleet.command(name="cordon")
 @click.argument("worker")
 @click.option("--reason", default=None)
+@click.option(
+    "--force", is_flag=True, help="Cordon a worker nobody heard in the last hour (not started yet)."
+)
 @run
-async def fleet_cordon(worker: str, reason: str | None) -> None:
-    """Cordon WORKER (<fleet>/<worker>[.<start>]): no new call; it finishes and exits 3."""
-    setting = await _cordon(worker, True, reason)
+async def fleet_cordon(worker: str, reason: str | None, force: bool) -> None:
+    """Cordon WORKER (<fleet>/<worker>[.<start>]): no new call; it finishes and exits 3.
+
+    A worker nobody heard in the last hour is a [not_found] error (a typo), unless --force."""
+    setting = await _cordon(worker, True, reason, force)
     click.echo(f"{setting.worker}: cordoned")
 
 

@@ -49,6 +49,10 @@ class CordonBook:
         if newest is setting:
             self._settings[key] = (revision, setting)
 
+    def holds(self, key: WorkerKey) -> bool:
+        """Whether a cordon setting (set or lifted) is stored for ``key``."""
+        return key in self._settings
+
     def is_cordoned(self, key: WorkerKey) -> bool:
         entry = self._settings.get(key)
         return bool(entry and entry[1].cordoned)

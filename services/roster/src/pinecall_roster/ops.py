@@ -51,7 +51,9 @@ async def start_ops(service: RosterService) -> Service:
         if request.worker is None:
             raise BadRequest("name the worker: <fleet>/<worker>")
         try:
-            return await service.cordon(request.worker, request.cordoned, by, request.reason)
+            return await service.cordon(
+                request.worker, request.cordoned, by, request.reason, force=request.force
+            )
         except WorkerNameError as exc:
             raise BadRequest(str(exc)) from exc
 

@@ -36,6 +36,10 @@ class Roster:
         self._workers[key] = domain.Heard(heartbeat=heartbeat, heard_at=heard_at)
         return True
 
+    def knows(self, key: WorkerKey) -> bool:
+        """Whether a worker of ``key`` was heard and not forgotten (silent an hour)."""
+        return key in self._workers
+
     def forget_silent(self, now: float) -> int:
         """Drop workers silent for an hour; returns how many."""
         gone = [

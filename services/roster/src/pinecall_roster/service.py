@@ -33,7 +33,7 @@ from pinecall_roster.settings import RosterSettings
 from pinecall_roster.store import Store
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.changes import Changes
-from pinecall_servicekit.errors import Conflict, Forbidden, Unprocessable
+from pinecall_servicekit.errors import Conflict, Forbidden, NotFound, Unprocessable
 from pinecall_servicekit.keys import KeyRing
 
 _log = logging.getLogger(__name__)
@@ -159,11 +159,21 @@ class RosterService:
         return RosterSnapshot(fleets=[self.view(n) for n in names], at=dt.datetime.now(dt.UTC))
 
     async def cordon(
-        self, worker: str, cordoned: bool, by: str, reason: str | None
+        self, worker: str, cordoned: bool, by: str, reason: str | None, *, force: bool = False
     ) -> CordonSetting:
-        """Set or lift a worker's cordon (by name, with or without its start)."""
+        """Set or lift a worker's cordon (by name, with or without its start).
+
+        ``NotFound`` for a worker no replica heard in the last hour and no cordon was stored
+        for (a typo would otherwise stand as a cordon of nobody, and the worker meant goes on
+        taking calls), unless ``force`` (a worker not started yet); ``Unprocessable`` for an
+        unknown fleet, ``WorkerNameError`` for what is not a worker's name."""
         key: WorkerKey = worker_key(worker)
         self.environment_of(key.split("/", 1)[0])
+        if not (force or self.roster.knows(key) or self.cordons.holds(key)):
+            raise NotFound(
+                f"no worker {key} was heard in the last hour and none was ever cordoned: "
+                "fleet list names the workers (a worker not started yet: --force)"
+            )
         setting = CordonSetting(
             worker=key, cordoned=cordoned, by=by, at=dt.datetime.now(dt.UTC), reason=reason
         )
