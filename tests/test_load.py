@@ -89,7 +89,7 @@ def test_a_small_sweep_drives_real_replicas_and_verifies_every_log(
         env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    report = json.loads(done.stdout.strip().splitlines()[-1])
+    report = json.loads(done.stdout)  # --json: the report and nothing else on stdout
     steps = report["steps"]
     assert [s["calls"] for s in steps] == [3, 5]
     assert [s["drivers"] for s in steps] == [2, 2]  # 2 and 3 workers of 2 seats

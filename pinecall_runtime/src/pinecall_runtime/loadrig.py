@@ -65,7 +65,12 @@ def replicas(settings: OperatorSettings, count: int, env: dict[str, str]) -> Ite
             for _ in range(count):
                 port = free_port()
                 cmd = [sys.executable, "-m", "pinecall_runtime", "call-log", "serve"]
-                procs.append(subprocess.Popen(cmd, env=base | env | {"PINECALL_PORT": str(port)}))
+                # the replicas say what they do on stderr: stdout is the report's (--json)
+                procs.append(
+                    subprocess.Popen(
+                        cmd, env=base | env | {"PINECALL_PORT": str(port)}, stdout=sys.stderr
+                    )
+                )
                 urls.append(f"http://127.0.0.1:{port}")
             for u, p in zip(urls, procs, strict=True):
                 wait_ready(u, p)
