@@ -285,3 +285,46 @@ def test_the_lab_runs_the_stand_ins_and_production_does_not(rendered: dict[str, 
 
     assert {"pinecall-lab-livekit", "pinecall-lab-vendors"} <= deployments("lab")
     assert not {n for n in deployments("production") | deployments("staging") if "lab" in n}
+
+
+PUBLIC = {
+    "webhook-ingest": ["/v1/livekit/webhook"],
+    "dispatcher": ["/v1/tokens"],
+    "call-log": [
+        "/v1/callbacks",
+        "/v1/calls/{call:str}/stream",
+        "/v1/calls/{call:str}/log-token",
+    ],
+}
+"""What is reached from outside, by the service that serves it: LiveKit's webhooks, a visitor's
+token, the page's call back, log token and stream."""
+
+
+def _served(service: str) -> set[str]:
+    """The paths ``service``'s app routes (its ``api.ROUTES``)."""
+    module = __import__(f"pinecall_{service.replace('-', '_')}.api", fromlist=["ROUTES"])
+    return {path for handler in module.ROUTES for path in handler.paths}
+
+
+def _prefix_matches(prefix: str, path: str) -> bool:
+    """Kubernetes' ``pathType: Prefix``: element by element of the ``/``-split path."""
+    want, have = prefix.rstrip("/").split("/"), path.split("/")
+    return have[: len(want)] == want
+
+
+def test_the_ingress_routes_each_public_endpoint_to_the_service_that_serves_it(
+    production: dict[tuple[str, str], Doc],
+) -> None:
+    (ingress,) = [d for (kind, _), d in production.items() if kind == "Ingress"]
+    rules = [
+        (p["path"], p["backend"]["service"]["name"], p["pathType"])
+        for rule in ingress["spec"]["rules"]
+        for p in rule["http"]["paths"]
+    ]
+    for service, paths in PUBLIC.items():
+        for path in paths:
+            assert path in _served(service), f"{service} serves no {path}"
+            concrete = path.replace("{call:str}", "call_7Qm2x")
+            routed = {name for prefix, name, _ in rules if _prefix_matches(prefix, concrete)}
+            assert routed == {f"pinecall-{service}"}, (concrete, rules)
+    assert {kind for _, _, kind in rules} == {"Prefix"}
