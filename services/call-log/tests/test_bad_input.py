@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pinecall_call_log.testing import Keys, Replica, batch, bearer, entry, opening
+from pinecall_call_log.testing import TS, Keys, Replica, batch, bearer, entry, opening
 
 PROBLEM = "application/problem+json"
 MALFORMED = b'{"after": 0, "entries": ['
@@ -86,6 +86,33 @@ CASES: list[tuple[str, str, str, Any, str | None, int]] = [
         400,
     ),
     ("entries oversize", "POST", f"{CALL}/entries", batch(2, 501), "production", 400),
+    # Postgres stores no NUL character: the caller's error, never a retryable 500
+    (
+        "entries a NUL in the data",
+        "POST",
+        f"{CALL}/entries",
+        {"after": 2, "entries": [{"kind": "turn.user", "ts": TS, "data": {"text": "a\u0000b"}}]},
+        "production",
+        422,
+    ),
+    (
+        "open a NUL in the context",
+        "POST",
+        OPEN,
+        opening("call_2", context={"caller": "+1555\u0000"}),
+        "production",
+        422,
+    ),
+    (
+        "end a NUL in the reason",
+        "POST",
+        f"{CALL}/end",
+        {"outcome": "completed", "reason": "done\u0000"},
+        "production",
+        422,
+    ),
+    ("open nested too deeply", "POST", OPEN, b"[" * 100_000, "production", 400),
+    ("entries nested too deeply, no key", "POST", f"{CALL}/entries", b"[" * 100_000, None, 400),
     ("entries unknown call", "POST", "/v1/calls/call_2/entries", batch(0, 1), "production", 404),
     ("entries no key", "POST", f"{CALL}/entries", batch(2, 1), None, 401),
     ("entries garbage key", "POST", f"{CALL}/entries", batch(2, 1), "garbage", 401),

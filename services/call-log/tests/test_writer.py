@@ -156,3 +156,31 @@ async def test_a_tool_retried_after_its_answer_was_lost_gets_the_logged_result_o
     entries = (await a.get("/v1/calls/call_1/entries", headers=bearer(keys.operator))).json()
     kinds = [e["kind"] for e in entries["entries"]]
     assert kinds == ["call.started", "tool.call", "tool.result", "call.ended", "call.sealed"]
+
+
+async def test_a_nul_is_written_as_u_fffd_and_a_batch_the_log_cannot_take_is_dropped(
+    pair: tuple[Replica, Replica], keys: Keys
+) -> None:
+    """Postgres stores no NUL character: the writer writes U+FFFD in its place rather than have
+    the batch refused. A batch the log refuses for itself (400, 413, 422) would be refused again
+    unchanged: it is dropped, and the call's later entries are written after the same count."""
+    log, _ = client(pair, keys)
+    async with log:
+        await log.open(OPEN)
+        writer = log.writer("call_1")
+        writer.add("turn.user", {"text": "Hi\x00 there", "n": 0, "said\x00": ["\x00"]})
+        assert (await writer.flush()) is not None
+        writer.add("Not A Kind", {"n": 99})  # the log's 400
+        assert await writer.flush() is None
+        [(dropped, answer)] = writer.dropped
+        assert ([e.kind for e in dropped.entries], answer.status) == (["Not A Kind"], 400)
+        writer.add("turn.user", {"n": 1})
+        written = await writer.flush()
+        assert written is not None
+        assert written.written == 2
+        assert writer.refused == []
+    entries = (await pair[1].get("/v1/calls/call_1/entries", headers=bearer(keys.operator))).json()[
+        "entries"
+    ]
+    ours = [e["data"] for e in entries if e["counted"] is not None]
+    assert ours == [{"text": "Hi\ufffd there", "n": 0, "said\ufffd": ["\ufffd"]}, {"n": 1}]

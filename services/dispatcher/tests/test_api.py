@@ -45,6 +45,7 @@ TOKEN_BAD = [
     (b'{"agent": "support-bot", "identity": "a b"}', 400),
     (b'{"agent": "support-bot", "org": 5}', 400),
     (b"[]", 400),
+    (b"[" * 100_000, 400),  # nested deeper than the decoder goes: said, not a 500
 ]
 
 
@@ -84,6 +85,10 @@ QUOTA_BAD = [
     ({"org": "", "environment": "production", "concurrent_calls": 3}, 400),
     ({"org": "acme", "environment": "mars", "concurrent_calls": 3}, 422),
     ({"org": "acme", "concurrent_calls": 3}, 400),
+    (
+        {"org": "ac\x00me", "environment": "production", "concurrent_calls": 3},
+        422,
+    ),  # no NUL in Postgres
 ]
 
 

@@ -9,7 +9,10 @@ within its own deadline; the end and the seal within 30 s. Retries are stamina's
 The writer: what is queued goes as one batch (up to 500 entries), after the writer's count; a batch
 whose answer was lost goes again unchanged after the same count, so the log writes it once. A 409
 refuses the whole batch: it is kept in :attr:`CallLogWriter.refused` and the writer goes on from
-the count the log said. A 404 (a call an older release opened) is answered by saying the call
+the count the log said. A batch the log cannot take as it is (400, 413, 422: sent again it would
+be refused again) is dropped into :attr:`CallLogWriter.dropped`, said in the log, and the call
+goes on; a NUL character, which Postgres cannot store, is written as U+FFFD instead
+(:func:`storable`). A 404 (a call an older release opened) is answered by saying the call
 again once (``reopened``) and sending the batch again. A writer can follow on from another
 writer's count (``written=``): the job sent into a dead worker's room continues that log.
 """
@@ -18,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -209,6 +213,24 @@ class CallLogClient:
         )
 
 
+_log = logging.getLogger(__name__)
+
+BAD_BATCH = frozenset({400, 413, 422})
+"""A batch's refusals that are about the batch itself: the same batch would be refused again."""
+
+
+def storable(value: Any) -> Any:
+    """``value`` with every NUL character of its strings (keys too) replaced by U+FFFD: Postgres
+    stores no NUL in text or JSON, and one would refuse the entry's whole batch."""
+    if isinstance(value, str):
+        return value.replace("\x00", "\ufffd") if "\x00" in value else value
+    if isinstance(value, dict):
+        return {storable(k): storable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [storable(v) for v in value]
+    return value
+
+
 class CallLogWriter:
     """A call's one writer: queue with :meth:`add`, send with :meth:`flush`.
 
@@ -229,6 +251,8 @@ class CallLogWriter:
         self.written = written
         self.refused: list[tuple[EntryBatch, BatchRefused]] = []
         """Batches a 409 refused, with its answer; the writer went on without them."""
+        self.dropped: list[tuple[EntryBatch, CallLogRefused]] = []
+        """Batches the log could not take as they were (:data:`BAD_BATCH`), with its answer."""
         self._reopen = reopen
         self._reopened = False
         self._batch_timeout_s = batch_timeout_s
@@ -245,10 +269,11 @@ class CallLogWriter:
         self, kind: str, data: dict[str, Any] | None = None, ts: dt.datetime | None = None
     ) -> None:
         """Queue an entry; ``ts`` (when it happened) defaults to now, in UTC."""
-        self._queue.append(Entry(kind=kind, ts=ts or dt.datetime.now(dt.UTC), data=data or {}))
+        when = ts or dt.datetime.now(dt.UTC)
+        self._queue.append(Entry(kind=kind, ts=when, data=storable(data or {})))
 
     def extend(self, entries: Sequence[Entry]) -> None:
-        self._queue.extend(entries)
+        self._queue.extend(msgspec.structs.replace(e, data=storable(e.data)) for e in entries)
 
     async def flush(self) -> BatchWritten | None:
         """Send the unanswered batch again, or what is queued as one batch; None if nothing
@@ -268,6 +293,19 @@ class CallLogWriter:
                 self.refused.append((batch, exc))
                 if exc.written is not None:
                     self.written = exc.written
+                return None
+            except CallLogRefused as exc:
+                if exc.status not in BAD_BATCH:
+                    raise
+                self._pending = None
+                self.dropped.append((batch, exc))
+                _log.error(
+                    "call %s: the log cannot take a batch of %d entries after %d (%s): dropped",
+                    self.call,
+                    len(batch.entries),
+                    batch.after,
+                    exc,
+                )
                 return None
             self._pending = None
             self.written = answer.written

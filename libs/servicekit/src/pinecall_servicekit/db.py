@@ -18,7 +18,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine, create_async_engine
 
-from pinecall_servicekit.errors import StoreUnavailable
+from pinecall_servicekit.errors import StoreUnavailable, Unprocessable
 
 NAMING_CONVENTION: dict[str, str] = {
     "ix": "ix_%(column_0_label)s",
@@ -90,6 +90,8 @@ async def translate_errors(what: str) -> AsyncIterator[None]:
         yield
     except (sa.exc.OperationalError, sa.exc.InterfaceError, OSError) as exc:
         raise StoreUnavailable(f"{what}: the database did not answer") from exc
+    except sa.exc.DataError as exc:
+        raise unstorable(what, exc) from exc
     except sa.exc.ProgrammingError as exc:
         if getattr(exc.orig, "sqlstate", None) not in UNMIGRATED:
             raise
@@ -98,6 +100,13 @@ async def translate_errors(what: str) -> AsyncIterator[None]:
             "was never migrated (pinecall-runtime migrate), or it is not the platform's (is "
             "PINECALL_DATABASE_URL, or .state/up.json while up runs, the one meant?)"
         ) from exc
+
+
+def unstorable(what: str, exc: sa.exc.DataError) -> Unprocessable:
+    """What Postgres refused to store as a value (a NUL character in a text or JSON string, a
+    number out of range: its ``22`` class) as the caller's error, 422: never retryable, since
+    sending it again unchanged can only fail again (a 5xx would hold a writer's retries)."""
+    return Unprocessable(f"{what}: Postgres cannot store it: {str(exc.orig).splitlines()[0]}")
 
 
 UNMIGRATED = {"42P01", "3F000"}

@@ -18,6 +18,7 @@ from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
 import msgspec
+import sqlalchemy as sa
 from litestar import Litestar, MediaType, Request, Response, get
 from litestar.datastructures import State
 from litestar.exceptions import HTTPException, ValidationException
@@ -27,6 +28,7 @@ from litestar.types import ControllerRouterHandler
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from pinecall_contracts.problems import ProblemDetails
+from pinecall_servicekit.db import unstorable
 from pinecall_servicekit.errors import BadRequest, PinecallError
 
 PROBLEM_JSON = "application/problem+json"
@@ -121,6 +123,17 @@ def _http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response
     )
 
 
+def _too_deep(request: Request[Any, Any, Any], exc: RecursionError) -> Response[bytes]:
+    """A body nested deeper than the decoder's stack goes (about a thousand levels): the
+    caller's error, said before any key is looked at, with no traceback in the log."""
+    return _pinecall_error(request, BadRequest("malformed JSON: nested too deeply"))
+
+
+def _unstorable(request: Request[Any, Any, Any], exc: sa.exc.DataError) -> Response[bytes]:
+    """A value Postgres refuses (a NUL character) that no store wrapped: 422, never retried."""
+    return _pinecall_error(request, unstorable("storing it", exc))
+
+
 def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[bytes]:
     _log.exception("unexpected error on %s %s", request.method, request.url.path)
     return problem_response(
@@ -193,6 +206,8 @@ def service_app(
             PinecallError: _pinecall_error,
             ValidationException: _validation_error,
             HTTPException: _http_error,
+            RecursionError: _too_deep,
+            sa.exc.DataError: _unstorable,
             Exception: _unexpected,
         },
         openapi_config=OpenAPIConfig(title=f"pinecall {service}", version=version, path="/schema"),
