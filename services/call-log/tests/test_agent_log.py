@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pinecall_call_log.testing import Keys, Replica, bearer
+from pinecall_call_log.testing import Keys, Replica, bearer, opening
 
 LOG = "/v1/agents/support-bot/log"
 
@@ -64,3 +64,51 @@ async def test_one_call_back_per_call_even_asked_at_once_by_the_overflow_and_the
     assert [e["kind"] for e in log["entries"]] == ["callback.requested"]
     sandbox = (await call_log.get(LOG, headers=bearer(keys.app_sandbox))).json()
     assert sandbox["entries"] == []
+
+
+async def test_a_call_back_is_per_environment_and_of_the_calls_own_agent(
+    call_log: Replica, keys: Keys
+) -> None:
+    """A sandbox key naming a production call is refused and takes nothing: production's own
+    call back of it is written, not answered with another environment's. A call of another
+    agent is refused; a call this log never held (a visitor refused before any call) is taken."""
+    opened = await call_log.post(
+        "/v1/calls", json=opening("call_p"), headers=bearer(keys.production)
+    )
+    assert opened.status_code == 200
+    body = {"agent": "support-bot", "number": "+15550100", "call": "call_p"}
+    r = await call_log.post("/v1/callbacks", json=body, headers=bearer(keys.app_sandbox))
+    assert (r.status_code, r.json()["code"]) == (403, "forbidden")
+    other = body | {"agent": "other-bot"}
+    r = await call_log.post("/v1/callbacks", json=other, headers=bearer(keys.app))
+    assert (r.status_code, r.json()["code"]) == (422, "unprocessable")
+    r = await call_log.post("/v1/callbacks", json=body, headers=bearer(keys.app))
+    assert r.status_code == 200
+    assert r.json()["data"]["call"] == "call_p"
+    # one call id in two environments, neither held here: one call back in each
+    never = {"agent": "support-bot", "number": "+15550199", "call": "call_never"}
+    for key in (keys.app, keys.app_sandbox):
+        assert (
+            await call_log.post("/v1/callbacks", json=never, headers=bearer(key))
+        ).status_code == 200
+    for key, calls in ((keys.app, ["call_p", "call_never"]), (keys.app_sandbox, ["call_never"])):
+        log = (await call_log.get(LOG, headers=bearer(key))).json()
+        assert [e["data"]["call"] for e in log["entries"]] == calls
+
+
+async def test_an_operator_naming_no_environment_there_is_is_refused_and_writes_nothing(
+    call_log: Replica, keys: Keys
+) -> None:
+    body = {"agent": "support-bot", "number": "+15550100"}
+    for method, path, json in (
+        ("POST", "/v1/callbacks", body),
+        ("POST", LOG, {"kind": "fleet.full"}),
+        ("GET", "/v1/calls", None),
+        ("GET", LOG, None),
+    ):
+        r = await call_log.request(
+            method, path, json=json, params={"environment": "bogus"}, headers=bearer(keys.operator)
+        )
+        assert (r.status_code, r.json()["code"]) == (422, "unprocessable"), (path, r.text)
+    for key in (keys.app, keys.app_sandbox):
+        assert (await call_log.get(LOG, headers=bearer(key))).json()["entries"] == []

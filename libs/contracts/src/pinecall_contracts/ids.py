@@ -27,6 +27,9 @@ WorkerKey = NewType("WorkerKey", str)
 Environment = NewType("Environment", str)
 """``production`` or ``sandbox`` (the seeds' *world*)."""
 
+ENVIRONMENTS: tuple[Environment, ...] = (Environment("production"), Environment("sandbox"))
+"""Every environment a key, a fleet, a quota or a call belongs to: one registry."""
+
 CallId = NewType("CallId", str)
 RoomName = NewType("RoomName", str)
 KeyId = NewType("KeyId", str)

@@ -63,6 +63,7 @@ from pinecall_contracts.calls import (
     ToolCall,
     ToolResult,
 )
+from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.errors import Forbidden, Unprocessable
@@ -95,7 +96,13 @@ async def _key(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
 
 
 def _environment(key: KeyInfo, environment: FromQuery[str | None] = None) -> str:
+    """The environment a request acts for: the key's own (``Forbidden`` for another), or the
+    one an operator names (production when none; ``Unprocessable`` for no such environment)."""
     if key.kind == "operator":
+        if environment is not None and environment not in ENVIRONMENTS:
+            raise Unprocessable(
+                f"no environment {environment!r}: it is {' or '.join(ENVIRONMENTS)}"
+            )
         return environment or "production"
     if key.environment is None or (environment and environment != key.environment):
         raise Forbidden(f"a key of {key.environment} cannot act for {environment}")

@@ -30,6 +30,7 @@ from pinecall_contracts.dispatch import (
     TokenRequest,
     VisitorToken,
 )
+from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_dispatcher.service import DispatcherService
 from pinecall_servicekit.errors import Unprocessable
@@ -39,7 +40,6 @@ from pinecall_servicekit.keys import OPERATOR, bearer
 AnyRequest = Request[object, object, State]
 CallPath = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")]
 APP: tuple[KeyKind, ...] = ("app",)
-ENVIRONMENTS = ("production", "sandbox")
 
 
 def _service(request: AnyRequest) -> DispatcherService:

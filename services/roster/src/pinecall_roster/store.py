@@ -14,6 +14,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_contracts.fleet import FleetRecord
+from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_contracts.keys import KeyCreated, KeyInfo, KeyKind
 from pinecall_servicekit import db
 from pinecall_servicekit.errors import NotFound, Unprocessable
@@ -32,8 +33,6 @@ FLEETS = sa.Table(
     sa.Column("livekit_url", sa.Text, nullable=False),
     sa.Column("created_at", db.UTC_TIMESTAMP, nullable=False, server_default=sa.func.now()),
 )
-
-ENVIRONMENTS = ("production", "sandbox")
 
 
 migrate = Migrations(Path(__file__).parent / "migrations", SCHEMA)

@@ -16,10 +16,10 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_call_log.store.head import append_own, lock_head
-from pinecall_call_log.store.tables import AGENT_ENTRIES, CALLBACKS, TOOL_CALLS
+from pinecall_call_log.store.tables import AGENT_ENTRIES, CALLBACKS, CALLS, TOOL_CALLS
 from pinecall_contracts.calls import AgentEntry, AgentLog, CallbackRequest, ToolCall, ToolResult
 from pinecall_servicekit import db
-from pinecall_servicekit.errors import NotFound
+from pinecall_servicekit.errors import Forbidden, NotFound, Unprocessable
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,20 +159,43 @@ class AgentStore:
     async def callback(
         self, environment: str, request: CallbackRequest, now: dt.datetime
     ) -> tuple[AgentEntry, bool]:
-        """Write ``callback.requested`` on the agent's log and the callback's row; one per call
-        (a second request naming the same call answers the first's entry)."""
+        """Write ``callback.requested`` on the agent's log and the callback's row; one per call of
+        the environment (a second request naming the same call answers the first's entry).
+
+        A call this log holds must be of ``environment`` (``Forbidden``) and of the request's
+        agent (``Unprocessable``): a key of one environment never reads nor blocks another's
+        call backs. A call it does not hold (a visitor refused before any call opened) is
+        taken as named."""
         async with db.translate_errors("writing a callback"), self.engine.begin() as conn:
             if request.call is not None:
                 await conn.execute(
                     sa.select(
-                        sa.func.pg_advisory_xact_lock(sa.func.hashtextextended(request.call, 0))
+                        sa.func.pg_advisory_xact_lock(
+                            sa.func.hashtextextended(f"{environment}/{request.call}", 0)
+                        )
                     )
                 )
+                call = (
+                    await conn.execute(
+                        sa.select(CALLS.c.environment, CALLS.c.agent).where(
+                            CALLS.c.call_id == request.call
+                        )
+                    )
+                ).first()
+                if call is not None and call.environment != environment:
+                    raise Forbidden(f"call {request.call} is not of {environment}")
+                if call is not None and call.agent != request.agent:
+                    raise Unprocessable(
+                        f"call {request.call} is {call.agent}'s, not {request.agent}'s"
+                    )
                 held = (
                     await conn.execute(
                         sa.select(AGENT_ENTRIES)
                         .join(CALLBACKS, CALLBACKS.c.agent_seq == AGENT_ENTRIES.c.seq)
-                        .where(CALLBACKS.c.call_id == request.call)
+                        .where(
+                            CALLBACKS.c.call_id == request.call,
+                            CALLBACKS.c.environment == environment,
+                        )
                     )
                 ).first()
                 if held is not None:

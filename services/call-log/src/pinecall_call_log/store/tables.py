@@ -96,7 +96,8 @@ CALLBACKS = sa.Table(
     sa.Column("agent_seq", sa.BigInteger, nullable=False),
     sa.Column("requested_at", db.UTC_TIMESTAMP, nullable=False),
     sa.Index(
-        "uq_callbacks_call_id",
+        "uq_callbacks_environment_call_id",
+        "environment",
         "call_id",
         unique=True,
         postgresql_where=sa.text("call_id IS NOT NULL"),
