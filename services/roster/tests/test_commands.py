@@ -12,9 +12,12 @@ import secrets
 import sys
 from pathlib import Path
 
+import nats
+import nats.aio.msg
 import psycopg
 import pytest
 
+from pinecall_contracts.subjects import Subjects
 from pinecall_roster.testing import Keys, Replica, bearer, heartbeat
 from pinecall_servicekit.lifecycle import ExitCode
 from pinecall_servicekit.platform import Endpoints
@@ -227,3 +230,27 @@ async def test_keys_create_list_revoke(roster: Replica, keys: Keys, env: dict[st
         "/v1/fleet/heartbeat", json=heartbeat(fleet="pinecall-sandbox"), headers=bearer(secret)
     )
     assert refused.status_code == 401
+
+
+async def test_a_cordon_delivered_and_unanswered_says_it_may_still_be_applied(
+    env: dict[str, str], nats_url: str, nats_namespace: str
+) -> None:
+    """A roster that is slow, not gone (a stopped process resumed later), acts on the request
+    it got: the CLI says so instead of leaving the operator to think nothing happened."""
+    heard: list[bytes] = []
+
+    async def slow_roster(msg: nats.aio.msg.Msg) -> None:
+        heard.append(msg.data)  # and never answers
+
+    client = await nats.connect(nats_url)
+    try:
+        await client.subscribe(Subjects(nats_namespace).ops_fleet_cordon, cb=slow_roster)
+        await client.flush()
+        code, out, err = await cli("fleet", "cordon", "pinecall/worker-a", env=env)
+    finally:
+        await client.close()
+    assert code == ExitCode.UNAVAILABLE, (out, err)
+    assert "[bus_unavailable]" in err
+    assert "the request was sent" in err
+    assert "fleet list says whether it did" in err
+    assert len(heard) == 1

@@ -15,6 +15,7 @@ from typing import Literal
 
 import click
 import msgspec
+import nats.errors
 
 from pinecall_contracts.base import to_builtins
 from pinecall_contracts.dispatch import OffersRequest, OffersSnapshot
@@ -106,6 +107,15 @@ async def _cordon(
             CordonSetting,
             headers=_auth(settings),
         )
+    except BusUnavailable as exc:
+        if not isinstance(exc.__cause__, nats.errors.TimeoutError):
+            raise  # nobody listens: nothing was delivered
+        # delivered, unanswered: a roster that is slow (not gone) may still act on it
+        raise BusUnavailable(
+            f"{exc.detail}; the request was sent: a roster that is slow rather than gone may "
+            f"still {'set' if cordoned else 'lift'} the cordon of {key} when it gets to it "
+            "(fleet list says whether it did)"
+        ) from exc
     finally:
         await bus.close()
 
