@@ -61,7 +61,10 @@ async def migrate() -> None:
     """Run every installed service's migrations on PINECALL_DATABASE_URL."""
     import asyncio
 
+    from pinecall_servicekit.db import translate_errors
+
     url = OperatorSettings.load().database_url
     for name, ep in sorted(_entry_points(MIGRATIONS).items()):
-        await asyncio.to_thread(ep.load(), url)
+        async with translate_errors(f"migrating {name}"):
+            await asyncio.to_thread(ep.load(), url)
         click.echo(f"{name}: migrated")

@@ -164,6 +164,14 @@ async def test_fleet_cordon_and_uncordon_travel_over_nats(
             "[bus_unavailable]",
         ),
         (("fleet", "list"), {"PINECALL_FLET": "typo"}, ExitCode.CONFIG, "unknown setting"),
+        (("fleet", "list"), {"PINECALL_NATS_URL": "garbage"}, ExitCode.CONFIG, "not a nats://"),
+        (("keys", "list"), {"PINECALL_DATABASE_URL": "garbage"}, ExitCode.CONFIG, "[settings]"),
+        (
+            ("migrate",),
+            {"PINECALL_DATABASE_URL": "postgresql://postgres@127.0.0.1:1/test"},
+            ExitCode.UNAVAILABLE,
+            "[store_unavailable] migrating",
+        ),
         (("keys", "revoke", "000000000000"), {}, ExitCode.NOT_FOUND, "[not_found]"),
         (
             ("keys", "create", "--kind", "fleet", "--name", "x"),
@@ -184,6 +192,7 @@ async def test_a_bad_command_is_a_named_error(
     result, out, err = await cli(*args, env=env | change)
     assert result == code, (out, err)
     assert words in err
+    assert "Traceback" not in err
 
 
 async def test_keys_on_a_database_never_migrated_is_a_named_error(

@@ -89,7 +89,9 @@ async def translate_errors(what: str) -> AsyncIterator[None]:
     try:
         yield
     except (sa.exc.OperationalError, sa.exc.InterfaceError, OSError) as exc:
-        raise StoreUnavailable(f"{what}: the database did not answer") from exc
+        said = str(getattr(exc, "orig", None) or exc).strip().splitlines()
+        why = f" ({said[0].strip()})" if said else ""
+        raise StoreUnavailable(f"{what}: the database did not answer{why}") from exc
     except sa.exc.DataError as exc:
         raise unstorable(what, exc) from exc
     except sa.exc.ProgrammingError as exc:

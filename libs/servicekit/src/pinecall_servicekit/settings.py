@@ -12,12 +12,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from typing import Any, ClassVar, Self
+from urllib.parse import urlsplit
 
 import msgspec
 
 from pinecall_contracts.environment import PINECALL_VARIABLES
 
 PREFIX = "PINECALL_"
+NATS_SCHEMES = frozenset({"nats", "tls", "ws", "wss"})
 
 
 class SettingsError(ValueError):
@@ -76,9 +78,32 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                 raw[field.name] = env[name]
         raw.update(overrides)
         try:
-            return msgspec.convert(raw, cls, strict=False)
+            settings = msgspec.convert(raw, cls, strict=False)
         except msgspec.ValidationError as exc:
             raise SettingsError(f"{cls.__name__}: {exc}") from exc
+        settings.check_urls()
+        return settings
+
+    def check_urls(self) -> None:
+        """``SettingsError`` for a database or NATS URL that is no such URL (read at start,
+        not at the first connection, where it would be a driver's traceback)."""
+        from sqlalchemy.engine import make_url
+        from sqlalchemy.exc import ArgumentError
+
+        try:
+            driver = make_url(self.database_url).drivername
+        except ArgumentError:
+            driver = ""
+        if not driver.startswith("postgresql"):
+            raise SettingsError(
+                f"{self.env_name('database_url')}: not a postgresql:// URL: {self.database_url!r}"
+            )
+        for server in self.nats_url.split(","):
+            parts = urlsplit(server.strip())
+            if parts.scheme not in NATS_SCHEMES or not parts.hostname:
+                raise SettingsError(
+                    f"{self.env_name('nats_url')}: not a nats:// URL: {self.nats_url!r}"
+                )
 
 
 def by_environment(text: str, setting: str) -> dict[str, str]:
