@@ -172,3 +172,15 @@ async def test_logs_shows_what_answered_and_names_what_did_not(
 async def test_logs_with_nothing_answering_says_so(operator: OperatorSettings) -> None:
     with pytest.raises(BusUnavailable, match="neither the dispatcher nor call-log answered"):
         await story(operator, "call_1", 1.0)
+
+
+async def test_a_call_nobody_offered_with_call_log_down_says_which_knows_nothing(
+    chain: Chain, operator: OperatorSettings
+) -> None:
+    """The dispatcher answers and has no offer of it; call-log does not answer (none runs)."""
+    with pytest.raises(BusUnavailable) as raised:
+        await story(operator, "call_nobody", 2.0)
+    assert raised.value.detail == (
+        "no call call_nobody: the dispatcher's journal has no offer of it, "
+        "and call-log: no replica answered in 2 s"
+    )

@@ -114,7 +114,12 @@ async def story(settings: OperatorSettings, call: str, timeout_s: float) -> Call
                 f"no call {call}: the dispatcher's journal has no offer of it and call-log "
                 "holds no such call"
             )
-        raise BusUnavailable(f"call-log holds no call {call}, and {missing[0]}")
+        knows = {
+            "dispatcher": "the dispatcher's journal has no offer of it",
+            "call-log": "call-log holds no such call",
+        }
+        [answered] = [s for s in knows if not any(m.startswith(f"{s}:") for m in missing)]
+        raise BusUnavailable(f"no call {call}: {knows[answered]}, and {missing[0]}")
     return CallStory(
         call=call,
         record=page.record if page else None,

@@ -73,6 +73,8 @@ async def test_fleet_list_shows_the_workers_as_a_table_and_as_json(
     )
     code, out, err = await cli("fleet", "list", env=env)
     assert code == 0, err
+    # no dispatcher runs here: what it would add is said missing, not left out in silence
+    assert "not shown: each fleet's refusals and rooms waiting (no dispatcher answered" in err
     lines = out.splitlines()
     assert lines[0] == (
         "pinecall (production): 1 accepting, 1 full, 1 failing, 5/16 seats free, 11 calls"
@@ -165,6 +167,7 @@ async def test_fleet_cordon_and_uncordon_travel_over_nats(
         ),
         (("fleet", "list"), {"PINECALL_FLET": "typo"}, ExitCode.CONFIG, "unknown setting"),
         (("fleet", "list"), {"PINECALL_NATS_URL": "garbage"}, ExitCode.CONFIG, "not a nats://"),
+        (("fleet", "list", "--fleet", "pinecal"), {}, ExitCode.NOT_FOUND, "[not_found] no fleet"),
         (("keys", "list"), {"PINECALL_DATABASE_URL": "garbage"}, ExitCode.CONFIG, "[settings]"),
         (
             ("migrate",),

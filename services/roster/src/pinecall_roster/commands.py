@@ -27,6 +27,7 @@ from pinecall_roster.store import Store
 from pinecall_servicekit import db
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.errors import BusUnavailable
+from pinecall_servicekit.lifecycle import ExitCode
 from pinecall_servicekit.operator import CommandError, OperatorSettings, run, table
 
 
@@ -38,6 +39,10 @@ def _auth(settings: OperatorSettings) -> dict[str, str]:
             f"(while it runs, {settings.state_dir}/up.json names one)",
         )
     return {"Authorization": f"Bearer {settings.operator_key}"}
+
+
+OFFERS_WITHIN_S = 1.0
+"""How long ``fleet list`` waits for the dispatcher's refusals and rooms waiting (seconds)."""
 
 
 @click.group()
@@ -64,6 +69,18 @@ async def fleet_list(as_json: bool, only: str | None) -> None:
         offers = await _offers(bus, settings, only)
     finally:
         await bus.close()
+    if only is not None and not snapshot.fleets:
+        raise CommandError(
+            "not_found",
+            f"no fleet {only}: `fleet list` names every fleet the roster stores or hears",
+            ExitCode.NOT_FOUND,
+        )
+    if offers is None:
+        click.echo(
+            "not shown: each fleet's refusals and rooms waiting (no dispatcher answered in "
+            f"{OFFERS_WITHIN_S:g} s)",
+            err=True,
+        )
     if as_json:
         # the roster's snapshot, plus the dispatcher's offers (null when none answered)
         document = to_builtins(snapshot) | {"offers": offers and to_builtins(offers)}
@@ -85,7 +102,7 @@ async def _offers(bus: Bus, settings: OperatorSettings, only: str | None) -> Off
             OffersRequest(fleet=only),
             OffersSnapshot,
             headers=_auth(settings),
-            timeout=1.0,
+            timeout=OFFERS_WITHIN_S,
         )
     except BusUnavailable:
         return None
