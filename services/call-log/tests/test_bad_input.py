@@ -159,6 +159,14 @@ CASES: list[tuple[str, str, str, Any, str | None, int]] = [
         403,
     ),
     ("reopened no key", "POST", "/v1/calls/call_2/reopened", {"agent": "support-bot"}, None, 401),
+    (
+        "reopened a call of the other environment",
+        "POST",
+        f"{CALL}/reopened",
+        {"agent": "support-bot"},
+        "sandbox",
+        403,
+    ),
     ("end malformed", "POST", f"{CALL}/end", b"{", "production", 400),
     ("end unknown outcome", "POST", f"{CALL}/end", {"outcome": "exploded"}, "production", 400),
     (

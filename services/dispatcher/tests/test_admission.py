@@ -119,6 +119,9 @@ async def test_an_orgs_quota_is_per_environment(chain: Chain, keys: Keys) -> Non
     assert (await token(chain, keys.app, org="acme")).status_code == 200
     over = await token(chain, keys.app, org="acme")
     assert (over.status_code, over.json()["code"]) == (429, "too_many_requests")
+    assert over.json()["detail"] == (
+        "acme holds 1 calls in production, and its concurrent_calls quota there is 1"
+    )
     # the sandbox has its own count: its calls never use production's
     for _ in range(2):
         r = await token(chain, keys.app_sandbox, org="acme")

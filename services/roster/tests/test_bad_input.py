@@ -117,6 +117,7 @@ async def test_heartbeat_sandbox_key_for_production_fleet(roster: Replica, keys:
         ({"scaled": "scaled", "seats": 0}, 400),
         ({"scaled": "scaled", "seats": 32, "most": -1}, 400),
         ({"seats": 32}, 422),
+        ({"scaled": "pinecall-sandbox/s", "seats": 32}, 422),  # another fleet's: never matches
     ],
 )
 async def test_wanted_bad_query(roster: Replica, keys: Keys, params: dict, status: int) -> None:

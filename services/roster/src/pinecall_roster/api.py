@@ -75,7 +75,13 @@ async def wanted(
     if not scaled or seats is None:
         raise Unprocessable("scaled (a worker name prefix) and seats (per worker) are required")
     service = _service(request.app.state)
-    return service.wanted(service.fleet_of_key(key), scaled, seats, most)
+    fleet = service.fleet_of_key(key)
+    if "/" in scaled and not scaled.startswith(f"{fleet}/"):  # it could match no worker of it
+        raise Unprocessable(
+            f"scaled is a prefix of {fleet}'s workers' host names, or of their whole names "
+            f"({fleet}/…): {scaled!r} is neither"
+        )
+    return service.wanted(fleet, scaled, seats, most)
 
 
 @get("/v1/ops/fleet", responses=problems(400, 401, 403, 503))

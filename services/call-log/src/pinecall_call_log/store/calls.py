@@ -40,7 +40,7 @@ from pinecall_contracts.calls import (
     Reopened,
 )
 from pinecall_servicekit import db
-from pinecall_servicekit.errors import Conflict, NotFound, Unprocessable
+from pinecall_servicekit.errors import Conflict, Forbidden, NotFound, Unprocessable
 
 
 class CallStore:
@@ -118,8 +118,8 @@ class CallStore:
             ).first()
             head = await lock_head(conn, call)
             if made is None:
-                if head.environment != environment:
-                    raise NotFound(f"no call {call} in {environment}")
+                if head.environment != environment:  # as every endpoint says it: 403
+                    raise Forbidden(f"call {call} is not of {environment}")
                 return record_of(head), False
             await append_own(conn, head, "call.reopened", {"agent": r.agent}, now)
             return record_of(await lock_head(conn, call)), True

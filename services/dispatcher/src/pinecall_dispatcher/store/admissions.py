@@ -70,7 +70,8 @@ class AdmissionStore:
                 ).scalar_one()
                 if held >= quota:
                     raise TooManyRequests(
-                        f"{org} holds {held} calls in {environment}, its concurrent_calls quota"
+                        f"{org} holds {held} calls in {environment}, and its concurrent_calls "
+                        f"quota there is {quota}"
                     )
             await conn.execute(sa.insert(ROOMS).values(row))
 
