@@ -141,7 +141,10 @@ class KeyRing:
         if info.revoked_at is not None:
             raise Unauthorized("revoked key")
         if info.kind not in kinds:
-            raise Forbidden(f"a {info.kind} key cannot do this (needs {' or '.join(kinds)})")
+            article = "an" if info.kind[0] in "aeiou" else "a"
+            raise Forbidden(
+                f"{article} {info.kind} key cannot do this (needs {' or '.join(kinds)})"
+            )
         if environment and info.kind != "operator" and info.environment != environment:
             raise Forbidden(f"a key of {info.environment} cannot act for {environment}")
         return info

@@ -18,6 +18,7 @@ import msgspec
 
 from pinecall_contracts.dispatch import Quota
 from pinecall_contracts.fleet import RosterSnapshot
+from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_dispatcher import domain
 from pinecall_dispatcher.settings import DispatcherSettings
 from pinecall_dispatcher.store import Store
@@ -85,7 +86,9 @@ def quota() -> None:
 
 @quota.command(name="set")
 @click.argument("org")
-@click.option("--environment", type=click.Choice(["production", "sandbox"]), default="production")
+@click.option(
+    "--environment", type=click.Choice(ENVIRONMENTS), default="production", show_default=True
+)
 @click.option("--concurrent-calls", type=click.IntRange(0, 1_000_000), required=True)
 @run
 async def quota_set(org: str, environment: str, concurrent_calls: int) -> None:

@@ -172,7 +172,8 @@ class RosterService:
         if not (force or self.roster.knows(key) or self.cordons.holds(key)):
             raise NotFound(
                 f"no worker {key} was heard in the last hour and none was ever cordoned: "
-                "fleet list names the workers (a worker not started yet: --force)"
+                "fleet list names the workers"
+                + (" (a worker not started yet: fleet cordon --force)" if cordoned else "")
             )
         setting = CordonSetting(
             worker=key, cordoned=cordoned, by=by, at=dt.datetime.now(dt.UTC), reason=reason
