@@ -77,9 +77,14 @@ class Bus:
         """Connect to ``url`` (reconnecting for ever once connected); ``BusUnavailable`` if no
         connection is made within ``connect_timeout_s`` seconds."""
         subjects = Subjects(namespace)
+        first: list[Exception] = []  # what the first connection's tries met: said once, below
+        connected = False
 
         async def on_error(exc: Exception) -> None:
-            _log.warning("nats: %s", exc)
+            if connected:
+                _log.warning("nats: %s", exc)
+            else:
+                first.append(exc)
 
         try:
             # nats-py keeps retrying a first connection that fails when reconnects are allowed:
@@ -95,7 +100,11 @@ class Bus:
                     error_cb=on_error,
                 )
         except Exception as exc:  # nats-py raises a handful of unrelated types here
-            raise BusUnavailable(f"NATS at {url} did not answer: {exc!r}") from exc
+            met = first[-1] if first else exc
+            raise BusUnavailable(
+                f"NATS at {url} did not answer in {connect_timeout_s:g} s: {met}"
+            ) from exc
+        connected = True
         return cls(client, subjects)
 
     @property
