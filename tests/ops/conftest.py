@@ -16,6 +16,8 @@ from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit.testing import *  # noqa: F403  (the stand-in's fixtures)
 from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, runtime_chain
 from pinecall_loadlab.scenarios.testing import *  # noqa: F403  (keys, chain_config)
+from pinecall_reaper.app import create_app as reaper_app
+from pinecall_reaper.settings import ReaperSettings
 from pinecall_servicekit.operator import OperatorSettings
 from pinecall_servicekit.testing.apps import Replica, running
 
@@ -38,10 +40,27 @@ async def call_log(database_url: str, nats_url: str, nats_namespace: str) -> Asy
 
 @pytest.fixture
 async def platform(
-    standin: StandIn, chain_config: ChainConfig, call_log: Replica
+    standin: StandIn, chain_config: ChainConfig, call_log: Replica, keys: Keys
 ) -> AsyncIterator[Chain]:
+    """The chain, and a reaper beside it (it sweeps once, on the chain's stand-in and
+    call-log; doctor finds it by its ``$SRV.PING``)."""
     async with runtime_chain(standin, chain_config, call_log=call_log) as chain:
-        yield chain
+        reaper = ReaperSettings.from_env(
+            {},
+            database_url=chain_config.database_url,
+            nats_url=chain_config.nats_url,
+            nats_namespace=chain_config.namespace,
+            call_log_url=chain.urls["call-log"],
+            roster_url=chain.urls["roster"],
+            operator_key=keys.operator,
+            livekit_url=standin.url,
+            livekit_api_key=chain_config.api_key,
+            livekit_api_secret=chain_config.api_secret,
+            reap_every_s=3600,
+            log_format="text",
+        )
+        async with running(reaper_app(reaper), "http://reaper.lab"):
+            yield chain
 
 
 @pytest.fixture

@@ -161,6 +161,7 @@ async def test_a_service_that_does_not_answer_is_a_finding_never_a_crash(
         ("fail", "services", "dispatcher"),
         ("fail", "services", "call-log"),
         ("fail", "services", "webhook-ingest"),
+        ("fail", "services", "reaper"),
         ("skip", "fleets", "fleets"),
         ("skip", "workers", "workers"),
         ("skip", "offers", "offers"),

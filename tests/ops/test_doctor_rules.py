@@ -190,6 +190,18 @@ def test_rooms_kept_in_offers_are_named_by_call_and_room() -> None:
     assert found[1].what.startswith("3 rooms waited for a worker in 10 min")
 
 
+def test_a_room_the_overflow_did_not_take_says_to_start_the_overflow() -> None:
+    """The last resort took no room: no agent will take it, until an overflow runs."""
+    kept = KeptRoom(
+        call="call_7Qm2x", room="r", fleet="pinecall", environment="production",
+        state="overflow", offers=4, worker="pinecall/overflow", arrived_at=AT, kept_s=64.0,
+    )  # fmt: skip
+    [found] = kept_rooms(OffersSnapshot(fleets=[], kept=[kept], at=AT))
+    assert found.level == "fail"
+    assert found.todo.startswith("the overflow pinecall/overflow took none of it: start it")
+    assert "PINECALL_FLEET=pinecall" in found.todo
+
+
 def test_refusals_at_admission_warn_by_fleet_and_reason() -> None:
     refused = FleetOffers(fleet="pinecall", waiting=0, refused={"fleet_full": 1, "not_ready": 4})
     found = admission(OffersSnapshot(fleets=[refused], kept=[], at=AT))

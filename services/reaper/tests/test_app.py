@@ -14,6 +14,7 @@ from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_reaper.app import create_app
 from pinecall_reaper.reaper import Reaper
 from pinecall_reaper.settings import ReaperSettings
+from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.testing.apps import Replica, running
 
 PROBLEM = "application/problem+json"
@@ -27,9 +28,18 @@ async def call_log_process(
         yield replica
 
 
-def settings(call_log: Process, keys: Keys, livekit_url: str) -> ReaperSettings:
+@pytest.fixture
+def nats_at(nats_url: str, nats_namespace: str) -> tuple[str, str]:
+    return nats_url, nats_namespace
+
+
+def settings(
+    call_log: Process, keys: Keys, livekit_url: str, nats_at: tuple[str, str]
+) -> ReaperSettings:
     return ReaperSettings.from_env(
         {},
+        nats_url=nats_at[0],
+        nats_namespace=nats_at[1],
         call_log_url=call_log.url,
         roster_url="http://127.0.0.1:9",  # no roster: LIVEKIT_URL is every environment's
         operator_key=keys.operator,
@@ -49,15 +59,22 @@ async def swept(app: Replica) -> Reaper:
 
 
 async def test_ready_after_a_sweep_that_read_everything_and_its_metrics(
-    call_log_process: Process, keys: Keys, standin: StandIn
+    call_log_process: Process, keys: Keys, standin: StandIn, nats_at: tuple[str, str]
 ) -> None:
-    async with running(create_app(settings(call_log_process, keys, standin.url))) as app:
+    async with running(create_app(settings(call_log_process, keys, standin.url, nats_at))) as app:
         await swept(app)
         ready = await app.get("/readyz")
         assert (ready.status_code, ready.json()) == (
             200,
-            {"ready": True, "checks": {"swept": True}},
+            {"ready": True, "checks": {"swept": True, "nats": True}},
         )
+        # how doctor finds a reaper up: its nats.micro service answers discovery
+        bus = await Bus.connect(*nats_at, name="test")
+        try:
+            pinged = await bus.ping(bus.subjects.reaper_service)
+        finally:
+            await bus.close()
+        assert pinged.name == bus.subjects.reaper_service
         assert (await app.get("/healthz")).status_code == 200
         metrics = (await app.get("/metrics")).text
         assert "pinecall_reaper_sweeps_total 1.0" in metrics
@@ -69,12 +86,13 @@ async def test_ready_after_a_sweep_that_read_everything_and_its_metrics(
 
 
 async def test_not_ready_while_a_livekit_does_not_answer(
-    call_log_process: Process, keys: Keys
+    call_log_process: Process, keys: Keys, nats_at: tuple[str, str]
 ) -> None:
-    async with running(create_app(settings(call_log_process, keys, "http://127.0.0.1:9"))) as app:
+    nowhere = "http://127.0.0.1:9"
+    async with running(create_app(settings(call_log_process, keys, nowhere, nats_at))) as app:
         reaper = await swept(app)
         assert reaper.last is not None
         assert len(reaper.last.failed) == 1
         ready = await app.get("/readyz")
-        assert (ready.status_code, ready.json()["checks"]) == (503, {"swept": False})
+        assert (ready.status_code, ready.json()["checks"]) == (503, {"swept": False, "nats": True})
         assert "pinecall_reaper_failures_total 1.0" in (await app.get("/metrics")).text

@@ -152,6 +152,11 @@ class Subjects:
     def ingest_service(self) -> str:
         return f"{self.namespace}-webhook-ingest"
 
+    # service: the reaper serves no verb; its nats.micro service answers discovery only.
+    @property
+    def reaper_service(self) -> str:
+        return f"{self.namespace}-reaper"
+
     @staticmethod
     def ping(service: str) -> str:
         """``$SRV.PING.<service>``: any replica of a ``nats.micro`` service answers (ADR-32)."""

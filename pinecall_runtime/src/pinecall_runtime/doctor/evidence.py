@@ -41,7 +41,7 @@ from pinecall_servicekit.operator import OperatorSettings
 T = TypeVar("T")
 R = TypeVar("R", bound=Contract)
 
-SERVICES = ("roster", "dispatcher", "call-log", "webhook-ingest")
+SERVICES = ("roster", "dispatcher", "call-log", "webhook-ingest", "reaper")
 DROPS_CAP = 10_000
 """webhook-ingest keeps at most this many drops a subject: a count at it means "at least"."""
 
@@ -161,7 +161,7 @@ class Asking:
             )
             return None, None, None
         try:
-            roster, offers, _, _, drops = await asyncio.gather(
+            roster, offers, _, _, _, drops = await asyncio.gather(
                 self._verb(
                     bus, "roster", bus.subjects.ops_fleet_list, FleetListRequest(), RosterSnapshot
                 ),
@@ -174,6 +174,7 @@ class Asking:
                 ),
                 self._ping(bus, "call-log", bus.subjects.call_log_service),
                 self._ping(bus, "webhook-ingest", bus.subjects.ingest_service),
+                self._ping(bus, "reaper", bus.subjects.reaper_service),
                 self.drops(bus),
             )
         finally:

@@ -10,8 +10,22 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pinecall_contracts.dispatch import OffersSnapshot
+from pinecall_contracts.dispatch import KeptRoom, OffersSnapshot
 from pinecall_runtime.doctor.findings import Drop, Finding, ok, skip
+
+
+def _kept_todo(k: KeptRoom) -> str:
+    if k.worker is not None and k.worker.endswith("/overflow"):
+        # the last resort did not take it: no agent will, until one runs
+        return (
+            f"the overflow {k.worker} took none of it: start it (pinecall-runtime overflow "
+            f"start with PINECALL_FLEET={k.fleet}), or see why it is not registered on "
+            f"{k.environment}'s LiveKit; pinecall-runtime logs {k.call}"
+        )
+    return (
+        f"pinecall-runtime logs {k.call} says why; a room kept past a minute means no "
+        "dispatcher replica sweeps (its logs) or LiveKit refuses its dispatches"
+    )
 
 
 def kept_rooms(offers: OffersSnapshot | None) -> list[Finding]:
@@ -25,8 +39,7 @@ def kept_rooms(offers: OffersSnapshot | None) -> list[Finding]:
             subject=k.call,
             what=f"room {k.room} of {k.fleet} ({k.environment}) kept in offers {k.kept_s:.0f} s: "
             f"{k.state}, {k.offers} offers, the last to {k.worker or 'nobody'}; its caller waits",
-            todo=f"pinecall-runtime logs {k.call} says why; a room kept past a minute means no "
-            "dispatcher replica sweeps (its logs) or LiveKit refuses its dispatches",
+            todo=_kept_todo(k),
         )
         for k in offers.kept
     ]
