@@ -293,3 +293,17 @@ async def test_a_cordon_of_a_worker_nobody_heard_is_404_unless_forced(
 
 def service_cordons(roster: Replica) -> list[tuple[str, bool]]:
     return [(s.worker, s.cordoned) for s in roster.app.state.roster.cordons.settings()]
+
+
+async def test_litestars_own_refusals_have_the_shape_of_ours(roster: Replica, keys: Keys) -> None:
+    """A body over Litestar's limit, a route or a method that is not there: each a problem
+    detail with its status's title, its code, and what was wrong as the detail."""
+    auth = bearer(keys.production) | {"content-type": "application/json"}
+    big = await roster.post("/v1/fleet/heartbeat", content=b" " * 11_000_000, headers=auth)
+    body = assert_problem(big, 413, "too_large")
+    assert (body["title"], bool(body["detail"])) == ("Too large", True)
+    body = assert_problem(await roster.get("/v1/nothing"), 404, "not_found")
+    assert body["title"] == "Not found"
+    body = assert_problem(await roster.delete("/v1/fleet/heartbeat"), 405, "method_not_allowed")
+    assert body["title"] == "Method not allowed"
+    assert await workers_heard(roster, keys) == []

@@ -52,6 +52,9 @@ _TITLES = {
     403: "A key that may not do this",
     404: "Not found",
     409: "Conflict",
+    405: "Method not allowed",
+    413: "Too large",
+    415: "Not JSON",
     422: "Well-formed but not acceptable",
     429: "Over a quota: later it may pass",
     503: "A dependency did not answer",
@@ -103,22 +106,31 @@ def _validation_error(request: Request[Any, Any, Any], exc: ValidationException)
     )
 
 
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "unprocessable",
+}
+
+
 def _http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
-    code = {
-        400: "bad_request",
-        401: "unauthorized",
-        403: "forbidden",
-        404: "not_found",
-        405: "method_not_allowed",
-        422: "unprocessable",
-    }
+    """Litestar's own refusals (a body that is not JSON, too large, a route or method that is
+    not there) in the same shape as ours: the status's title, and what Litestar said as the
+    detail."""
+    status = exc.status_code
     return problem_response(
         ProblemDetails(
-            title=str(exc.detail),
-            status=exc.status_code,
+            title=_TITLES.get(status, str(exc.detail)),
+            status=status,
+            detail=str(exc.detail),
             instance=request.url.path,
-            code=code.get(exc.status_code, "http_error"),
-            retryable=exc.status_code >= 500,
+            code=_HTTP_CODES.get(status, "http_error"),
+            retryable=status >= 500,
         )
     )
 
