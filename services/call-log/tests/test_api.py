@@ -219,3 +219,15 @@ async def test_call_events_are_said_on_nats(call_log: Replica, keys: Keys) -> No
         ("sealed", "call_1"),
     ]
     assert events[1].outcome == "caller_hangup"
+
+
+async def test_the_openapi_says_each_refusal_as_a_problem_detail(call_log: Replica) -> None:
+    """What a writer meets besides 200 is documented, as problem+json (the contract's shape)."""
+    schema = (await call_log.get("/schema/openapi.json")).json()
+    batch_answers = schema["paths"]["/v1/calls/{call}/entries"]["post"]["responses"]
+    assert {"400", "401", "403", "404", "409", "422", "503"} <= set(batch_answers)
+    assert set(batch_answers["409"]["content"]) == {"application/problem+json"}
+    for path, verbs in schema["paths"].items():
+        for verb, operation in verbs.items():
+            if path.startswith("/v1/"):
+                assert "401" in operation["responses"] or path.endswith("/stream"), (path, verb)

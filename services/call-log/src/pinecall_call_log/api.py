@@ -67,7 +67,7 @@ from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.errors import Forbidden, Unprocessable
-from pinecall_servicekit.http import strict_body
+from pinecall_servicekit.http import problems, strict_body
 from pinecall_servicekit.keys import bearer
 
 AnyRequest = Request[object, object, State]
@@ -117,7 +117,7 @@ async def _call(request: AnyRequest, call: str, kinds: Collection[KeyKind]) -> C
     return record
 
 
-@post("/v1/calls", status_code=200)
+@post("/v1/calls", status_code=200, responses=problems(400, 401, 403, 409, 422, 503))
 async def open_call(request: AnyRequest, data: JSONBody[CallOpen]) -> CallRecord:
     """Open a call: the worker that took the job, with its environment's fleet key."""
     data = await strict_body(request, CallOpen)
@@ -125,7 +125,7 @@ async def open_call(request: AnyRequest, data: JSONBody[CallOpen]) -> CallRecord
     return await _service(request).open(data)
 
 
-@get("/v1/calls")
+@get("/v1/calls", responses=problems(400, 401, 403, 422, 503))
 async def list_calls(
     request: AnyRequest,
     wanted: Unsealed = None,
@@ -141,7 +141,7 @@ async def list_calls(
     return await _service(request).store.unsealed.page(env, states, after, limit)
 
 
-@get("/v1/calls/{call:str}")
+@get("/v1/calls/{call:str}", responses=problems(400, 401, 403, 404, 503))
 async def call_record(request: AnyRequest, call: CallPath) -> CallRecord:
     """What the call is and where its log stands (read now, not from memory)."""
     await _call(request, call, WORKER_OR_OPERATOR)
@@ -150,7 +150,11 @@ async def call_record(request: AnyRequest, call: CallPath) -> CallRecord:
     return record
 
 
-@post("/v1/calls/{call:str}/entries", status_code=200)
+@post(
+    "/v1/calls/{call:str}/entries",
+    status_code=200,
+    responses=problems(400, 401, 403, 404, 409, 422, 503),
+)
 async def write_entries(
     request: AnyRequest, call: CallPath, data: JSONBody[EntryBatch]
 ) -> BatchWritten:
@@ -160,14 +164,18 @@ async def write_entries(
     return await _service(request).write(call, data.after, data.entries)
 
 
-@get("/v1/calls/{call:str}/entries")
+@get("/v1/calls/{call:str}/entries", responses=problems(400, 401, 403, 404, 503))
 async def read_entries(request: AnyRequest, call: CallPath, after: After = 0) -> CallLog:
     """The call's entries with seq above ``after``, in order (10 000 at most)."""
     await _call(request, call, WORKER_OR_OPERATOR)
     return await _service(request).store.calls.read(call, after)
 
 
-@post("/v1/calls/{call:str}/events", status_code=200)
+@post(
+    "/v1/calls/{call:str}/events",
+    status_code=200,
+    responses=problems(400, 401, 403, 404, 409, 422, 503),
+)
 async def write_event(request: AnyRequest, call: CallPath, data: JSONBody[Entry]) -> EventWritten:
     """One entry from a worker of an older release: takes a seq, counts nothing."""
     data = await strict_body(request, Entry)
@@ -175,7 +183,7 @@ async def write_event(request: AnyRequest, call: CallPath, data: JSONBody[Entry]
     return EventWritten(seq=await _service(request).event(call, data))
 
 
-@post("/v1/calls/{call:str}/reopened", status_code=200)
+@post("/v1/calls/{call:str}/reopened", status_code=200, responses=problems(400, 401, 403, 422, 503))
 async def reopened(request: AnyRequest, call: CallPath, data: JSONBody[Reopened]) -> CallRecord:
     """A call an older release opened, said again once: no quota, no second ``call.ringing``."""
     data = await strict_body(request, Reopened)
@@ -183,7 +191,11 @@ async def reopened(request: AnyRequest, call: CallPath, data: JSONBody[Reopened]
     return await _service(request).reopen(call, data, environment)
 
 
-@post("/v1/calls/{call:str}/end", status_code=200)
+@post(
+    "/v1/calls/{call:str}/end",
+    status_code=200,
+    responses=problems(400, 401, 403, 404, 409, 422, 503),
+)
 async def end_call(request: AnyRequest, call: CallPath, data: JSONBody[CallEnd]) -> CallRecord:
     """End the call with its outcome (idempotent; 409 once sealed)."""
     data = await strict_body(request, CallEnd)
@@ -191,7 +203,11 @@ async def end_call(request: AnyRequest, call: CallPath, data: JSONBody[CallEnd])
     return await _service(request).end(call, data.outcome, data.reason, seal=False)
 
 
-@post("/v1/calls/{call:str}/seal", status_code=200)
+@post(
+    "/v1/calls/{call:str}/seal",
+    status_code=200,
+    responses=problems(400, 401, 403, 404, 409, 422, 503),
+)
 async def seal_call(
     request: AnyRequest, call: CallPath, data: JSONBody[CallEnd | None] = None
 ) -> CallRecord:
@@ -202,7 +218,11 @@ async def seal_call(
     return await _service(request).end(call, body.outcome, body.reason, seal=True)
 
 
-@post("/v1/calls/{call:str}/tools", status_code=200)
+@post(
+    "/v1/calls/{call:str}/tools",
+    status_code=200,
+    responses=problems(400, 401, 403, 404, 409, 422, 503),
+)
 async def run_tool(request: AnyRequest, call: CallPath, data: JSONBody[ToolCall]) -> ToolResult:
     """Run a tool once per id: a retry joins the round trip or gets the logged result."""
     data = await strict_body(request, ToolCall)
@@ -210,7 +230,11 @@ async def run_tool(request: AnyRequest, call: CallPath, data: JSONBody[ToolCall]
     return await _service(request).run_tool(call, data)
 
 
-@post("/v1/calls/{call:str}/tools/{tool_id:str}/result", status_code=200)
+@post(
+    "/v1/calls/{call:str}/tools/{tool_id:str}/result",
+    status_code=200,
+    responses=problems(400, 401, 403, 404, 409, 422, 503),
+)
 async def answer_tool(
     request: AnyRequest,
     call: CallPath,
@@ -223,7 +247,7 @@ async def answer_tool(
     return await _service(request).answer_tool(call, tool_id, data.result, data.error)
 
 
-@post("/v1/callbacks", status_code=200)
+@post("/v1/callbacks", status_code=200, responses=problems(400, 401, 403, 422, 503))
 async def callbacks(
     request: AnyRequest, data: JSONBody[CallbackRequest], environment: FromQuery[str | None] = None
 ) -> AgentEntry:
@@ -236,7 +260,7 @@ async def callbacks(
     return entry
 
 
-@post("/v1/agents/{agent:str}/log", status_code=200)
+@post("/v1/agents/{agent:str}/log", status_code=200, responses=problems(400, 401, 403, 422, 503))
 async def agent_append(
     request: AnyRequest,
     agent: AgentPath,
@@ -249,7 +273,7 @@ async def agent_append(
     return await _service(request).store.agents.append(env, agent, data.kind, data.data, utcnow())
 
 
-@get("/v1/agents/{agent:str}/log")
+@get("/v1/agents/{agent:str}/log", responses=problems(400, 401, 403, 422, 503))
 async def agent_log(
     request: AnyRequest,
     agent: AgentPath,
@@ -261,7 +285,9 @@ async def agent_log(
     return await _service(request).store.agents.agent_log(env, agent, after)
 
 
-@post("/v1/calls/{call:str}/log-token", status_code=200)
+@post(
+    "/v1/calls/{call:str}/log-token", status_code=200, responses=problems(400, 401, 403, 404, 503)
+)
 async def log_token(request: AnyRequest, call: CallPath) -> LogToken:
     """A token a page follows this call's stream with (minted by its app's server)."""
     await _call(request, call, ("app", "operator"))
@@ -270,7 +296,7 @@ async def log_token(request: AnyRequest, call: CallPath) -> LogToken:
     return LogToken(call=call, token=token, expires_at=dt.datetime.fromtimestamp(exp, dt.UTC))
 
 
-@get("/v1/calls/{call:str}/stream")
+@get("/v1/calls/{call:str}/stream", responses=problems(400, 401, 404, 422, 503))
 async def follow(
     request: AnyRequest, call: CallPath, log_token: FromQuery[str | None] = None
 ) -> ServerSentEvent:
