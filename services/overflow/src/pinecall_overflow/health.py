@@ -1,4 +1,4 @@
-"""The overflow's health port: ``GET /`` and ``GET /healthz`` answer 200 ``OK`` once LiveKit
+"""The overflow's health port: ``GET /``, ``/healthz`` and ``/readyz`` answer 200 ``OK`` once LiveKit
 registered it (``worker_registered``), 503 before: a pod counts as started only when LiveKit can
 give it a job. livekit-agents' own port answers OK before that (``livekit/agents/worker.py``,
 ``health_check``), so it listens on a port nobody probes (0)."""
@@ -19,6 +19,7 @@ class Health:
         app = web.Application()
         app.router.add_get("/", self._answer)
         app.router.add_get("/healthz", self._answer)
+        app.router.add_get("/readyz", self._answer)  # as the worker's: the probe by its name
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
 
     async def _answer(self, _request: web.Request) -> web.Response:
