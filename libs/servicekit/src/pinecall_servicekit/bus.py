@@ -101,8 +101,9 @@ class Bus:
                 )
         except Exception as exc:  # nats-py raises a handful of unrelated types here
             met = first[-1] if first else exc
+            why = str(met) or type(met).__name__
             raise BusUnavailable(
-                f"NATS at {url} did not answer in {connect_timeout_s:g} s: {met}"
+                f"NATS at {url} did not answer in {connect_timeout_s:g} s: {why}"
             ) from exc
         connected = True
         return cls(client, subjects)
