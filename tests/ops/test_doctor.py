@@ -122,13 +122,13 @@ async def test_doctor_finds_each_problem_and_says_what_to_do(
     assert "fleet cordon pinecall/worker-b" in said_once(
         f"FAIL  workers: {b}: failing (its last minute: 4 of 4 calls ended in error)"
     )
-    assert said_once(f"info  workers: {c}: cordoned: finishing 1 calls")
+    assert said_once(f"info  workers: {c}: cordoned: finishing 1 call")
     kept = said_once(f"FAIL  offers: {room.call}: room kept-1 of pinecall (production) kept in")
     assert f"the last to {a}" in kept
     assert f"→ pinecall-runtime logs {room.call}" in kept
-    assert said_once("WARN  admission: pinecall-sandbox: 1 callers refused at admission in 10 min")
+    assert said_once("WARN  admission: pinecall-sandbox: 1 caller refused at admission in 10 min")
     assert "the secret is not LiveKit's" in said_once(
-        "WARN  webhooks: production: 1 webhooks refused in 10 min, forged"
+        "WARN  webhooks: production: 1 webhook refused in 10 min, forged"
     )
     assert "→ pinecall-runtime migrate" in said_once(
         "FAIL  migrations: call-log: stale: the database is at 0001, its scripts at 0003"

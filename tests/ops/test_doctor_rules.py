@@ -234,6 +234,30 @@ def test_refused_webhooks_warn_with_their_detail_and_duplicates_inform() -> None
     ]
 
 
+def test_one_of_a_thing_is_said_in_the_singular() -> None:
+    """An operator reads "1 call", never "1 calls" (stop 12's trial read "finishing 1 calls")."""
+    _, cordoned = workers(roster(fleet("pinecall", row("worker-a", "cordoned", active=1))))
+    assert cordoned.what == "cordoned: finishing 1 call, then it exits 3"
+    one = WorkerMinute(ended=1, failed=1, errors=1, turns=1, first_audio_p95_s=6.0)
+    [failing] = workers(roster(fleet("pinecall", row("worker-a", "failing", minute=one))))
+    assert "its last minute: 1 of 1 call ended in error, first audio p95 6.0 s over 1 turn" in (
+        failing.what
+    )
+    [full] = fleets(roster(fleet("pinecall", row("worker-a", "full", seats=1), free=0, seats=1)))
+    assert full.what.startswith("full: none of its 1 seat free (2 calls)")
+    refused = FleetOffers(fleet="pinecall", waiting=1, refused={"fleet_full": 1})
+    snapshot = OffersSnapshot(fleets=[refused], kept=[], at=AT)
+    assert admission(snapshot)[0].what == "1 caller refused at admission in 10 min: 1 fleet_full"
+    assert kept_rooms(snapshot)[1].what.startswith("1 room waited for a worker in 10 min")
+    dropped = [
+        Drop(environment="production", reason="forged", count=1),
+        Drop(environment="production", reason="duplicate", count=1),
+    ]
+    said = [f.what for f in webhooks(dropped)]
+    assert said[0].startswith("1 webhook refused in 10 min, forged")
+    assert said[1].startswith("1 duplicate delivery dropped in 10 min")
+
+
 @pytest.mark.parametrize(
     ("applied", "standing", "level", "words"),
     [

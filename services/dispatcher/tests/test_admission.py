@@ -120,7 +120,7 @@ async def test_an_orgs_quota_is_per_environment(chain: Chain, keys: Keys) -> Non
     over = await token(chain, keys.app, org="acme")
     assert (over.status_code, over.json()["code"]) == (429, "too_many_requests")
     assert over.json()["detail"] == (
-        "acme holds 1 calls in production, and its concurrent_calls quota there is 1"
+        "acme holds 1 call in production, and its concurrent_calls quota there is 1"
     )
     # the sandbox has its own count: its calls never use production's
     for _ in range(2):

@@ -254,5 +254,5 @@ async def test_fleet_list_says_each_fleets_rooms_waiting(chain: Chain, keys: Key
     assert proc.returncode == 0, err.decode()
     lines = out.decode().splitlines()
     assert lines[0].startswith("pinecall (production): 1 accepting")  # the mute one
-    assert lines[0].endswith(", 1 rooms waiting in 10 min")
+    assert lines[0].endswith(", 1 room waiting in 10 min")
     assert any(line.endswith(", 0 rooms waiting in 10 min") for line in lines)  # the sandbox

@@ -57,3 +57,17 @@ def test_a_fleet_of_nobody_heard_is_silent_and_a_fleet_the_dispatcher_does_not_k
         "  silent: no worker heard in 30 s; its callers go to the overflow",
     ]
     assert fleet_lines(view, None)[0].endswith(", 0 calls")  # no dispatcher answered
+
+
+def test_one_of_a_thing_is_said_in_the_singular() -> None:
+    view = FleetView(
+        fleet="pinecall",
+        environment="production",
+        workers=[row("worker-a", "full", active=1, load=1.0)],
+        totals=FleetTotals(accepting=0, full=1, seats=1, seats_free=0, calls=1),
+    )
+    offers = FleetOffers(fleet="pinecall", waiting=1)
+    assert fleet_lines(view, {"pinecall": offers})[0] == (
+        "pinecall (production): 0 accepting, 1 full, 0/1 seat free, 1 call, "
+        "1 room waiting in 10 min"
+    )

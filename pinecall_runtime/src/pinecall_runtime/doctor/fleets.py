@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 from pinecall_contracts.fleet import FleetView, RosterSnapshot, WorkerMinute, WorkerRow
 from pinecall_contracts.ids import worker_key
+from pinecall_contracts.words import counted
 from pinecall_runtime.doctor.findings import Evidence, Finding, Level, ok, skip
 
 
@@ -78,7 +79,8 @@ def _fleet(view: FleetView) -> Iterator[Finding]:
     elif t.seats_free == 0:
         yield finding(
             "warn",
-            f"full: none of its {t.seats} seats free ({t.calls} calls); new callers hear the "
+            f"full: none of its {counted(t.seats, 'seat')} free ({counted(t.calls, 'call')}); new "
+            "callers hear the "
             "overflow",
             "add workers, or seats (PINECALL_MAX_JOBS) where the machines have room",
         )
@@ -121,11 +123,13 @@ def _worker(w: WorkerRow) -> Finding | None:
     if w.state == "cordoned":
         return finding(
             "info",
-            f"cordoned: finishing {w.active} calls, then it exits 3",
+            f"cordoned: finishing {counted(w.active, 'call')}, then it exits 3",
             f"pinecall-runtime fleet uncordon {key} takes it back",
         )
     if w.state == "draining":
-        return finding("info", f"draining: finishing {w.active} calls, taking no new one")
+        return finding(
+            "info", f"draining: finishing {counted(w.active, 'call')}, taking no new one"
+        )
     if w.state == "silent":
         return finding(
             "info",
@@ -144,7 +148,8 @@ def _worker(w: WorkerRow) -> Finding | None:
 def _minute(minute: WorkerMinute | None, p95: float | None) -> str:
     if minute is None:
         return "its minute unknown" if p95 is None else f"first audio p95 {p95:.1f} s"
-    said = f"its last minute: {minute.failed} of {minute.ended} calls ended in error"
+    said = f"its last minute: {minute.failed} of {counted(minute.ended, 'call')} ended in error"
     if minute.first_audio_p95_s is not None:
-        said += f", first audio p95 {minute.first_audio_p95_s:.1f} s over {minute.turns} turns"
+        turns = counted(minute.turns, "turn")
+        said += f", first audio p95 {minute.first_audio_p95_s:.1f} s over {turns}"
     return said

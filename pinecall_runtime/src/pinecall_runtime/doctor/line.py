@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pinecall_contracts.dispatch import KeptRoom, OffersSnapshot
+from pinecall_contracts.words import counted
 from pinecall_runtime.doctor.findings import Drop, Finding, ok, skip
 
 
@@ -38,7 +39,8 @@ def kept_rooms(offers: OffersSnapshot | None) -> list[Finding]:
             level="fail",
             subject=k.call,
             what=f"room {k.room} of {k.fleet} ({k.environment}) kept in offers {k.kept_s:.0f} s: "
-            f"{k.state}, {k.offers} offers, the last to {k.worker or 'nobody'}; its caller waits",
+            f"{k.state}, {counted(k.offers, 'offer')}, the last to {k.worker or 'nobody'}; its "
+            "caller waits",
             todo=_kept_todo(k),
         )
         for k in offers.kept
@@ -50,8 +52,8 @@ def kept_rooms(offers: OffersSnapshot | None) -> list[Finding]:
             check="offers",
             level="info",
             subject=f.fleet,
-            what=f"{f.waiting} rooms waited for a worker in 10 min (offered again, or sent to "
-            "the overflow for want of an open): a worker or LiveKit dropped an offer",
+            what=f"{counted(f.waiting, 'room')} waited for a worker in 10 min (offered again, or "
+            "sent to the overflow for want of an open): a worker or LiveKit dropped an offer",
             todo="pinecall-runtime logs CALL of its calls says which worker",
         )
         for f in offers.fleets
@@ -82,8 +84,8 @@ def admission(offers: OffersSnapshot | None) -> list[Finding]:
                 check="admission",
                 level="warn",
                 subject=f.fleet,
-                what=f"{sum(f.refused.values())} callers refused at admission in 10 min: "
-                + ", ".join(f"{n} {reason}" for reason, n in reasons),
+                what=f"{counted(sum(f.refused.values()), 'caller')} refused at admission in 10 "
+                "min: " + ", ".join(f"{n} {reason}" for reason, n in reasons),
                 todo="; ".join(
                     ADMISSION_TODO.get(r, f"see the dispatcher's logs ({r})") for r, _ in reasons
                 ),
@@ -124,15 +126,16 @@ def webhooks(drops: Sequence[Drop] | None) -> list[Finding]:
         ]
     found = []
     for d in sorted(drops, key=lambda d: (d.reason == "duplicate", d.environment, d.reason)):
-        count = f"at least {d.count}" if d.at_least else str(d.count)
+        at_least = "at least " if d.at_least else ""
         if d.reason == "duplicate":
+            deliveries = counted(d.count, "duplicate delivery", "duplicate deliveries")
             found.append(
                 Finding(
                     check="webhooks",
                     level="info",
                     subject=d.environment,
-                    what=f"{count} duplicate deliveries dropped in 10 min (LiveKit delivered "
-                    "again; each event was passed on once)",
+                    what=f"{at_least}{deliveries} dropped in 10 min (LiveKit delivered again; "
+                    "each event was passed on once)",
                 )
             )
             continue
@@ -142,7 +145,8 @@ def webhooks(drops: Sequence[Drop] | None) -> list[Finding]:
                 check="webhooks",
                 level="warn",
                 subject=d.environment,
-                what=f"{count} webhooks refused in 10 min, {d.reason}{last}: their events are lost",
+                what=f"{at_least}{counted(d.count, 'webhook')} refused in 10 min, "
+                f"{d.reason}{last}: their events are lost",
                 todo=WEBHOOK_TODO.get(d.reason, "see webhook-ingest's logs"),
             )
         )

@@ -30,6 +30,7 @@ import httpx
 from pinecall_contracts.base import decode
 from pinecall_contracts.calls import AgentLog, CallLog, CallRecord
 from pinecall_contracts.dispatch import Journal
+from pinecall_contracts.words import counted
 from pinecall_runtime.loaddrive import quantile
 from pinecall_runtime.up.watch import SILENT_S, Watch, by_overflow, heard_waits, is_silent
 
@@ -230,7 +231,7 @@ def summary(result: dict[str, Any]) -> str:
     deaf = "" if heard_them == agents else f" ({agents - heard_them} never heard it)"
     failed = f", {calls['failed']} failed" if calls["failed"] else ""
     return (
-        f"up: {calls['placed']} calls: {agents} answered by an agent{deaf}, "
+        f"up: {counted(calls['placed'], 'call')}: {agents} answered by an agent{deaf}, "
         f"{calls['answered_by_overflow']} by the overflow, {refused} refused at the endpoint, "
         f"{calls['silent']} silent{failed}\n"
         f"up: {entries['logs_verified']} of {entries['logs']} logs verified "

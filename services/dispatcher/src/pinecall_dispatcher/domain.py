@@ -41,6 +41,7 @@ from typing import Literal
 import msgspec
 
 from pinecall_contracts.fleet import WorkerRow
+from pinecall_contracts.words import counted
 
 HEARD_S = 12.0
 """A worker heard within this many seconds may be offered a call."""
@@ -111,7 +112,7 @@ class Offer(msgspec.Struct, frozen=True, kw_only=True):
     def journal(self, room: str) -> str:
         """The line the dispatcher's log says: who was offered and why."""
         return (
-            f"room {room}: offered to {self.worker}: {self.seats_free} seats free, "
+            f"room {room}: offered to {self.worker}: {counted(self.seats_free, 'seat')} free, "
             f"heard {self.heard_s:.0f} s ago (offer {self.number})"
         )
 

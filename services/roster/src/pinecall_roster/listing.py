@@ -12,6 +12,7 @@ from collections.abc import Mapping
 
 from pinecall_contracts.dispatch import FleetOffers
 from pinecall_contracts.fleet import FleetView, WorkerRow
+from pinecall_contracts.words import counted
 from pinecall_servicekit.operator import table
 
 HEADERS = (
@@ -32,7 +33,7 @@ KEPT = "*"
 
 def headline(view: FleetView, offers: FleetOffers | None, dispatcher: bool) -> str:
     """``pinecall (production): 1 accepting, 1 full, 1 failing, 5/16 seats free, 11 calls,
-    2 refused at admission (2 not_ready), 1 rooms waiting in 10 min``. Counts of failing,
+    2 refused at admission (2 not_ready), 1 room waiting in 10 min``. Counts of failing,
     cordoned, draining and silent workers and of refusals appear only when not 0; rooms waiting
     only when a dispatcher answered (``dispatcher``)."""
     t = view.totals
@@ -41,7 +42,7 @@ def headline(view: FleetView, offers: FleetOffers | None, dispatcher: bool) -> s
         n = sum(w.state == state for w in view.workers)
         if n:
             parts.append(f"{n} {state}")
-    parts += [f"{t.seats_free}/{t.seats} seats free", f"{t.calls} calls"]
+    parts += [f"{t.seats_free}/{counted(t.seats, 'seat')} free", counted(t.calls, "call")]
     if offers is not None and offers.refused:
         reasons = sorted(offers.refused.items(), key=lambda r: (-r[1], r[0]))
         parts.append(
@@ -50,7 +51,7 @@ def headline(view: FleetView, offers: FleetOffers | None, dispatcher: bool) -> s
             + ")"
         )
     if dispatcher:
-        parts.append(f"{offers.waiting if offers else 0} rooms waiting in 10 min")
+        parts.append(f"{counted(offers.waiting if offers else 0, 'room')} waiting in 10 min")
     return f"{view.fleet} ({view.environment or '?'}): " + ", ".join(parts)
 
 

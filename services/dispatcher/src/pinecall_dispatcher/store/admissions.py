@@ -17,6 +17,7 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_contracts.dispatch import Quota
+from pinecall_contracts.words import counted
 from pinecall_dispatcher.store.tables import QUOTAS, REFUSALS, ROOMS
 from pinecall_servicekit import db
 from pinecall_servicekit.errors import TooManyRequests
@@ -70,7 +71,7 @@ class AdmissionStore:
                 ).scalar_one()
                 if held >= quota:
                     raise TooManyRequests(
-                        f"{org} holds {held} calls in {environment}, and its concurrent_calls "
+                        f"{org} holds {counted(held, 'call')} in {environment}, and its concurrent_calls "
                         f"quota there is {quota}"
                     )
             await conn.execute(sa.insert(ROOMS).values(row))
