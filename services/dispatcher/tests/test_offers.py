@@ -17,6 +17,8 @@ from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.scenarios.chain import Chain, heard_any
 from pinecall_loadlab.scenarios.runtime_choosing import place_calls
 
+from .conftest import SHORT
+
 
 async def journal_of(chain: Chain, room: str) -> Journal:
     """The journal of the call in ``room``, once the dispatcher applied its agent's arrival."""
@@ -140,4 +142,7 @@ async def test_the_dispatch_metadata_is_what_the_worker_reads(
     [job] = ours.state.jobs
     offer = decode(job.metadata, JobOffer)
     assert offer.call == offers_to(chain, call.room)[0].call
+    # it says when the room is offered again unless opened: the re-offer time after this offer
+    assert offer.reoffer_at is not None
+    assert SHORT["reoffer_s"] <= (offer.reoffer_at - offer.arrived_at).total_seconds() < 10
     assert isinstance(ours, api.AgentDispatch)

@@ -5,12 +5,16 @@ replica process on real Postgres, the caller hearing the agent."""
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from livekit import api
+from livekit.protocol.agent import JobStatus
 
 from pinecall_call_log.testing import Process
+from pinecall_clients.calllog import CallLogClient
+from pinecall_contracts.calls import CallOpen
 from pinecall_labroom import LabRoom
 from pinecall_loadlab.callers import LINES, HangUp, Say, Step, WaitForAgent, play
 from pinecall_loadlab.livekit import StandIn
@@ -22,6 +26,7 @@ from pinecall_roster.testing import Keys
 from pinecall_worker.server import Worker
 from pinecall_worker.testing import CallEvents, kinds, of_kind, offer_call, read_log, serving
 
+AGENT = 4  # ParticipantInfo.Kind.AGENT
 ANSWER = "Your order arrives on Thursday."
 BYE = "Goodbye, and thank you for calling."
 
@@ -120,3 +125,62 @@ async def test_a_job_without_a_job_offer_still_answers_and_logs_its_call_under_t
     minute = worker.state().minute
     assert minute is not None
     assert (minute.turns, minute.ended, minute.failed) == (1, 1, 0)
+
+
+async def test_a_job_started_past_its_reoffer_opens_first_and_never_joins_a_call_another_holds(
+    call_worker: Callable[..., Worker],
+    caller: Callable[[str], Awaitable[LabRoom]],
+    standin: StandIn,
+    livekit_api: api.LiveKitAPI,
+    vendor_fakes: VendorFakes,
+    keys: Keys,
+    call_log: Process,
+    call_events: CallEvents,
+) -> None:
+    """Stop 12's trial: a job that started 14.7 s after its offer joined the room the overflow
+    already held, and the caller heard two agents until the log refused the worker's open. A
+    job past its re-offer opens first; refused, it leaves without joining. One whose call nobody
+    holds opens it and answers."""
+    vendor_fakes.deepgram.script(LINES["question"])
+    vendor_fakes.anthropic.script(Reply(text=ANSWER))
+    past = dt.datetime.now(dt.UTC) - dt.timedelta(seconds=3)
+    worker = call_worker()
+    async with serving(worker), CallLogClient(call_log.url, keys.production) as overflow:
+        held = await caller("call-held")
+        async with asyncio.timeout(120):
+            await overflow.open(
+                CallOpen(
+                    call="call_held",
+                    agent="support-bot",
+                    org="org_acme",
+                    environment="production",
+                    room="call-held",
+                    worker="pinecall/overflow",
+                )
+            )
+            await offer_call(
+                livekit_api, worker.name, room="call-held", call="call_held", reoffer_at=past
+            )
+            [offered] = await standin.events.wait_for(
+                ev.JobOffered, lambda e: e.room == "call-held"
+            )
+            await standin.events.wait_for(
+                ev.JobStatusChanged,
+                lambda e: e.job_id == offered.job_id and e.status != JobStatus.JS_RUNNING,
+            )
+            # the same worker, a late job whose call nobody holds: opened first, then answered
+            free = await caller("call-free")
+            await offer_call(
+                livekit_api, worker.name, room="call-free", call="call_free", reoffer_at=past
+            )
+            opened = await call_events.wait("opened", "call_free")
+            heard = await play(free, [Say(line="question"), WaitForAgent(until_quiet_s=1.0)])
+    agents = standin.events.of(ev.ParticipantJoined, lambda e: e.kind == AGENT)
+    assert [e.room for e in agents] == ["call-free"]  # never into the room the overflow holds
+    assert not held.closed.is_set()  # the caller of call-held was left to the overflow, alone
+    log = await read_log(call_log.url, keys.production, "call_held")
+    assert [e.data.get("worker") for e in log.entries if e.kind == "call.started"] == [
+        "pinecall/overflow"
+    ]
+    assert opened.worker == worker.name
+    assert heard.agent_heard

@@ -176,3 +176,11 @@ def test_the_forkserver_preloads_the_calls_own_modules_beside_the_plugins() -> N
         "pinecall_worker.call",
         "pinecall_worker.call.session",
     ]
+
+
+def test_a_job_close_to_its_reoffer_opens_first() -> None:
+    reoffer_at = 1_000.0
+    assert not domain.opens_first(reoffer_at, reoffer_at - domain.OPEN_FIRST_S - 0.1)
+    assert domain.opens_first(reoffer_at, reoffer_at - domain.OPEN_FIRST_S)
+    assert domain.opens_first(reoffer_at, reoffer_at + 3.0)  # past it: the room may be another's
+    assert not domain.opens_first(None, reoffer_at + 3.0)  # the overflow's offer: nothing after

@@ -91,6 +91,11 @@ class JobOffer(Contract, frozen=True, kw_only=True, tag="dispatch.offer.v1"):
     """When the caller arrived (the first ``participant_joined``), UTC."""
     context: dict[str, Any] = {}
     config: dict[str, Any] = {}
+    reoffer_at: dt.datetime | None = None
+    """When the dispatcher offers the room again, to another worker or the overflow, unless the
+    call is open on the log by then (UTC); None for the overflow's offer, the last. A job that
+    starts close to it opens the call before it joins the room, so a caller never hears two
+    agents (``pinecall_worker.domain.opens_first``)."""
 
 
 Identity = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")]

@@ -21,6 +21,7 @@ after the re-offer time, like an offer nobody opened.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import logging
 from collections import deque
 from dataclasses import dataclass, field
@@ -53,9 +54,18 @@ caller gone before the dispatch (ended, no dispatch); LiveKit did not answer (of
 later); the room ended meanwhile (the dispatch deleted again)."""
 
 
-def job_offer(row: RoomRow) -> JobOffer:
-    """The job a dispatch of ``row`` carries; the overflow's offer is the one after the last."""
+def job_offer(row: RoomRow, reoffer_s: float) -> JobOffer:
+    """The job a dispatch of ``row`` carries; the overflow's offer is the one after the last.
+
+    A worker's offer says when the room is offered again unless its call opens (``reoffer_s``
+    after this offer); the overflow's says nothing: nothing comes after it.
+    """
     assert row.arrived_at is not None
+    reoffer_at = (
+        row.offered_at + dt.timedelta(seconds=reoffer_s)
+        if row.state == "waiting" and row.offered_at is not None
+        else None
+    )
     return JobOffer(
         call=row.call,
         fleet=row.fleet,
@@ -71,6 +81,7 @@ def job_offer(row: RoomRow) -> JobOffer:
         arrived_at=row.arrived_at,
         context=row.context,
         config=row.config,
+        reoffer_at=reoffer_at,
     )
 
 
@@ -307,7 +318,7 @@ class Offering:
                         await livekit.delete_dispatch(row.room, d.id)
             assert row.worker is not None
             dispatch = await livekit.create_dispatch(
-                row.room, row.worker, encode(job_offer(row)).decode()
+                row.room, row.worker, encode(job_offer(row, self.rules.reoffer_s)).decode()
             )
         except RoomGone:
             await self.store.rooms.ended(utcnow(), row.call, "room_gone")

@@ -32,6 +32,24 @@ P95_MIN_TURNS = 5
 """Turns a minute needs before it states a first-audio p95 (seed 000)."""
 
 
+OPEN_FIRST_S = 4.0
+"""Seconds before its re-offer within which a job opens its call before it joins the room: an
+open takes milliseconds on a quiet machine and seconds on a loaded one (stop 12's trial: jobs that
+started 6–15 s after their offer, on 2 cores at a load of 20)."""
+
+
+def opens_first(reoffer_at: float | None, now: float) -> bool:
+    """Whether a job started at ``now`` (Unix seconds) must see its call open before it joins
+    the room (``JobOffer.reoffer_at``, as Unix seconds, or None).
+
+    A job that starts in good time joins at once and opens meanwhile (no caller waits on the
+    log). One that starts within :data:`OPEN_FIRST_S` of its re-offer, or past it, may find the
+    room offered to another worker or to the overflow; were it to join first, the caller would
+    hear two agents until the log refused its open. It opens first, and leaves if refused.
+    """
+    return reoffer_at is not None and now >= reoffer_at - OPEN_FIRST_S
+
+
 def livekit_line() -> float:
     """The installed livekit-agents' production ``load_threshold`` (0.7 in 1.8.x)."""
     from livekit.agents import AgentServer

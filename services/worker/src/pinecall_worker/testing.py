@@ -48,8 +48,10 @@ async def offer_call(
     written: int | None = None,
     agent: str = "support-bot",
     number: str | None = "+15550100",
+    reoffer_at: dt.datetime | None = None,
 ) -> JobOffer:
-    """Offer ``room`` to ``worker`` as the dispatcher does (CreateDispatch, JobOffer metadata)."""
+    """Offer ``room`` to ``worker`` as the dispatcher does (CreateDispatch, JobOffer metadata);
+    ``reoffer_at``: when the dispatcher would offer it again (None: a fresh offer's, 12 s on)."""
     offer = JobOffer(
         call=call,
         fleet=worker.split("/", 1)[0],
@@ -62,6 +64,7 @@ async def offer_call(
         number=number,
         written=written,
         arrived_at=dt.datetime.now(dt.UTC),
+        reoffer_at=reoffer_at or dt.datetime.now(dt.UTC) + dt.timedelta(seconds=12),
     )
     await lkapi.agent_dispatch.create_dispatch(
         api.CreateAgentDispatchRequest(

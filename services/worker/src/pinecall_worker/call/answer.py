@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from typing import Any
 
 from livekit.agents import (
@@ -46,6 +47,7 @@ from pinecall_contracts import entries
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_worker.call.record import Recorder
 from pinecall_worker.call.session import model_client, session_for
+from pinecall_worker.domain import opens_first
 from pinecall_worker.settings import WorkerSettings
 
 _log = logging.getLogger(__name__)
@@ -147,6 +149,12 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
     agent = Agent(
         instructions=settings.instructions, tools=[EndCallTool(on_tool_called=agent_ends_it)]
     )
+    reoffer_at = offer.reoffer_at.timestamp() if offer.reoffer_at else None
+    if opens_first(reoffer_at, time.time()):
+        _log.info("call %s: started close to its re-offer; opening it before joining", offer.call)
+        if not await recorder.open_settled():
+            ctx.shutdown(f"the call was not opened: {recorder.refused}")
+            return  # another agent holds the call: the caller never hears this one
     if settings.lab_rooms:
         from pinecall_labroom.agents import wire_session
         from pinecall_labroom.jobs import join_job_room

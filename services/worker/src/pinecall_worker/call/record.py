@@ -9,7 +9,8 @@ Invariants:
   worker that dies loses at most the last second of what it had not flushed. Nothing the call
   needs lives only in the job's memory: the turns are on the log, the outcome is the log's.
 * The call is opened while the agent already answers (no caller waits on the log); entries wait
-  in the writer until it is open. Opening retries while nothing answers; a 4xx is final: a 409
+  in the writer until it is open. A job that starts close to its re-offer opens first and joins
+  only once open (:func:`pinecall_worker.domain.opens_first`): the room may be another's. Opening retries while nothing answers; a 4xx is final: a 409
   means another worker holds the call (``on_refused`` is told, so the job leaves), and a call the
   log refused is answered with nothing written.
 * The outcome is settled once, by the first event that knows it (:meth:`Recorder.settle`).
@@ -81,6 +82,8 @@ class Recorder:
         self.opened = asyncio.Event()
         self.refused: str | None = None
         """Why the log refused the call (None while it has not)."""
+        self._answered = asyncio.Event()
+        """Set once the open is settled: opened, or refused."""
         self._due = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -158,14 +161,26 @@ class Recorder:
         except CallLogRefused as exc:
             self.refused = str(exc)
             _log.error("call %s: the log refused it (%s); nothing is written", self.call, exc)
+            self._answered.set()
             self.on_refused(self.refused)
             return False
         self.opened.set()
+        self._answered.set()
         return True
 
+    async def open_settled(self) -> bool:
+        """Wait until the log opened the call (True) or refused it (False: another agent holds
+        it, and ``on_refused`` was told). Retries while nothing answers, as the open does."""
+        if not self.opened.is_set():
+            await self._answered.wait()
+        return self.opened.is_set()
+
     async def _run(self) -> None:
-        if not self.opened.is_set() and not await self._open():
-            return
+        try:
+            if not self.opened.is_set() and not await self._open():
+                return
+        finally:
+            self._answered.set()  # whatever ended the open, nobody waits on it past here
         while True:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(FLUSH_EVERY_S):  # the cadence, or a turn's flush
