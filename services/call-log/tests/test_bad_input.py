@@ -86,6 +86,24 @@ CASES: list[tuple[str, str, str, Any, str | None, int]] = [
         400,
     ),
     ("entries oversize", "POST", f"{CALL}/entries", batch(2, 501), "production", 400),
+    # the service's own kinds are never a writer's: a call.sealed on an open call (stop 12's
+    # trial wrote one with a fleet key), a tool.result no app gave
+    (
+        "entries a seal the log never made",
+        "POST",
+        f"{CALL}/entries",
+        {"after": 2, "entries": [entry(2), entry(3, kind="call.sealed")]},
+        "production",
+        422,
+    ),
+    (
+        "events a tool.result no app gave",
+        "POST",
+        f"{CALL}/events",
+        entry(0, kind="tool.result"),
+        "production",
+        422,
+    ),
     # Postgres stores no NUL character: the caller's error, never a retryable 500
     (
         "entries a NUL in the data",

@@ -57,4 +57,10 @@ CALL_SEALED: Final = "call.sealed"
 WRITTEN_BY_THE_WORKER: Final = frozenset(
     {TURN_USER, TURN_AGENT, TURN_TOOL, CALL_ERROR, CALL_SENTENCE}
 )
-"""The kinds a call's writer sends; every other kind is the call-log service's own."""
+"""The kinds a call's writer sends."""
+WRITTEN_BY_THE_SERVICE: Final = frozenset(
+    {CALL_STARTED, CALL_REOPENED, TOOL_CALL, TOOL_RESULT, CALL_ENDED, CALL_SEALED}
+)
+"""The kinds only the call-log service writes: it refuses them from a writer (a ``call.sealed``
+a writer sent would read as a seal the log never made, a ``tool.result`` as an answer the app
+never gave). Kinds in neither set are a newer writer's own, and pass."""

@@ -41,7 +41,7 @@ from litestar.datastructures import State
 from litestar.params import FromQuery, JSONBody, PathParameter, QueryParameter
 from litestar.response import ServerSentEvent
 
-from pinecall_call_log import stream
+from pinecall_call_log import domain, stream
 from pinecall_call_log.service import CallLogService
 from pinecall_contracts.calls import (
     AgentEntry,
@@ -150,6 +150,11 @@ async def call_record(request: AnyRequest, call: CallPath) -> CallRecord:
     return record
 
 
+def _writers(entries: list[Entry]) -> None:
+    if (why := domain.writers_kinds(entries)) is not None:
+        raise Unprocessable(why)
+
+
 @post(
     "/v1/calls/{call:str}/entries",
     status_code=200,
@@ -161,6 +166,7 @@ async def write_entries(
     """A batch of the call's writer: written whole, answered as a replay, or 409."""
     data = await strict_body(request, EntryBatch)
     await _call(request, call, WORKER)
+    _writers(data.entries)
     return await _service(request).write(call, data.after, data.entries)
 
 
@@ -180,6 +186,7 @@ async def write_event(request: AnyRequest, call: CallPath, data: JSONBody[Entry]
     """One entry from a worker of an older release: takes a seq, counts nothing."""
     data = await strict_body(request, Entry)
     await _call(request, call, WORKER)
+    _writers([data])
     return EventWritten(seq=await _service(request).event(call, data))
 
 

@@ -30,6 +30,21 @@ from dataclasses import dataclass
 import msgspec
 
 from pinecall_contracts.calls import CallState, Entry, Outcome
+from pinecall_contracts.entries import WRITTEN_BY_THE_SERVICE, WRITTEN_BY_THE_WORKER
+
+
+def writers_kinds(entries: Sequence[Entry]) -> str | None:
+    """Why a writer's ``entries`` may not be written (one of them is of a kind the service owns:
+    ``entries.WRITTEN_BY_THE_SERVICE``), or None. Kinds the service does not know pass (a newer
+    writer's); its own never do."""
+    for i, entry in enumerate(entries):
+        if entry.kind in WRITTEN_BY_THE_SERVICE:
+            return (
+                f"entries[{i}]: {entry.kind} is the call-log's own entry, never a writer's "
+                f"(a writer sends {', '.join(sorted(WRITTEN_BY_THE_WORKER))}, or kinds of its own)"
+            )
+    return None
+
 
 _encoder = msgspec.json.Encoder(order="sorted")
 
