@@ -49,9 +49,9 @@ async def report(settings: OperatorSettings, timeout_s: float) -> Report:
     "--timeout",
     "timeout_s",
     type=click.FloatRange(0.1, 60),
-    default=2.0,
+    default=5.0,
     show_default=True,
-    help="Seconds each service has to answer.",
+    help="Seconds each service has to answer (on a loaded machine 2 s read healthy ones as down).",
 )
 @run
 async def doctor(as_json: bool, timeout_s: float) -> None:

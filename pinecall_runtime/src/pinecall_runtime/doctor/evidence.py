@@ -208,7 +208,7 @@ class Asking:
         return out
 
 
-async def gather(settings: OperatorSettings, timeout_s: float = 2.0) -> Evidence:
+async def gather(settings: OperatorSettings, timeout_s: float = 5.0) -> Evidence:
     """What the platform says now; each source bounded by ``timeout_s`` seconds.
 
     Raises ``Unauthorized``/``Forbidden`` when the operator key is refused (or not set).

@@ -42,7 +42,7 @@ class Unanswered(msgspec.Struct, frozen=True, kw_only=True):
     asked: str
     """The subject (or the database) asked."""
     problem: str
-    """``no replica answered <subject> in 2 s``, or the error it answered with."""
+    """``no replica answered <subject> in 5 s``, or the error it answered with."""
     todo: str
 
 
