@@ -20,7 +20,7 @@ from pinecall_contracts.calls import CallLog, CallRecord, LoggedEntry
 from pinecall_contracts.lab import CallerReport
 from pinecall_runtime.up import up
 from pinecall_runtime.up.command import holding
-from pinecall_runtime.up.report import summary, verify
+from pinecall_runtime.up.report import stopped_unopened, summary, verify
 from pinecall_runtime.up.watch import is_silent
 from pinecall_servicekit.platform import Endpoints
 
@@ -152,6 +152,23 @@ def test_a_caller_is_silent_with_no_voice_12_s_from_arrival(
 def test_a_visitor_refused_before_any_room_is_not_silent() -> None:
     report = CallerReport(caller=1, kind="web", environment="sandbox", state="refused")
     assert not is_silent(report, T0 + dt.timedelta(hours=1))
+
+
+def test_a_caller_stopped_before_its_call_opened_is_no_fault() -> None:
+    """A visitor with its token, cut off by up's stop before an agent answered: the log holds no
+    call of it, and that is the stop's doing. Any other unread log stays a problem."""
+    stopped = CallerReport(
+        caller=1, kind="web", environment="sandbox", state="ended", error="stopped"
+    )
+    assert stopped_unopened(stopped, 404)
+    assert not stopped_unopened(stopped, 503)  # the log did not answer: a fault
+    answered = CallerReport(
+        caller=2, kind="web", environment="sandbox", state="ended", error="stopped",
+        answered_by="pinecall-sandbox/up.1",
+    )  # fmt: skip
+    assert not stopped_unopened(answered, 404)  # an agent answered: its call must be on the log
+    unanswered = CallerReport(caller=3, kind="sip", environment="production", state="ended")
+    assert not stopped_unopened(unanswered, 404)  # not stopped: a call never opened is a fault
 
 
 def test_every_call_is_answered_by_an_agent_and_every_log_verifies(

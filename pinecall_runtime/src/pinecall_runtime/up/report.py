@@ -30,6 +30,7 @@ import httpx
 from pinecall_contracts.base import decode
 from pinecall_contracts.calls import AgentLog, CallLog, CallRecord
 from pinecall_contracts.dispatch import Journal
+from pinecall_contracts.lab import CallerReport
 from pinecall_contracts.words import counted
 from pinecall_runtime.loaddrive import quantile
 from pinecall_runtime.up.watch import SILENT_S, Watch, by_overflow, heard_waits, is_silent
@@ -65,11 +66,23 @@ def verify(record: CallRecord, log: CallLog) -> str | None:
 class Unreadable(Exception):
     """A service answered a read of the report with an error (its status and what it said)."""
 
+    def __init__(self, what: str, status: int) -> None:
+        super().__init__(what)
+        self.status = status
+
+
+def stopped_unopened(report: CallerReport, status: int) -> bool:
+    """Whether a caller's call the log did not serve (``status``) was only cut off by up's stop:
+    stopped before any agent answered, its call never opened (404). Such a call is no fault of
+    the platform: stop 12's trial saw ``up --duration`` exit 1 for a visitor who got its token
+    70 ms before the stop."""
+    return status == 404 and report.error == "stopped" and not report.answered_by
+
 
 async def _read(http: httpx.AsyncClient, url: str, kind: type[Any]) -> Any:
     got = await http.get(url)
     if not got.is_success:
-        raise Unreadable(f"GET {url} answered {got.status_code}: {got.text[:200]}")
+        raise Unreadable(f"GET {url} answered {got.status_code}: {got.text[:200]}", got.status_code)
     return decode(got.content, kind)
 
 
@@ -96,19 +109,25 @@ async def build(
         headers={"authorization": f"Bearer {operator_key}"}, timeout=30
     ) as http:
         limit = asyncio.Semaphore(8)
+        by_caller = {r.caller: r for r in reports}
 
-        async def one(call: str) -> Any:
+        async def one(caller: int, call: str) -> Any:
             async with limit:
                 try:
                     return await _call(http, call_log, dispatcher, call)
                 except Unreadable as exc:
+                    if stopped_unopened(by_caller[caller], exc.status):
+                        del calls[caller]
+                        return None
                     problems.append(f"{call}: its log or journal could not be read: {exc}")
                     return None
                 except (httpx.HTTPError, ValueError) as exc:
                     problems.append(f"{call}: its log or journal could not be read: {exc!r}")
                     return None
 
-        read = dict(zip(calls, await asyncio.gather(*map(one, calls.values())), strict=True))
+        asked = list(calls.items())
+        got = await asyncio.gather(*(one(caller, call) for caller, call in asked))
+        read = {caller: g for (caller, _), g in zip(asked, got, strict=True) if caller in calls}
         logs = {}
         for environment in sorted({r.environment for r in reports}):
             got = await http.get(
@@ -125,7 +144,6 @@ async def build(
     written = verified = 0
     turns: list[float] = []
     offers: list[int] = []
-    by_caller = {r.caller: r for r in reports}
     rows: dict[int, dict[str, Any]] = {}
     for caller, got in read.items():
         if got is None:
