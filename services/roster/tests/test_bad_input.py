@@ -168,7 +168,7 @@ async def test_cordon_malformed_body(roster: Replica, keys: Keys) -> None:
 
 async def test_cordon_unknown_fleet_and_malformed_worker(roster: Replica, keys: Keys) -> None:
     r = await roster.post("/v1/ops/fleet/nobody/worker-a/cordon", headers=bearer(keys.operator))
-    assert_problem(r, 422, "unprocessable")
+    assert "no fleet 'nobody'" in assert_problem(r, 404, "not_found")["detail"]
     r = await roster.post("/v1/ops/fleet/Pine!call/worker-a/cordon", headers=bearer(keys.operator))
     assert_problem(r, 400, "bad_request")
     assert service_cordons(roster) == []

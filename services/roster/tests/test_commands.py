@@ -146,11 +146,18 @@ async def test_fleet_cordon_and_uncordon_travel_over_nats(
     assert reply.json()["cordoned"] is False
 
 
+async def test_what_is_no_workers_name_is_a_usage_error(env: dict[str, str]) -> None:
+    """Like every other bad argument (click's exit 2), before anything is asked."""
+    for verb in ("cordon", "uncordon"):
+        result, out, err = await cli("fleet", verb, "worker-a", env=env)
+        assert result == ExitCode.USAGE, (out, err)
+        assert "Invalid value for 'WORKER'" in err
+
+
 @pytest.mark.parametrize(
     ("args", "change", "code", "words"),
     [
-        (("fleet", "cordon", "worker-a"), {}, ExitCode.FAILED, "[bad_request]"),
-        (("fleet", "cordon", "nobody/worker-a"), {}, ExitCode.FAILED, "[unprocessable]"),
+        (("fleet", "cordon", "nobody/worker-a"), {}, ExitCode.NOT_FOUND, "[not_found] no fleet"),
         (("fleet", "cordon", "pinecall/wokrer-a"), {}, ExitCode.NOT_FOUND, "[not_found]"),
         (("fleet", "list"), {"PINECALL_OPERATOR_KEY": ""}, ExitCode.FAILED, "[unauthorized]"),
         (

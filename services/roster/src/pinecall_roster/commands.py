@@ -108,14 +108,20 @@ async def _offers(bus: Bus, settings: OperatorSettings, only: str | None) -> Off
         return None
 
 
+def _worker_name(_ctx: click.Context, _param: click.Parameter, worker: str) -> str:
+    """WORKER as the cordon names it; what is no worker's name is a usage error (exit 2)."""
+    try:
+        worker_key(worker)
+    except WorkerNameError as exc:
+        raise click.BadParameter(str(exc)) from exc
+    return worker
+
+
 async def _cordon(
     worker: str, cordoned: bool, reason: str | None, force: bool = False
 ) -> CordonSetting:
     settings = OperatorSettings.load()
-    try:
-        key = worker_key(worker)
-    except WorkerNameError as exc:
-        raise CommandError("bad_request", str(exc)) from exc
+    key = worker_key(worker)  # the argument's callback said it is a worker's name
     bus = await Bus.connect(settings.nats_url, settings.nats_namespace, name="cli")
     try:
         return await bus.request(
@@ -138,7 +144,7 @@ async def _cordon(
 
 
 @fleet.command(name="cordon")
-@click.argument("worker")
+@click.argument("worker", callback=_worker_name)
 @click.option("--reason", default=None)
 @click.option(
     "--force", is_flag=True, help="Cordon a worker nobody heard in the last hour (not started yet)."
@@ -153,7 +159,7 @@ async def fleet_cordon(worker: str, reason: str | None, force: bool) -> None:
 
 
 @fleet.command(name="uncordon")
-@click.argument("worker")
+@click.argument("worker", callback=_worker_name)
 @run
 async def fleet_uncordon(worker: str) -> None:
     """Lift WORKER's cordon."""

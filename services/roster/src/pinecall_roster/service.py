@@ -165,10 +165,13 @@ class RosterService:
 
         ``NotFound`` for a worker no replica heard in the last hour and no cordon was stored
         for (a typo would otherwise stand as a cordon of nobody, and the worker meant goes on
-        taking calls), unless ``force`` (a worker not started yet); ``Unprocessable`` for an
-        unknown fleet, ``WorkerNameError`` for what is not a worker's name."""
+        taking calls), unless ``force`` (a worker not started yet), and for a fleet no fleets
+        row names (``fleet list --fleet`` says the same); ``WorkerNameError`` for what is not a
+        worker's name."""
         key: WorkerKey = worker_key(worker)
-        self.environment_of(key.split("/", 1)[0])
+        fleet = key.split("/", 1)[0]
+        if fleet not in self.fleets:
+            raise NotFound(f"no fleet {fleet!r}: fleet list names the fleets")
         if not (force or self.roster.knows(key) or self.cordons.holds(key)):
             raise NotFound(
                 f"no worker {key} was heard in the last hour and none was ever cordoned: "
