@@ -90,7 +90,7 @@ class Admission:
             await self._fleet_full(request, environment, fleet)
             await self._refused(request, environment, fleet, "fleet_full")
             raise FleetFull(
-                f"every worker of {fleet} is at its line: offer the caller a call back "
+                f"no worker of {fleet} has a seat free: offer the caller a call back "
                 f"({CALLBACKS})"
             )
         call = f"call_{secrets.token_hex(10)}"
