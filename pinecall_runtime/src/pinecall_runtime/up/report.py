@@ -126,8 +126,8 @@ async def build(
                     return None
 
         asked = list(calls.items())
-        got = await asyncio.gather(*(one(caller, call) for caller, call in asked))
-        read = {caller: g for (caller, _), g in zip(asked, got, strict=True) if caller in calls}
+        answers = await asyncio.gather(*(one(caller, call) for caller, call in asked))
+        read = {c: a for (c, _), a in zip(asked, answers, strict=True) if c in calls}
         logs = {}
         for environment in sorted({r.environment for r in reports}):
             got = await http.get(

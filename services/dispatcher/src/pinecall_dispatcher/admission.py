@@ -90,8 +90,7 @@ class Admission:
             await self._fleet_full(request, environment, fleet)
             await self._refused(request, environment, fleet, "fleet_full")
             raise FleetFull(
-                f"no worker of {fleet} has a seat free: offer the caller a call back "
-                f"({CALLBACKS})"
+                f"no worker of {fleet} has a seat free: offer the caller a call back ({CALLBACKS})"
             )
         call = f"call_{secrets.token_hex(10)}"
         room = f"web-{call}"
