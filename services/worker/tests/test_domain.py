@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -184,3 +187,23 @@ def test_a_job_close_to_its_reoffer_opens_first() -> None:
     assert domain.opens_first(reoffer_at, reoffer_at - domain.OPEN_FIRST_S)
     assert domain.opens_first(reoffer_at, reoffer_at + 3.0)  # past it: the room may be another's
     assert not domain.opens_first(None, reoffer_at + 3.0)  # the overflow's offer: nothing after
+
+
+def test_a_job_reads_its_handed_settings_without_importing_sqlalchemy() -> None:
+    """What a job process does before its call (preloaded modules, then its settings) imports no
+    SQLAlchemy: the URL check's import cost each job 0.57 s before it joined its room (stop 13's
+    ``lab run death``: the sentence 1.2 s after the webhook, 0.3–0.4 s without it)."""
+    script = """
+import sys, types
+import pinecall_worker.call, pinecall_worker.call.session  # what the forkserver preloads
+from pinecall_worker.settings import HANDED, WorkerSettings
+handed = {"PINECALL_FLEET": "pinecall", "PINECALL_MAX_JOBS": "4"}  # as JobSetup hands them
+settings = WorkerSettings.of_job(types.SimpleNamespace(userdata={HANDED: handed}))
+assert settings.fleet == "pinecall", settings
+print("sqlalchemy" in sys.modules)
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=False
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr
