@@ -65,20 +65,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
         Raises :class:`SettingsError` for an unknown ``PINECALL_*`` variable or a value that does
         not convert to its field's type (``PINECALL_PORT=eighty``).
         """
-        settings = cls._read(os.environ if environ is None else environ, overrides)
-        settings.check_urls()
-        return settings
-
-    @classmethod
-    def handed(cls, environ: Mapping[str, str]) -> Self:
-        """Settings a process of ours read and checked, handed on to one it started (a worker's
-        job process): :meth:`from_env` without :meth:`check_urls`, whose import of SQLAlchemy
-        cost each job 0.57 s before it joined its room (stop 13, ``lab run death``). Raises
-        :class:`SettingsError` as :meth:`from_env` does for what does not convert."""
-        return cls._read(environ, {})
-
-    @classmethod
-    def _read(cls, env: Mapping[str, str], overrides: Mapping[str, Any]) -> Self:
+        env = os.environ if environ is None else environ
         unknown = sorted(n for n in env if n.startswith(PREFIX) and n not in PINECALL_VARIABLES)
         if unknown:
             raise SettingsError(f"unknown setting(s): {', '.join(unknown)}")
@@ -91,30 +78,39 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
                 raw[field.name] = env[name]
         raw.update(overrides)
         try:
-            return msgspec.convert(raw, cls, strict=False)
+            settings = msgspec.convert(raw, cls, strict=False)
         except msgspec.ValidationError as exc:
             raise SettingsError(f"{cls.__name__}: {exc}") from exc
+        settings.check_urls()
+        return settings
 
     def check_urls(self) -> None:
         """``SettingsError`` for a database or NATS URL that is no such URL (read at start,
-        not at the first connection, where it would be a driver's traceback)."""
-        from sqlalchemy.engine import make_url
-        from sqlalchemy.exc import ArgumentError
+        not at the first connection, where it would be a driver's traceback).
 
-        try:
-            driver = make_url(self.database_url).drivername
-        except ArgumentError:
-            driver = ""
-        if not driver.startswith("postgresql"):
+        Only the scheme is read (``urllib``), as for NATS: SQLAlchemy's parser would cost every
+        process that reads settings its import, 0.57 s measured in a worker's job process before
+        it joined its room (stop 13, ``lab run death``)."""
+        if _scheme_host(self.database_url)[0].split("+", 1)[0] != "postgresql":
             raise SettingsError(
                 f"{self.env_name('database_url')}: not a postgresql:// URL: {self.database_url!r}"
             )
         for server in self.nats_url.split(","):
-            parts = urlsplit(server.strip())
-            if parts.scheme not in NATS_SCHEMES or not parts.hostname:
+            scheme, host = _scheme_host(server.strip())
+            if scheme not in NATS_SCHEMES or not host:
                 raise SettingsError(
                     f"{self.env_name('nats_url')}: not a nats:// URL: {self.nats_url!r}"
                 )
+
+
+def _scheme_host(url: str) -> tuple[str, str | None]:
+    """A URL's scheme and host name; ``("", None)`` for what does not parse (an unclosed ``[``
+    of an IPv6 host)."""
+    try:
+        parts = urlsplit(url)
+        return parts.scheme, parts.hostname
+    except ValueError:
+        return "", None
 
 
 def by_environment(text: str, setting: str) -> dict[str, str]:

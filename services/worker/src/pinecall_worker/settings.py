@@ -78,13 +78,9 @@ class WorkerSettings(Settings, frozen=True, kw_only=True):
     @classmethod
     def of_job(cls, proc: Any) -> WorkerSettings:
         """The settings the worker handed the job's process (:class:`JobSetup`), else the
-        environment's (a job run by an AgentServer that is not a ``Worker``). Handed settings
-        are not checked again: the worker did at start, and the check's import of SQLAlchemy
-        cost each job 0.57 s before it joined its room (stop 13, ``lab run death``)."""
+        environment's (a job run by an AgentServer that is not a ``Worker``)."""
         handed = proc.userdata.get(HANDED)
-        if isinstance(handed, dict):
-            return cls.handed(handed)  # the worker checked them at start
-        return cls.from_env()
+        return cls.from_env(handed if isinstance(handed, dict) else None)
 
     def worker_part(self) -> str:
         """The worker part of the worker's name: :attr:`worker_host`, or the host name."""
