@@ -110,6 +110,8 @@ async def build(
     ) as http:
         limit = asyncio.Semaphore(8)
         by_caller = {r.caller: r for r in reports}
+        stopped: set[int] = set()
+        """Callers cut off by the stop before their call opened: no log to read, no fault."""
 
         async def one(caller: int, call: str) -> Any:
             async with limit:
@@ -117,17 +119,16 @@ async def build(
                     return await _call(http, call_log, dispatcher, call)
                 except Unreadable as exc:
                     if stopped_unopened(by_caller[caller], exc.status):
-                        del calls[caller]
-                        return None
-                    problems.append(f"{call}: its log or journal could not be read: {exc}")
+                        stopped.add(caller)
+                    else:
+                        problems.append(f"{call}: its log or journal could not be read: {exc}")
                     return None
                 except (httpx.HTTPError, ValueError) as exc:
                     problems.append(f"{call}: its log or journal could not be read: {exc!r}")
                     return None
 
-        asked = list(calls.items())
-        answers = await asyncio.gather(*(one(caller, call) for caller, call in asked))
-        read = {c: a for (c, _), a in zip(asked, answers, strict=True) if c in calls}
+        answers = await asyncio.gather(*(one(caller, call) for caller, call in calls.items()))
+        read = {c: a for c, a in zip(calls, answers, strict=True) if c not in stopped}
         logs = {}
         for environment in sorted({r.environment for r in reports}):
             got = await http.get(

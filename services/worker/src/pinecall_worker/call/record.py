@@ -10,9 +10,10 @@ Invariants:
   needs lives only in the job's memory: the turns are on the log, the outcome is the log's.
 * The call is opened while the agent already answers (no caller waits on the log); entries wait
   in the writer until it is open. A job that starts close to its re-offer opens first and joins
-  only once open (:func:`pinecall_worker.domain.opens_first`): the room may be another's. Opening retries while nothing answers; a 4xx is final: a 409
-  means another worker holds the call (``on_refused`` is told, so the job leaves), and a call the
-  log refused is answered with nothing written.
+  only once open (:func:`pinecall_worker.domain.opens_first`): the room may be another's.
+  Opening retries while nothing answers; a 4xx is final: a 409 means another worker holds the
+  call (``on_refused`` is told, so the job leaves), and a call the log refused is answered with
+  nothing written.
 * The outcome is settled once, by the first event that knows it (:meth:`Recorder.settle`).
 * Each error and each measured turn is also a datagram to the worker's minute
   (:func:`pinecall_worker.measures.report`), and the end once the log has it.
@@ -83,7 +84,7 @@ class Recorder:
         self.refused: str | None = None
         """Why the log refused the call (None while it has not)."""
         self._answered = asyncio.Event()
-        """Set once the open is settled: opened, or refused."""
+        """Set once :meth:`_run`'s open is over: opened, refused, or cancelled by :meth:`finish`."""
         self._due = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -161,11 +162,9 @@ class Recorder:
         except CallLogRefused as exc:
             self.refused = str(exc)
             _log.error("call %s: the log refused it (%s); nothing is written", self.call, exc)
-            self._answered.set()
             self.on_refused(self.refused)
             return False
         self.opened.set()
-        self._answered.set()
         return True
 
     async def open_settled(self) -> bool:
