@@ -1,7 +1,7 @@
-"""The overflow's health port: ``GET /``, ``/healthz`` and ``/readyz`` answer 200 ``OK`` once LiveKit
-registered it (``worker_registered``), 503 before: a pod counts as started only when LiveKit can
-give it a job. livekit-agents' own port answers OK before that (``livekit/agents/worker.py``,
-``health_check``), so it listens on a port nobody probes (0)."""
+"""The overflow's health port: ``GET /``, ``/healthz`` and ``/readyz`` answer 200 ``OK`` once
+LiveKit registered it (``worker_registered``), 503 before: a pod counts as started only when
+LiveKit can give it a job. livekit-agents' own port answers OK before that
+(``livekit/agents/worker.py``, ``health_check``), so it listens on a port nobody probes (0)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ import nats.errors
 from pinecall_contracts.base import to_builtins
 from pinecall_contracts.dispatch import OffersRequest, OffersSnapshot
 from pinecall_contracts.fleet import CordonRequest, CordonSetting, FleetListRequest, RosterSnapshot
-from pinecall_contracts.ids import WorkerNameError, worker_key
+from pinecall_contracts.ids import ENVIRONMENTS, WorkerNameError, worker_key
 from pinecall_contracts.keys import KeyRevoked
 from pinecall_roster import listing
 from pinecall_roster.store import Store
@@ -177,7 +177,7 @@ def keys() -> None:
 @click.option("--name", required=True, help="Who or what holds it.")
 @click.option(
     "--environment",
-    type=click.Choice(["production", "sandbox"]),
+    type=click.Choice(ENVIRONMENTS),
     default=None,
     help="For fleet and app keys.",
 )

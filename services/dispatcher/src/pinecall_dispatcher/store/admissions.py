@@ -71,8 +71,8 @@ class AdmissionStore:
                 ).scalar_one()
                 if held >= quota:
                     raise TooManyRequests(
-                        f"{org} holds {counted(held, 'call')} in {environment}, and its concurrent_calls "
-                        f"quota there is {quota}"
+                        f"{org} holds {counted(held, 'call')} in {environment}, and its "
+                        f"concurrent_calls quota there is {quota}"
                     )
             await conn.execute(sa.insert(ROOMS).values(row))
 
