@@ -7,6 +7,7 @@ The dispatcher's numbers are shortened (conftest ``SHORT``: re-offer and fleet w
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import itertools
 
 from livekit import api
@@ -142,7 +143,10 @@ async def test_the_dispatch_metadata_is_what_the_worker_reads(
     [job] = ours.state.jobs
     offer = decode(job.metadata, JobOffer)
     assert offer.call == offers_to(chain, call.room)[0].call
-    # it says when the room is offered again unless opened: the re-offer time after this offer
+    # it says when the room is offered again unless opened: the re-offer time after this offer,
+    # which was taken after the caller arrived and before the stand-in received its dispatch
+    [made] = chain.lk.events.of(ev.DispatchCreated, lambda e: e.room == call.room)
     assert offer.reoffer_at is not None
-    assert SHORT["reoffer_s"] <= (offer.reoffer_at - offer.arrived_at).total_seconds() < 10
+    offered_at = offer.reoffer_at - dt.timedelta(seconds=SHORT["reoffer_s"])
+    assert offer.arrived_at <= offered_at <= dt.datetime.fromtimestamp(made.at, dt.UTC)
     assert isinstance(ours, api.AgentDispatch)
