@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import httpx
 import pytest
+from livekit import api
 
 from pinecall_call_log.testing import Keys, bearer
 from pinecall_contracts.base import decode
@@ -103,6 +104,27 @@ async def test_a_visitors_token_makes_the_room_the_dispatcher_places(
         "acme",
         {"page": "/pricing"},
     )
+    await room.leave()
+
+
+async def test_a_visitor_whose_room_was_made_before_its_join_is_answered(
+    chain: Chain, keys: Keys, livekit_api: api.LiveKitAPI
+) -> None:
+    """LiveKit applies a token's room configuration (its ring) only when the join makes the
+    room (``shared/reference/livekit-protocol.md`` §2.2): a room a page's server made first has
+    no ring, and the dispatcher places the visitor from its admission instead."""
+    a = await chain.worker("worker-a", seats=2)
+    r = await token(chain, keys.app, org="acme")
+    assert r.status_code == 200, r.text
+    visitor = r.json()
+    await livekit_api.room.create_room(api.CreateRoomRequest(name=visitor["room"]))
+    async with asyncio.timeout(60):
+        room = await LabRoom.connect(visitor["url"], visitor["token"])
+        await chain.handled(visitor["room"], "participant_joined", "AGENT")
+    assert await chain.answered_by(visitor["room"]) == a.name
+    [created] = chain.lk.events.of(ev.DispatchCreated, lambda e: e.room == visitor["room"])
+    offer = decode(created.metadata, JobOffer)
+    assert (offer.call, offer.caller, offer.org) == (visitor["call"], "web", "acme")
     await room.leave()
 
 

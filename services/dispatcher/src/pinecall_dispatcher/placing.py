@@ -4,7 +4,10 @@
   on the LiveKit of the event's environment (ListDispatch); one to a fleet's plain name that no
   job took is the call to place: keep the room in offers (its call id is the ring's, or one made
   from the ring's dispatch id) and offer it at once (``Offering.ring``, which reads the caller's
-  presence *after* the row is written, so a hang-up handled in between is never missed).
+  presence *after* the row is written, so a hang-up handled in between is never missed). A room
+  with no such ring whose name a visitor's token was minted for (an ``admitted`` row) is that
+  visitor's call: LiveKit applies a token's ring only when the join makes the room, and a page's
+  server (or an earlier join) may have made it first.
 - ``participant_joined`` of an agent: the room's offers end; the agent's ``lk.agent_name``
   holds the seat.
 - ``participant_left`` of a caller: a room not opened yet ends, its dispatch is deleted.
@@ -38,7 +41,7 @@ from pinecall_dispatcher.deaths import Deaths
 from pinecall_dispatcher.livekit import LiveKit, LiveKits, RoomGone
 from pinecall_dispatcher.offering import Offering
 from pinecall_dispatcher.roster import RosterView
-from pinecall_dispatcher.store import Arrival, Store
+from pinecall_dispatcher.store import Arrival, RoomRow, Store
 from pinecall_servicekit.changes import Changes
 from pinecall_servicekit.db import utcnow
 
@@ -164,13 +167,23 @@ class Placing:
     ) -> None:
         """Keep and offer the room's call if its newest dispatch is a ring nobody took and a
         person is in it (``person``, or, after an agent left, whoever is alone there)."""
+        admitted: RoomRow | None = None
         try:
             ring = ring_of(await livekit.dispatches(room))
-            if ring is None or len(ring.state.jobs) > 0:
+            if ring is not None and len(ring.state.jobs) > 0:
                 return
-            fleet = await self.roster.fleet(ring.agent_name)
+            fleet = await self.roster.fleet(ring.agent_name) if ring is not None else None
             if fleet is None or fleet.environment != environment:
-                return
+                # no ring to a fleet: a visitor whose room was made before its join (LiveKit
+                # applies a token's ring only to the join that makes the room) is placed from
+                # the admission its token was minted with
+                admitted = await self.store.rooms.admitted(environment, room)
+                if admitted is None:
+                    return
+                fleet = await self.roster.fleet(admitted.fleet)
+                if fleet is None or fleet.environment != environment:
+                    return
+                ring = None
             if person is None:
                 people = await livekit.participants(room)
                 if any(x.kind == ParticipantInfo.Kind.AGENT for x in people):
@@ -180,8 +193,31 @@ class Placing:
                     return
         except RoomGone:
             return
-        arrival = self._arrival(ring, fleet.name, environment, room, sid, person)
+        if admitted is not None:
+            arrival = self._admitted(admitted, sid, person)
+        else:
+            assert ring is not None
+            arrival = self._arrival(ring, fleet.name, environment, room, sid, person)
         await self.offering.ring(arrival, livekit)
+
+    @staticmethod
+    def _admitted(row: RoomRow, sid: str | None, person: ParticipantInfo) -> Arrival:
+        """The arrival of the visitor whose token made ``row`` (state ``admitted``)."""
+        return Arrival(
+            call=row.call,
+            environment=row.environment,
+            fleet=row.fleet,
+            room=row.room,
+            room_sid=sid,
+            ring=None,
+            agent=row.agent,
+            org=row.org,
+            caller=row.caller,
+            caller_identity=person.identity,
+            number=None,
+            context=row.context,
+            config=row.config,
+        )
 
     def _arrival(
         self,

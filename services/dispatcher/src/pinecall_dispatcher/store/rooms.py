@@ -62,6 +62,21 @@ class RoomStore:
             ).all()
         return [RoomRow.of(r) for r in rows]
 
+    async def admitted(self, environment: str, room: str) -> RoomRow | None:
+        """The call a visitor's token was minted for in ``room``, while its visitor has not
+        arrived (state ``admitted``), or None."""
+        async with db.translate_errors("reading a room"), self.engine.connect() as conn:
+            row = (
+                await conn.execute(
+                    sa.select(ROOMS).where(
+                        ROOMS.c.environment == environment,
+                        ROOMS.c.room == room,
+                        ROOMS.c.state == "admitted",
+                    )
+                )
+            ).first()
+        return RoomRow.of(row) if row else None
+
     async def _update(
         self,
         where: sa.ColumnElement[bool],

@@ -22,7 +22,9 @@ class Arrival:
     fleet: str
     room: str
     room_sid: str | None
-    ring: str
+    ring: str | None
+    """The ring's dispatch id; None for a visitor placed from its admission (its room was made
+    before its join, so LiveKit never applied the token's ring)."""
     agent: str
     org: str
     caller: str
