@@ -35,6 +35,32 @@ def test_livekit_reads_full_exactly_at_the_last_seat(seats: int) -> None:
     assert domain.roster_load(seats, seats) == 1.0
 
 
+@given(st.integers(1, 256), st.integers(0, 256), st.integers(0, 64))
+def test_an_offer_waiting_for_its_process_weighs_one_seat(
+    seats: int, active: int, reserved: int
+) -> None:
+    """livekit-agents takes an offer while its effective load is under the line: a counting
+    worker takes exactly its seats less its calls and the offers it reserved."""
+    line = domain.livekit_line()
+    takes = domain.effective_load(active, reserved, seats, line) < line
+    assert takes == (active + reserved < seats)
+    assert domain.livekit_load(active, seats, line) < line or active >= seats
+
+
+def test_the_framework_still_has_what_the_counting_server_mends() -> None:
+    """``pinecall_worker.counting`` overrides and calls livekit-agents' private members: an
+    upgrade that renames them fails here, not in a call."""
+    import inspect
+
+    from livekit.agents import AgentServer
+
+    for name in ("_get_effective_load", "_refresh_worker_load", "_update_worker_status"):
+        assert callable(getattr(AgentServer, name, None)), name
+    assert "self._get_effective_load()" in inspect.getsource(AgentServer._is_available)
+    assert "self._get_effective_load()" in inspect.getsource(AgentServer._update_worker_status)
+    assert "self._reserved_slots += 1" in inspect.getsource(AgentServer._answer_availability)
+
+
 def test_a_worker_of_8_reporting_calls_over_seats_would_stop_at_6() -> None:
     # the seed's bug: calls ÷ seats crosses 0.7 after the 6th call of 8
     line = domain.livekit_line()

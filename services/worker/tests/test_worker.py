@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 from livekit import api
 from livekit.agents import JobExecutorType
-from livekit.protocol import models
+from livekit.protocol import agent, models
 
 from pinecall_contracts.worker import CallEnded
 from pinecall_loadlab.livekit import StandIn
@@ -76,6 +76,24 @@ async def roster_row(roster: Replica, keys: Keys) -> dict:  # type: ignore[type-
     return row  # type: ignore[no-any-return]
 
 
+async def livekit_heard(standin: StandIn, worker: Worker, active: int) -> None:
+    """Wait until the stand-in heard ``worker`` say it is available with ``active`` calls of
+    the jobs it runs now (the worker says it when a seat frees, not at the 2.5 s tick)."""
+    [registered] = standin.events.of(ev.WorkerRegistered, lambda e: e.agent_name == worker.name)
+    load = round(worker.line * active / worker.seats, 6)
+    jobs = len(worker.server.active_jobs)
+    async with asyncio.timeout(10):
+        await standin.events.wait_for(
+            ev.WorkerStatusReported,
+            lambda e: (
+                e.worker_id == registered.worker_id
+                and e.status == agent.WorkerStatus.WS_AVAILABLE
+                and round(e.load, 6) == load
+                and e.job_count == jobs
+            ),
+        )
+
+
 async def test_four_seats_take_four_calls_on_both_scales_and_the_fifth_is_declined(
     worker: Worker, standin: StandIn, livekit_api: api.LiveKitAPI, roster: Replica, keys: Keys
 ) -> None:
@@ -128,6 +146,8 @@ async def test_a_job_whose_call_ended_holds_no_seat_while_it_closes(
     async with asyncio.timeout(10):
         await worker.measures.arrived.wait()
     assert (len(worker.server.active_jobs), worker.active) == (4, 3)
+    # the dispatcher offers the seat once the roster counts it free, after LiveKit heard it
+    await livekit_heard(standin, worker, 3)
     await livekit_api.room.create_room(
         api.CreateRoomRequest(name="next", agents=[api.RoomAgentDispatch(agent_name=worker.name)])
     )
@@ -195,3 +215,38 @@ async def test_sigterm_drains_takes_no_new_call_and_exits_0_once_its_calls_end(
     async with asyncio.timeout(30):
         assert await worker.exit == ExitCode.OK  # type: ignore[attr-defined]
     assert (await roster_row(roster, keys))["state"] == "draining"
+
+
+async def test_a_calls_end_frees_its_seat_on_the_roster_and_at_livekit_at_once(
+    worker: Worker, standin: StandIn, livekit_api: api.LiveKitAPI, roster: Replica, keys: Keys
+) -> None:
+    """A full worker whose call ends: the roster counts the seat free at once (its heartbeat
+    is an hour away here), and LiveKit heard the worker's status before the roster did, so the
+    offer the dispatcher makes of that seat gets its job (issue 14, item 5)."""
+    service = roster.app.state.roster  # type: ignore[attr-defined]
+
+    async def roster_counts(active: int) -> None:
+        await service.changes.wait_for(
+            lambda: any(
+                w.worker == worker.name and w.active == active
+                for w in service.view("pinecall").workers
+            ),
+            timeout=30,
+        )
+
+    async with asyncio.timeout(60):
+        calls = await place_calls(
+            standin, livekit_api, agent_name=worker.name, calls=4, interval_s=0
+        )
+        assert all(c.answered for c in calls)
+        await roster_counts(4)
+        first = worker.jobs.calls()[0]
+        report(worker.measures.path, CallEnded(call=first.offer.call, outcome="completed"))
+        await roster_counts(3)
+    await livekit_heard(standin, worker, 3)
+    await livekit_api.room.create_room(
+        api.CreateRoomRequest(name="next", agents=[api.RoomAgentDispatch(agent_name=worker.name)])
+    )
+    async with asyncio.timeout(60):
+        [next_call] = await standin.events.wait_for(ev.JobRequestEnded, lambda e: e.room == "next")
+    assert next_call.outcome == "assigned"

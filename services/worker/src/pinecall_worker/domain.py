@@ -65,7 +65,23 @@ def livekit_load(active: int, seats: int, line: float) -> float:
     """
     if seats < 1:
         raise ValueError("seats must be 1 or more")
+    if active >= seats:
+        return line  # exactly: ``0.7 × 3 ÷ 3`` is 0.6999999999999998 in floats, under the line
     return line * active / seats
+
+
+def effective_load(active: int, reserved: int, seats: int, line: float) -> float:
+    """The load livekit-agents decides an offer by, for a counting worker: ``line × (active +
+    reserved) ÷ seats``, exactly ``line`` from the last seat on.
+
+    The framework adds to the sampled load a guess per offer it accepted and has not launched
+    (``reserved``): the load per running job, or, with none running, ``line ÷ warm processes``
+    (``livekit/agents/worker.py``, ``_get_effective_load``). A counting worker knows a call's
+    weight: one seat, ``line ÷ seats``. With the guess, a worker of 3 seats and 2 warm
+    processes declined its third call while two offers waited for their process, and the
+    dispatcher, which counts seats, waited 12 s for an open that never came (issue 14, item 6).
+    """
+    return livekit_load(active + reserved, seats, line)
 
 
 def roster_load(active: int, seats: int) -> float:

@@ -22,6 +22,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +69,8 @@ class HeldCalls:
         """(call, outcome, reason) of the last calls this main process ended."""
         self.changed = asyncio.Event()
         """Set when a job starts or ends, and when a call is ended here (cleared by waiters)."""
+        self.on_change: Callable[[], None] | None = None
+        """Called at each change that sets :attr:`changed`."""
         self._held: dict[str, Held] = {}
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -75,6 +78,11 @@ class HeldCalls:
         """Hear ``pool``'s jobs (the AgentServer's ``ProcPool``, made when it starts)."""
         pool.on("process_job_launched", self._launched)
         pool.on("process_closed", self._closed)
+
+    def _changed(self) -> None:
+        self.changed.set()
+        if self.on_change is not None:
+            self.on_change()
 
     def calls(self) -> list[Held]:
         """The jobs running now, each with its call."""
@@ -94,14 +102,14 @@ class HeldCalls:
             now=dt.datetime.now(dt.UTC),
         )
         self._held[job.id] = Held(job.id, read.offer, getattr(proc, "pid", None))
-        self.changed.set()
+        self._changed()
 
     def _closed(self, proc: Any) -> None:
         info = proc.running_job
         held = self._held.pop(info.job.id, None) if info is not None else None
         if held is None:
             return
-        self.changed.set()
+        self._changed()
         try:
             status = proc.status
         except RuntimeError:  # a process that never ran its job has no status
@@ -126,7 +134,7 @@ class HeldCalls:
         except CallLogError as exc:  # an ended or sealed call keeps what it has
             _log.error("call %s: not ended %s on the log: %s", call, outcome, exc)
         self.ended.append((call, outcome, reason))
-        self.changed.set()
+        self._changed()
 
     async def seal(self, held: list[Held], outcome: Outcome) -> None:
         """Seal every call of ``held`` (``outcome`` for one still open); idempotent on the log."""

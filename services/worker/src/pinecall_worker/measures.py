@@ -43,6 +43,8 @@ class MeasuresSocket(asyncio.DatagramProtocol):
         self._closed = asyncio.Event()
         self.arrived = asyncio.Event()
         """Set on each datagram (cleared by whoever waits for the next)."""
+        self.on_ended: Callable[[], None] | None = None
+        """Called when a call's end is counted: its seat is free."""
 
     async def start(self) -> None:
         """Bind the socket at :attr:`path` (a stale file of a dead process is replaced)."""
@@ -82,6 +84,8 @@ class MeasuresSocket(asyncio.DatagramProtocol):
             return False
         self._ended[call] = now
         self.minute.ended(now, failed)
+        if self.on_ended is not None:
+            self.on_ended()
         return True
 
     def heard_ended(self, call: str) -> bool:

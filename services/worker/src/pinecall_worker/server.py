@@ -33,6 +33,7 @@ from pinecall_contracts.fleet import HeartbeatReply, WorkerHeartbeat
 from pinecall_jobs.server import close_server
 from pinecall_servicekit.lifecycle import ExitCode
 from pinecall_worker import domain
+from pinecall_worker.counting import CountingServer
 from pinecall_worker.health import Health
 from pinecall_worker.heartbeat import Heartbeat
 from pinecall_worker.jobs import HeldCalls
@@ -94,7 +95,13 @@ class Worker:
             environment=settings.environment(),
         )
         self.health = Health(settings.host, settings.health_port, self.not_ready)
-        self.server = AgentServer(
+        counting: dict[str, Any] = (
+            {"seats": self.seats, "line": self.line, "active": lambda: self.active}
+            if self.counting
+            else {}
+        )
+        self.server = (CountingServer if self.counting else AgentServer)(
+            **counting,
             ws_url=settings.livekit_url,
             api_key=settings.livekit_api_key,
             api_secret=settings.livekit_api_secret,
@@ -128,6 +135,9 @@ class Worker:
             self._on_reply,
             every_s=settings.heartbeat_s,
         )
+        self._seats_changed = asyncio.Event()
+        self.measures.on_ended = self._seats_changed.set
+        self.jobs.on_change = self._seats_changed.set
 
     @property
     def active(self) -> int:
@@ -141,6 +151,19 @@ class Worker:
         """
         ended = sum(self.measures.heard_ended(h.offer.call) for h in self.jobs.calls())
         return max(0, len(self.server.active_jobs) - ended)
+
+    async def _say_seats(self) -> None:
+        """Each time a call starts or ends (its job launched or closed, its end on the log), say
+        the seats at once: to LiveKit first, then in a heartbeat to the roster, so the dispatcher,
+        which frees a seat when the roster's count falls, never offers a seat LiveKit still
+        holds full. Changes that come while one is said are said together (issue 14, item 5:
+        a hang-up's seat was seen 4–5 s late, at the next heartbeat)."""
+        while True:
+            await self._seats_changed.wait()
+            self._seats_changed.clear()
+            if isinstance(self.server, CountingServer) and self.registered.is_set():
+                await self.server.say_status()
+            await self.heartbeat.beat()
 
     def _livekit_load(self, _server: AgentServer) -> float:
         return domain.livekit_load(self.active, self.seats, self.line)
@@ -204,6 +227,7 @@ class Worker:
             loop.add_signal_handler(signal.SIGTERM, self.stop)
         served = asyncio.create_task(self.server.run(devmode=False), name="agent-server")
         beating = asyncio.create_task(self.heartbeat.run(), name="heartbeat")
+        saying = asyncio.create_task(self._say_seats(), name="seats")
         stopping = asyncio.create_task(self._stop.wait())
         try:
             done, _ = await asyncio.wait({served, stopping}, return_when=asyncio.FIRST_COMPLETED)
@@ -216,12 +240,15 @@ class Worker:
                 loop.remove_signal_handler(signal.SIGTERM)
             stopping.cancel()
             beating.cancel()
+            saying.cancel()
             await close_server(self.server)
             served.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await served
             with contextlib.suppress(asyncio.CancelledError):
                 await beating
+            with contextlib.suppress(asyncio.CancelledError):
+                await saying
             self.draining = True
             await self.heartbeat.beat()  # the last word: draining, the calls left
             await self.jobs.aclose(within_s=self.settings.seal_timeout_s)
