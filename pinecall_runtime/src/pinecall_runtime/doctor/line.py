@@ -11,12 +11,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pinecall_contracts.dispatch import KeptRoom, OffersSnapshot
+from pinecall_contracts.ids import is_overflow
 from pinecall_contracts.words import counted
 from pinecall_runtime.doctor.findings import Drop, Finding, ok, skip
 
 
 def _kept_todo(k: KeptRoom) -> str:
-    if k.worker is not None and k.worker.endswith("/overflow"):
+    if k.worker is not None and is_overflow(k.worker):
         # the last resort did not take it: no agent will, until one runs
         return (
             f"the overflow {k.worker} took none of it: start it (pinecall-runtime overflow "

@@ -147,11 +147,6 @@ Decision = Offer | Overflow | Wait
 Admission = Literal["admit", "not_ready", "fleet_full"]
 
 
-def overflow_name(fleet: str) -> str:
-    """The overflow's LiveKit name: ``<fleet>/overflow``."""
-    return f"{fleet}/overflow"
-
-
 def call_id_for(environment: str, dispatch_id: str) -> str:
     """The call id of a ring that carries none: the same for every delivery of its webhook."""
     digest = hashlib.sha256(f"{environment}:{dispatch_id}".encode()).hexdigest()
