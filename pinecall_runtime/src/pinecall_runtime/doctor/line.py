@@ -66,6 +66,9 @@ def kept_rooms(offers: OffersSnapshot | None) -> list[Finding]:
 ADMISSION_TODO = {
     "not_ready": "start workers: none of the fleet was heard for 90 s",
     "fleet_full": "add workers: no worker heard lately had a seat",
+    "unheard": "start workers or find why they are silent: none was heard in the last 12 s",
+    "cordoned": "uncordon workers or start others: every worker heard lately was cordoned or "
+    "draining (pinecall-runtime fleet list)",
     "quota": "an org held its concurrent_calls quota (pinecall-runtime dispatcher quota list)",
 }
 
