@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pinecall_contracts.dispatch import KeptRoom, OffersSnapshot
+from pinecall_contracts.dispatch import FleetOffers, KeptRoom, OffersSnapshot
+from pinecall_contracts.fleet import RosterSnapshot
 from pinecall_contracts.ids import is_overflow
 from pinecall_contracts.words import counted
 from pinecall_runtime.doctor.findings import Drop, Finding, ok, skip
@@ -30,8 +31,58 @@ def _kept_todo(k: KeptRoom) -> str:
     )
 
 
-def kept_rooms(offers: OffersSnapshot | None) -> list[Finding]:
-    """Rooms kept in offers past a minute, each by call and room; rooms that waited, by fleet."""
+WINDOW_S = 600.0
+"""The dispatcher's window of rooms that waited and of refusals (ten minutes)."""
+
+
+def _held_back(fleet: str, roster: RosterSnapshot | None) -> list[str]:
+    """Workers of ``fleet`` the roster says are cordoned or draining and heard in the window:
+    an operator's cordon or a drain, whose offers not yet opened are declined (or lost with the
+    worker's exit) and offered again 12 s later."""
+    if roster is None:
+        return []
+    return sorted(
+        w.worker
+        for view in roster.fleets
+        if view.fleet == fleet
+        for w in view.workers
+        if (w.cordoned or w.draining or w.state in ("cordoned", "draining"))
+        and w.last_heard_s < WINDOW_S
+    )
+
+
+def _waited(f: FleetOffers, roster: RosterSnapshot | None) -> Finding:
+    waited = (
+        f"{counted(f.waiting, 'room')} waited for a worker in 10 min (offered again, or sent to "
+        "the overflow for want of an open)"
+    )
+    if held := _held_back(f.fleet, roster):
+        named = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+        return Finding(
+            check="offers",
+            level="info",
+            subject=f.fleet,
+            what=f"{waited}: {named} cordoned or draining in that time, so an offer to it not yet "
+            "opened was declined and offered again (else a worker or LiveKit dropped an offer)",
+            todo="an operator's cordon or a drain; pinecall-runtime logs CALL of its calls says "
+            "which worker each waited for",
+        )
+    return Finding(
+        check="offers",
+        level="info",
+        subject=f.fleet,
+        what=f"{waited}: a worker or LiveKit dropped an offer"
+        + ("" if roster is None else " (no worker of the fleet was cordoned or draining)"),
+        todo="pinecall-runtime logs CALL of its calls says which worker",
+    )
+
+
+def kept_rooms(
+    offers: OffersSnapshot | None, roster: RosterSnapshot | None = None
+) -> list[Finding]:
+    """Rooms kept in offers past a minute, each by call and room; rooms that waited, by fleet,
+    blamed on a cordon or a drain where the roster shows one of the fleet's workers cordoned or
+    draining in the window (``roster``; without it, on a dropped offer)."""
     if offers is None:
         return [skip("offers", "dispatcher")]
     found = [
@@ -48,18 +99,7 @@ def kept_rooms(offers: OffersSnapshot | None) -> list[Finding]:
     ]
     if not found:
         found.append(ok("offers", "no room kept in offers past a minute"))
-    found += [
-        Finding(
-            check="offers",
-            level="info",
-            subject=f.fleet,
-            what=f"{counted(f.waiting, 'room')} waited for a worker in 10 min (offered again, or "
-            "sent to the overflow for want of an open): a worker or LiveKit dropped an offer",
-            todo="pinecall-runtime logs CALL of its calls says which worker",
-        )
-        for f in offers.fleets
-        if f.waiting
-    ]
+    found += [_waited(f, roster) for f in offers.fleets if f.waiting]
     return found
 
 
