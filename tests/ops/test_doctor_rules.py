@@ -190,6 +190,30 @@ def test_rooms_kept_in_offers_are_named_by_call_and_room() -> None:
     assert found[1].what.startswith("3 rooms waited for a worker in 10 min")
 
 
+def test_rooms_that_waited_while_a_worker_was_cordoned_blame_the_cordon() -> None:
+    """Seen: "a worker or LiveKit dropped an offer" when an operator's cordon was the cause."""
+    waited = OffersSnapshot(fleets=[FleetOffers(fleet="pinecall", waiting=2)], kept=[], at=AT)
+    cordoned = roster(
+        fleet("pinecall", row("worker-a"), row("worker-b", "cordoned", cordoned=True)),
+        fleet("pinecall-sandbox", row("worker-s", "draining", draining=True)),
+    )
+    [_, found] = kept_rooms(waited, cordoned)
+    assert found.what == (
+        "2 rooms waited for a worker in 10 min (offered again, or sent to the overflow for want "
+        "of an open): pinecall/worker-b.1791067258 cordoned or draining in that time, so an "
+        "offer to it not yet opened was declined and offered again (else a worker or LiveKit "
+        "dropped an offer)"
+    )
+    assert found.todo.startswith("an operator's cordon or a drain")
+    gone = roster(fleet("pinecall", row("worker-b", "silent", cordoned=True, last_heard_s=900)))
+    for snapshot in (roster(fleet("pinecall", row("worker-a"))), gone):
+        [_, plain] = kept_rooms(waited, snapshot)
+        assert plain.what.endswith(
+            ": a worker or LiveKit dropped an offer (no worker of the fleet was cordoned or "
+            "draining)"
+        )
+
+
 def test_a_room_the_overflow_did_not_take_says_to_start_the_overflow() -> None:
     """The last resort took no room: no agent will take it, until an overflow runs."""
     kept = KeptRoom(

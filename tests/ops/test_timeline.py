@@ -71,6 +71,9 @@ def test_each_kind_is_summed_up_in_a_few_words() -> None:
     assert summary("call.sealed", {}) == ""
     assert summary("something.new", {"a": 1}) == '{"a":1}'
     assert "omitted" in summary("turn.user", {"omitted_bytes": 2_000_000})
+    assert summary("turn.agent", {"omitted_bytes": 70_000, "over": 65_536}) == (
+        "data omitted by its writer (70000 bytes, over 65536)"
+    )
     long = text(weave("c", [], [entry(1, 0, "turn.user", text="word " * 100)])[0])
     assert long.endswith("…")
     assert len(long) < 160

@@ -16,13 +16,11 @@ from typing import Any, Literal
 import msgspec
 
 from pinecall_contracts import entries as kinds
-from pinecall_contracts.calls import CallRecord, LoggedEntry
+from pinecall_contracts.calls import OMITTED, CallRecord, LoggedEntry
 from pinecall_contracts.dispatch import JournalLine
 
 WIDTH = 110
 """Characters of a summary at most (the rest is on ``--json``)."""
-OMITTED = "omitted_bytes"
-"""call-log's stand-in for the data of an entry too large for a NATS page."""
 
 
 class Line(msgspec.Struct, frozen=True, kw_only=True):
@@ -52,6 +50,8 @@ def summary(kind: str, data: dict[str, Any]) -> str:
     """What an entry says, in a few words (``"Hi, I need…" first audio 0.81 s``)."""
     if OMITTED in data and len(data) == 1:
         return f"data omitted from the page ({data[OMITTED]} bytes): GET /v1/calls/CALL/entries"
+    if OMITTED in data and "over" in data and len(data) == 2:
+        return f"data omitted by its writer ({data[OMITTED]} bytes, over {data['over']})"
     get = data.get
     if kind == kinds.CALL_STARTED:
         return f"worker {get('worker')}, room {get('room')}, agent {get('agent')}"

@@ -337,3 +337,35 @@ async def test_a_log_token_opens_only_its_own_call_stream(
     )
     assert r.status_code == 422
     assert r.headers["content-type"].startswith(PROBLEM)
+
+
+def big(kind: str, size: int) -> dict[str, Any]:
+    """An entry whose data is exactly ``size`` bytes as JSON (``{"text":"xx…"}``)."""
+    return {"kind": kind, "ts": TS, "data": {"text": "x" * (size - len('{"text":""}'))}}
+
+
+@pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        (f"{CALL}/entries", {"after": 2, "entries": [entry(2), big("turn.agent", 9_500_000)]}),
+        (f"{CALL}/entries", {"after": 2, "entries": [entry(2), big("turn.agent", 65_537)]}),
+        (f"{CALL}/events", big("turn.agent", 65_537)),
+        ("/v1/agents/support-bot/log", big("agent.note", 65_537)),
+    ],
+)
+async def test_an_entry_over_its_bound_is_422_naming_it_and_none_of_its_batch_is_written(
+    call_log: Replica, keys: Keys, ready: tuple[Any, ...], path: str, body: dict[str, Any]
+) -> None:
+    """Seen: one entry of 9.5 MB (under the 10 MB body cap) was written whole."""
+    r = await call_log.post(path, json=body, headers=bearer(keys.production))
+    assert r.status_code == 422, r.text[:300]
+    assert "over the 65536 bytes an entry may hold (calls.MAX_ENTRY_BYTES)" in r.json()["detail"]
+    assert await snapshot(call_log, keys) == ready
+
+
+async def test_an_entry_at_its_bound_is_written(
+    call_log: Replica, keys: Keys, ready: tuple[Any, ...]
+) -> None:
+    body = {"after": 2, "entries": [big("turn.agent", 65_536)]}
+    r = await call_log.post(f"{CALL}/entries", json=body, headers=bearer(keys.production))
+    assert r.status_code == 200, r.text[:300]

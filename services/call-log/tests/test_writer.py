@@ -14,7 +14,15 @@ from pinecall_call_log.faults import FaultyTransport
 from pinecall_call_log.testing import Keys, Replica, bearer
 from pinecall_clients.calllog import Backoff, CallLogClient
 from pinecall_clients.errors import CallUnknown
-from pinecall_contracts.calls import CallOpen, Reopened, ToolAsked, ToolCall
+from pinecall_contracts.base import encode
+from pinecall_contracts.calls import (
+    MAX_ENTRY_BYTES,
+    OMITTED,
+    CallOpen,
+    Reopened,
+    ToolAsked,
+    ToolCall,
+)
 
 Start = Callable[[], AbstractAsyncContextManager[Replica]]
 QUICK = Backoff(first=0.01, most=0.02, jitter=0.0)
@@ -184,3 +192,32 @@ async def test_a_nul_is_written_as_u_fffd_and_a_batch_the_log_cannot_take_is_dro
     ]
     ours = [e["data"] for e in entries if e["counted"] is not None]
     assert ours == [{"text": "Hi\ufffd there", "n": 0, "said\ufffd": ["\ufffd"]}, {"n": 1}]
+
+
+async def test_an_entry_too_big_for_the_log_is_written_without_its_data_and_stops_nothing(
+    pair: tuple[Replica, Replica], keys: Keys
+) -> None:
+    """call-log refuses an entry over ``MAX_ENTRY_BYTES`` (422), and with it the batch: the
+    writer queues such an entry with its size in place of its data, so the turns around it stay
+    on the log; entries near the bound go in batches under the body cap (10 MB), never a 413."""
+    log, _ = client(pair, keys)
+    async with log:
+        await log.open(OPEN)
+        writer = log.writer("call_1")
+        writer.add("turn.user", {"n": 0})
+        writer.add("turn.agent", {"n": 1, "text": "x" * 9_500_000})
+        writer.add("turn.user", {"n": 2})
+        for n in range(3, 203):  # 200 × 60 kB: 12 MB queued
+            writer.add("turn.agent", {"n": n, "text": "y" * 60_000})
+        await writer.drain()
+        assert (writer.dropped, writer.refused, writer.written) == ([], [], 203)
+    entries = (await pair[1].get("/v1/calls/call_1/entries", headers=bearer(keys.operator))).json()[
+        "entries"
+    ]
+    ours = [e["data"] for e in entries if e["counted"] is not None]
+    assert ours[:3] == [
+        {"n": 0},
+        {OMITTED: len(encode({"n": 1, "text": "x" * 9_500_000})), "over": MAX_ENTRY_BYTES},
+        {"n": 2},
+    ]
+    assert [d["n"] for d in ours[3:]] == list(range(3, 203))

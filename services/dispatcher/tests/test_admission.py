@@ -152,3 +152,34 @@ async def test_an_orgs_quota_is_per_environment(chain: Chain, keys: Keys) -> Non
     assert (await token(chain, keys.app, org="another")).status_code == 200
     snapshot = await chain.service.offers("pinecall")
     assert snapshot.fleets[0].refused == {"quota": 2}
+
+
+async def test_a_fleet_all_cordoned_is_refused_as_cordoned_not_as_full(
+    chain: Chain, keys: Keys, call_log: Replica
+) -> None:
+    """Seen: ``fleet.full`` on the tenant's log for a fleet whose one worker an operator had
+    cordoned, with every seat free (issue 14, item 11)."""
+    await chain.pretend("cordoned", seats=4, load=lambda _server: 0.0)
+    r = await chain.roster.post(
+        "/v1/ops/fleet/pinecall/cordoned/cordon", headers=bearer(keys.operator)
+    )
+    assert r.status_code == 200, r.text
+    await chain.heard()
+    r = await token(chain, keys.app, org="acme")
+    assert r.status_code == 503
+    problem = r.json()
+    assert problem["code"] == "fleet_full"  # the page offers a call back, as for a full fleet
+    assert problem["detail"].startswith("every worker of pinecall heard lately is cordoned")
+    log = await call_log.get(
+        "/v1/agents/support-bot/log",
+        params={"environment": "production"},
+        headers=bearer(keys.operator),
+    )
+    [entry] = log.json()["entries"]
+    assert (entry["kind"], entry["data"]["reason"], entry["data"]["org"]) == (
+        "fleet.refused",
+        "cordoned",
+        "acme",
+    )
+    snapshot = await chain.service.offers("pinecall")
+    assert [f.refused for f in snapshot.fleets if f.fleet == "pinecall"] == [{"cordoned": 1}]

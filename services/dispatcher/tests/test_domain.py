@@ -181,11 +181,13 @@ def test_shortened_rules_keep_the_same_order_of_things() -> None:
 def test_admission_is_not_ready_with_nobody_heard_in_90_s_and_full_with_no_seat() -> None:
     assert domain.admission([], {}) == "not_ready"
     assert domain.admission([row("a", heard=90.0)], {}) == "not_ready"
-    assert domain.admission([row("a", heard=89.0)], {}) == "fleet_full"  # heard, not lately
+    assert domain.admission([row("a", heard=89.0)], {}) == "unheard"  # heard, not lately
     assert domain.admission([row("a", active=8)], {}) == "fleet_full"
     assert domain.admission([row("a", active=6)], {"pinecall/a.100": 2}) == "fleet_full"
     assert domain.admission([row("a", active=6)], {"pinecall/a.100": 1}) == "admit"
-    assert domain.admission([row("a", state="cordoned")], {}) == "fleet_full"
+    assert domain.admission([row("a", state="cordoned")], {}) == "cordoned"
+    assert domain.admission([row("a", state="draining"), row("b", heard=20.0)], {}) == "cordoned"
+    assert domain.admission([row("a", state="cordoned"), row("b", active=8)], {}) == "fleet_full"
 
 
 def test_the_journal_says_where_a_room_went_and_why() -> None:

@@ -47,7 +47,6 @@ async def test_heartbeat_malformed_json(roster: Replica, keys: Keys) -> None:
         ("active", "three"),
         ("max_jobs", -1),
         ("load", None),
-        ("worker", "worker-a"),
         ("draining", "maybe"),
         ("minute", {"ended": "x"}),
     ],
@@ -217,7 +216,12 @@ async def test_unknown_route_and_method(roster: Replica) -> None:
 @pytest.mark.parametrize(
     ("change", "status", "words"),
     [
-        ({"worker": "pinecall/worker-a.1791067258\n"}, 400, "worker"),
+        ({"worker": "pinecall/worker-a.1791067258\n"}, 422, "start '1791067258\\n'"),
+        ({"worker": "worker-a"}, 422, "not <fleet>/<worker>.<start>"),
+        ({"worker": "pinecall/w.1.1791067258"}, 422, "worker part 'w.1' holds a '.'"),
+        ({"worker": "pinecall/w.01791067258"}, 422, "without a leading zero"),
+        ({"worker": "pinecall/overflow.1791067258"}, 422, "the overflow's name"),
+        ({"agent_name": "pinecall/w.1.1791067258"}, 422, "agent_name: not a worker name"),
         ({"active": "2"}, 400, "active"),
         ({"load": 5.0}, 422, "active ÷ max_jobs"),
         ({"max_jobs": 0, "active": 0, "load": 0.0}, 422, "max_jobs"),

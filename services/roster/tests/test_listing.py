@@ -54,7 +54,7 @@ def test_a_fleet_of_nobody_heard_is_silent_and_a_fleet_the_dispatcher_does_not_k
     assert fleet_lines(view, {}) == [
         "pinecall-sandbox (sandbox): 0 accepting, 0 full, 0/0 seats free, 0 calls, "
         "0 rooms waiting in 10 min",
-        "  silent: no worker heard in 30 s; its callers go to the overflow",
+        "  silent: no worker heard in 30 s; its callers wait 12 s, then go to the overflow",
     ]
     assert fleet_lines(view, None)[0].endswith(", 0 calls")  # no dispatcher answered
 
@@ -70,4 +70,30 @@ def test_one_of_a_thing_is_said_in_the_singular() -> None:
     assert fleet_lines(view, {"pinecall": offers})[0] == (
         "pinecall (production): 0 accepting, 1 full, 0/1 seat free, 1 call, "
         "1 room waiting in 10 min"
+    )
+
+
+def test_a_worker_not_heard_lately_is_not_shown_registered_now() -> None:
+    """Seen: LIVEKIT "yes" for a worker that had exited 60 s earlier (its last heartbeat said
+    registered)."""
+    view = FleetView(
+        fleet="pinecall",
+        environment="production",
+        workers=[
+            row("gone", "silent", last_heard_s=60.0, active=0, load=0.0),
+            row("late", "accepting", last_heard_s=13.0, active=0, load=0.0),
+            row("here", "accepting", last_heard_s=2.0, active=0, load=0.0),
+        ],
+        totals=FleetTotals(accepting=2, full=0, seats=8, seats_free=8, calls=0),
+    )
+    lines = fleet_lines(view, None)
+    table = [line.split() for line in lines[1].splitlines()[1:]]
+    assert [(r[0], r[-2], r[-1]) for r in table] == [
+        ("pinecall/gone.1791067258", "60s", "-"),
+        ("pinecall/late.1791067258", "13s", "-"),
+        ("pinecall/here.1791067258", "2s", "yes"),
+    ]
+    assert lines[2] == (
+        "- in LIVEKIT: not heard in 12 s, so whether LiveKit holds it now is not known; "
+        "it is offered no call"
     )

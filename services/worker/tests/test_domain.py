@@ -72,7 +72,6 @@ def test_seats_and_names() -> None:
     assert domain.default_seats(8) == 32
     assert [domain.idle_processes(32, c) for c in (1, 2, 8)] == [2, 2, 8]
     assert domain.idle_processes(1, 8) == 1  # never more warm processes than seats
-    assert domain.worker_name("pinecall", "worker-a", 1791067258) == "pinecall/worker-a.1791067258"
     with pytest.raises(ValueError, match="seats"):
         domain.roster_load(1, 0)
 

@@ -11,8 +11,11 @@ whose answer was lost goes again unchanged after the same count, so the log writ
 refuses the whole batch: it is kept in :attr:`CallLogWriter.refused` and the writer goes on from
 the count the log said. A batch the log cannot take as it is (400, 413, 422: sent again it would
 be refused again) is dropped into :attr:`CallLogWriter.dropped`, said in the log, and the call
-goes on; a NUL character, which Postgres cannot store, is written as U+FFFD instead
-(:func:`storable`). A 404 (a call an older release opened) is answered by saying the call
+goes on; so the writer never sends what the log would refuse for its size or characters: an
+entry whose data is over ``calls.MAX_ENTRY_BYTES`` (64 KiB as JSON) is queued with
+``{"omitted_bytes": <n>, "over": 65536}`` as its data (its kind and time kept, said in the log),
+a batch holds at most :data:`BATCH_BYTES` of data (far under the 10 MB body cap), and a NUL
+character, which Postgres cannot store, is written as U+FFFD (:func:`storable`). A 404 (a call an older release opened) is answered by saying the call
 again once (``reopened``) and sending the batch again. A writer can follow on from another
 writer's count (``written=``): the job sent into a dead worker's room continues that log.
 """
@@ -40,6 +43,8 @@ from pinecall_clients.errors import (
 from pinecall_contracts.base import Contract, decode, encode
 from pinecall_contracts.calls import (
     MAX_BATCH,
+    MAX_ENTRY_BYTES,
+    OMITTED,
     AgentEntry,
     BatchWritten,
     CallbackRequest,
@@ -52,6 +57,7 @@ from pinecall_contracts.calls import (
     Reopened,
     ToolCall,
     ToolResult,
+    entry_bytes,
 )
 
 R = TypeVar("R", bound=Contract)
@@ -219,6 +225,28 @@ BAD_BATCH = frozenset({400, 413, 422})
 """A batch's refusals that are about the batch itself: the same batch would be refused again."""
 
 
+BATCH_BYTES = 1_000_000
+"""A batch's entries' data as JSON, at most this many bytes (or one entry, which is at most
+``calls.MAX_ENTRY_BYTES``): 500 entries of 64 KiB would pass call-log's 10 MB body cap (413)."""
+
+
+def bounded(call: str, entry: Entry) -> Entry:
+    """``entry`` with storable data (:func:`storable`), its data replaced by
+    ``{"omitted_bytes": <n>, "over": MAX_ENTRY_BYTES}`` when it is over ``MAX_ENTRY_BYTES`` as
+    JSON: call-log would refuse it (422), and with it the whole batch."""
+    data = storable(entry.data)
+    if (size := entry_bytes(data)) > MAX_ENTRY_BYTES:
+        _log.error(
+            "call %s: a %s entry's data is %d bytes, over the log's %d: written without it",
+            call,
+            entry.kind,
+            size,
+            MAX_ENTRY_BYTES,
+        )
+        data = {OMITTED: size, "over": MAX_ENTRY_BYTES}
+    return msgspec.structs.replace(entry, data=data)
+
+
 def storable(value: Any) -> Any:
     """``value`` with every NUL character of its strings (keys too) replaced by U+FFFD: Postgres
     stores no NUL in text or JSON, and one would refuse the entry's whole batch."""
@@ -270,10 +298,21 @@ class CallLogWriter:
     ) -> None:
         """Queue an entry; ``ts`` (when it happened) defaults to now, in UTC."""
         when = ts or dt.datetime.now(dt.UTC)
-        self._queue.append(Entry(kind=kind, ts=when, data=storable(data or {})))
+        self._queue.append(bounded(self.call, Entry(kind=kind, ts=when, data=data or {})))
 
     def extend(self, entries: Sequence[Entry]) -> None:
-        self._queue.extend(msgspec.structs.replace(e, data=storable(e.data)) for e in entries)
+        self._queue.extend(bounded(self.call, e) for e in entries)
+
+    def _next_batch(self) -> list[Entry]:
+        """The queue's head as a batch: up to ``MAX_BATCH`` entries and :data:`BATCH_BYTES`."""
+        used = count = 0
+        for entry in self._queue[:MAX_BATCH]:
+            used += entry_bytes(entry.data)
+            if count and used > BATCH_BYTES:
+                break
+            count += 1
+        entries, self._queue = self._queue[:count], self._queue[count:]
+        return entries
 
     async def flush(self) -> BatchWritten | None:
         """Send the unanswered batch again, or what is queued as one batch; None if nothing
@@ -283,8 +322,7 @@ class CallLogWriter:
             if self._pending is None:
                 if not self._queue:
                     return None
-                entries, self._queue = self._queue[:MAX_BATCH], self._queue[MAX_BATCH:]
-                self._pending = EntryBatch(after=self.written, entries=entries)
+                self._pending = EntryBatch(after=self.written, entries=self._next_batch())
             batch = self._pending
             try:
                 answer = await self._send(batch)

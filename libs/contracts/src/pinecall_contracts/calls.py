@@ -22,6 +22,24 @@ from pinecall_contracts.ids import EnvironmentField
 MAX_BATCH = 500
 """Entries in one batch, at most (a worker queues ~2 a second; 500 is minutes of a call)."""
 
+MAX_ENTRY_BYTES = 65_536
+"""An entry's ``data`` as JSON, at most this many bytes (64 KiB): call-log refuses an entry over
+it with a 422 that names the limit, and writes nothing of its batch. A long agent's turn is a few
+KB; the bound keeps one entry far under the HTTP body cap (10 MB), under a ``logs`` page (half of
+NATS's 1 MB ``max_payload``) and out of Postgres's way. The writer (``pinecall_clients``) never
+sends one: it writes ``{"omitted_bytes": <n>, "over": 65536}`` (:data:`OMITTED`) as the entry's
+data instead, so the entry (its kind and time) and the rest of its batch stay on the log."""
+
+OMITTED = "omitted_bytes"
+"""The key of the ``data`` that stands in for what was too large to carry: an entry's over
+:data:`MAX_ENTRY_BYTES` (the writer), an entry too large for a ``logs`` page alone (call-log)."""
+
+
+def entry_bytes(data: dict[str, Any]) -> int:
+    """The size :data:`MAX_ENTRY_BYTES` bounds: ``data`` as compact JSON (msgspec), in bytes."""
+    return len(msgspec.json.encode(data))
+
+
 CallIdField = Annotated[
     str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$", examples=["call_7Qm2x"])
 ]
@@ -46,7 +64,8 @@ CallState = Literal["open", "ended", "sealed"]
 
 class Entry(Contract, frozen=True, kw_only=True, tag="calls.entry.v1"):
     """One event of a call as its writer sends it; ``ts`` is when it happened (clamped on write
-    to the service's clock, never later than the service's now)."""
+    to the service's clock, never later than the service's now). ``data`` is at most
+    :data:`MAX_ENTRY_BYTES` as JSON (422 over it)."""
 
     kind: Kind
     ts: Timestamp
@@ -240,7 +259,10 @@ class CallbackRequest(Contract, frozen=True, kw_only=True, tag="calls.callback_r
 
 
 class AgentEntry(Contract, frozen=True, kw_only=True, tag="calls.agent_entry.v1"):
-    """An entry of an agent's log: ``fleet.full``, ``callback.requested``, ``agent.draining``."""
+    """An entry of an agent's log: ``fleet.full`` (a caller refused at the fleet's line),
+    ``fleet.refused`` (one refused for another reason: ``data.reason`` ``unheard`` or
+    ``cordoned``), ``callback.requested``, ``agent.draining``;
+    ``data`` at most :data:`MAX_ENTRY_BYTES` as JSON (422 over it)."""
 
     kind: Kind
     data: dict[str, Any] = {}

@@ -39,6 +39,7 @@ from livekit import api
 from pinecall_contracts.base import encode
 from pinecall_contracts.calls import CallbackRequest
 from pinecall_contracts.dispatch import CallRing, TokenRequest
+from pinecall_contracts.ids import is_overflow
 from pinecall_contracts.lab import CallerKind, CallerReport
 from pinecall_labroom import LabRoom
 from pinecall_loadlab.callers.script import (
@@ -95,10 +96,6 @@ class TrafficPlan(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     """How long a caller listens to the agent's answer before it speaks again or hangs up."""
     run: str = ""
     """Names the rooms (``<run>-<i>-<kind>``); random when empty."""
-
-
-OVERFLOW = "/overflow"
-"""How the overflow's agent name ends (``<fleet>/overflow``)."""
 
 
 def script(turns: int, plan: TrafficPlan) -> list[Step]:
@@ -238,7 +235,7 @@ class Traffic:
         try:
             ringing = [WaitForAnswer(timeout_s=self.plan.answer_within_s)]
             await play(room, ringing, log=log, on_change=on_change)
-            overflow = (log.answered_by or "").endswith(OVERFLOW)
+            overflow = is_overflow(log.answered_by or "")
             then = hearing_out(self.plan) if overflow else script(turns, self.plan)
             await play(room, then, log=log, on_change=on_change)
         except TimeoutError:

@@ -36,6 +36,7 @@ from livekit.protocol import models
 from pinecall_call_log.app import create_app as call_log_app
 from pinecall_call_log.settings import CallLogSettings
 from pinecall_contracts.fleet import WorkerHeartbeat
+from pinecall_contracts.ids import build_worker_name, overflow_name
 from pinecall_dispatcher.app import create_app as dispatcher_app
 from pinecall_dispatcher.service import DispatcherService
 from pinecall_dispatcher.settings import DispatcherSettings
@@ -167,7 +168,7 @@ class Chain:
         """A lab ``AgentServer`` under the worker name ``<fleet>/<host>.<start>``, reporting
         ``load`` to LiveKit (1.0 declines every offer), with heartbeats of a worker with
         ``seats`` and no call; returns the name."""
-        name = f"{fleet}/{host}.{int(time.time())}"
+        name = build_worker_name(fleet, host, int(time.time()))
         await self.lab.start(agent_name=name, seats=seats, load=load)
         beat = beat_forever(
             self.roster,
@@ -184,7 +185,7 @@ class Chain:
     async def overflow(self, fleet: str = "pinecall") -> str:
         """Register ``<fleet>/overflow``: a lab server that answers every room it is sent."""
         async with asyncio.timeout(60):
-            return await self.lab.start(agent_name=f"{fleet}/overflow", seats=1000)
+            return await self.lab.start(agent_name=overflow_name(fleet), seats=1000)
 
     async def handled(self, room: str, event: str, kind: str | None = None) -> None:
         """Wait until a dispatcher replica applied ``event`` of ``room`` (of a ``kind``

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import msgspec
 from livekit import api
 
+from pinecall_contracts.ids import is_overflow
 from pinecall_dispatcher.settings import DispatcherSettings
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
@@ -74,7 +75,7 @@ class Setup:
 def _runtime_row(
     answered: list[runtime_choosing.Answered], seats: int, detail: dict[str, int] | None = None
 ) -> Mode:
-    overflow = sum(a.by is not None and a.by.endswith("/overflow") for a in answered)
+    overflow = sum(a.by is not None and is_overflow(a.by) for a in answered)
     by_agent = sum(a.by is not None for a in answered) - overflow
     return Mode(
         mode="runtime_choosing",
@@ -144,7 +145,7 @@ async def capacity(
             interval_s=setup.interval_s,
             settle_s=setup.settle_s,
         )
-        took = Counter(a.by for a in answered if a.by and not a.by.endswith("/overflow"))
+        took = Counter(a.by for a in answered if a.by and not is_overflow(a.by))
         runtime = _runtime_row(
             answered, workers * seats, {f"worker_{i + 1}": n for i, n in enumerate(took.values())}
         )

@@ -26,7 +26,7 @@ def diagnose(evidence: Evidence) -> list[Finding]:
         *services(evidence),
         *fleets(evidence.roster),
         *workers(evidence.roster),
-        *kept_rooms(evidence.offers),
+        *kept_rooms(evidence.offers, evidence.roster),
         *admission(evidence.offers),
         *webhooks(evidence.drops),
         *migrations(evidence.migrations),

@@ -65,7 +65,8 @@ def _fleet(view: FleetView) -> Iterator[Finding]:
         since = "none heard since the roster started" if last is None else f"last {last:.0f} s ago"
         yield finding(
             "fail",
-            f"silent: no worker heard in 30 s ({since}); its callers go to the overflow",
+            f"silent: no worker heard in 30 s ({since}); its callers wait 12 s, then go to the "
+            "overflow",
             f"start workers of {view.fleet} (PINECALL_FLEET={view.fleet}), or find why their "
             "heartbeats do not reach the roster (fleet key, PINECALL_ROSTER_URL)",
         )

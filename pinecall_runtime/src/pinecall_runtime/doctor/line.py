@@ -10,13 +10,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pinecall_contracts.dispatch import KeptRoom, OffersSnapshot
+from pinecall_contracts.dispatch import FleetOffers, KeptRoom, OffersSnapshot
+from pinecall_contracts.fleet import RosterSnapshot
+from pinecall_contracts.ids import is_overflow
 from pinecall_contracts.words import counted
 from pinecall_runtime.doctor.findings import Drop, Finding, ok, skip
 
 
 def _kept_todo(k: KeptRoom) -> str:
-    if k.worker is not None and k.worker.endswith("/overflow"):
+    if k.worker is not None and is_overflow(k.worker):
         # the last resort did not take it: no agent will, until one runs
         return (
             f"the overflow {k.worker} took none of it: start it (pinecall-runtime overflow "
@@ -29,8 +31,58 @@ def _kept_todo(k: KeptRoom) -> str:
     )
 
 
-def kept_rooms(offers: OffersSnapshot | None) -> list[Finding]:
-    """Rooms kept in offers past a minute, each by call and room; rooms that waited, by fleet."""
+WINDOW_S = 600.0
+"""The dispatcher's window of rooms that waited and of refusals (ten minutes)."""
+
+
+def _held_back(fleet: str, roster: RosterSnapshot | None) -> list[str]:
+    """Workers of ``fleet`` the roster says are cordoned or draining and heard in the window:
+    an operator's cordon or a drain, whose offers not yet opened are declined (or lost with the
+    worker's exit) and offered again 12 s later."""
+    if roster is None:
+        return []
+    return sorted(
+        w.worker
+        for view in roster.fleets
+        if view.fleet == fleet
+        for w in view.workers
+        if (w.cordoned or w.draining or w.state in ("cordoned", "draining"))
+        and w.last_heard_s < WINDOW_S
+    )
+
+
+def _waited(f: FleetOffers, roster: RosterSnapshot | None) -> Finding:
+    waited = (
+        f"{counted(f.waiting, 'room')} waited for a worker in 10 min (offered again, or sent to "
+        "the overflow for want of an open)"
+    )
+    if held := _held_back(f.fleet, roster):
+        named = ", ".join(held[:3]) + (f" and {len(held) - 3} more" if len(held) > 3 else "")
+        return Finding(
+            check="offers",
+            level="info",
+            subject=f.fleet,
+            what=f"{waited}: {named} cordoned or draining in that time, so an offer to it not yet "
+            "opened was declined and offered again (else a worker or LiveKit dropped an offer)",
+            todo="an operator's cordon or a drain; pinecall-runtime logs CALL of its calls says "
+            "which worker each waited for",
+        )
+    return Finding(
+        check="offers",
+        level="info",
+        subject=f.fleet,
+        what=f"{waited}: a worker or LiveKit dropped an offer"
+        + ("" if roster is None else " (no worker of the fleet was cordoned or draining)"),
+        todo="pinecall-runtime logs CALL of its calls says which worker",
+    )
+
+
+def kept_rooms(
+    offers: OffersSnapshot | None, roster: RosterSnapshot | None = None
+) -> list[Finding]:
+    """Rooms kept in offers past a minute, each by call and room; rooms that waited, by fleet,
+    blamed on a cordon or a drain where the roster shows one of the fleet's workers cordoned or
+    draining in the window (``roster``; without it, on a dropped offer)."""
     if offers is None:
         return [skip("offers", "dispatcher")]
     found = [
@@ -47,24 +99,16 @@ def kept_rooms(offers: OffersSnapshot | None) -> list[Finding]:
     ]
     if not found:
         found.append(ok("offers", "no room kept in offers past a minute"))
-    found += [
-        Finding(
-            check="offers",
-            level="info",
-            subject=f.fleet,
-            what=f"{counted(f.waiting, 'room')} waited for a worker in 10 min (offered again, or "
-            "sent to the overflow for want of an open): a worker or LiveKit dropped an offer",
-            todo="pinecall-runtime logs CALL of its calls says which worker",
-        )
-        for f in offers.fleets
-        if f.waiting
-    ]
+    found += [_waited(f, roster) for f in offers.fleets if f.waiting]
     return found
 
 
 ADMISSION_TODO = {
     "not_ready": "start workers: none of the fleet was heard for 90 s",
     "fleet_full": "add workers: no worker heard lately had a seat",
+    "unheard": "start workers or find why they are silent: none was heard in the last 12 s",
+    "cordoned": "uncordon workers or start others: every worker heard lately was cordoned or "
+    "draining (pinecall-runtime fleet list)",
     "quota": "an org held its concurrent_calls quota (pinecall-runtime dispatcher quota list)",
 }
 

@@ -28,6 +28,7 @@ from pinecall_contracts.base import decode
 from pinecall_contracts.calls import CallEvent
 from pinecall_contracts.dispatch import OffersSnapshot
 from pinecall_contracts.fleet import RosterSnapshot
+from pinecall_contracts.ids import is_overflow
 from pinecall_contracts.lab import CallerReport
 from pinecall_runtime.loaddrive import quantile
 from pinecall_runtime.up.stage import ENVIRONMENTS
@@ -58,7 +59,7 @@ def heard_waits(reports: list[CallerReport]) -> list[float]:
 
 def by_overflow(report: CallerReport) -> bool:
     """Whether the overflow (``<fleet>/overflow``) answered it."""
-    return bool(report.answered_by and report.answered_by.endswith("/overflow"))
+    return report.answered_by is not None and is_overflow(report.answered_by)
 
 
 class Watch:

@@ -27,7 +27,9 @@ use the app key of its environment; an operator key acts on any call (the dispat
 call back for the caller of a worker that died). A fleet or app key of another environment than
 the call's is 403. An operator names the environment of an agent's log or of a call back with
 ``?environment=`` (production by default). Every error is a problem detail, and a refused
-request writes nothing: a 409 says why (sealed, or both counts of a batch).
+request writes nothing: a 409 says why (sealed, or both counts of a batch). An entry whose
+``data`` is over ``calls.MAX_ENTRY_BYTES`` (64 KiB as JSON) is a 422 naming the limit, and none of
+its batch is written.
 """
 
 from __future__ import annotations
@@ -151,7 +153,7 @@ async def call_record(request: AnyRequest, call: CallPath) -> CallRecord:
 
 
 def _writers(entries: list[Entry]) -> None:
-    if (why := domain.writers_kinds(entries)) is not None:
+    if (why := domain.too_large(entries) or domain.writers_kinds(entries)) is not None:
         raise Unprocessable(why)
 
 
@@ -277,6 +279,8 @@ async def agent_append(
     """An entry on the agent's log (``fleet.full``, ``agent.draining``)."""
     data = await strict_body(request, AgentEntry)
     env = _environment(await _key(request, WORKER_OR_OPERATOR), environment)
+    if (why := domain.too_large([data])) is not None:
+        raise Unprocessable(why)
     return await _service(request).store.agents.append(env, agent, data.kind, data.data, utcnow())
 
 

@@ -29,8 +29,27 @@ from dataclasses import dataclass
 
 import msgspec
 
-from pinecall_contracts.calls import CallState, Entry, Outcome
+from pinecall_contracts.calls import (
+    MAX_ENTRY_BYTES,
+    AgentEntry,
+    CallState,
+    Entry,
+    Outcome,
+    entry_bytes,
+)
 from pinecall_contracts.entries import WRITTEN_BY_THE_SERVICE, WRITTEN_BY_THE_WORKER
+
+
+def too_large(entries: Sequence[Entry | AgentEntry]) -> str | None:
+    """Why ``entries`` may not be written (one's ``data`` is over ``calls.MAX_ENTRY_BYTES`` as
+    JSON), or None: a batch with one such entry is written not at all."""
+    for i, entry in enumerate(entries):
+        if (size := entry_bytes(entry.data)) > MAX_ENTRY_BYTES:
+            return (
+                f"entries[{i}] ({entry.kind}): its data is {size} bytes as JSON, over the "
+                f"{MAX_ENTRY_BYTES} bytes an entry may hold (calls.MAX_ENTRY_BYTES)"
+            )
+    return None
 
 
 def writers_kinds(entries: Sequence[Entry]) -> str | None:

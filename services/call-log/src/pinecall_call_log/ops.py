@@ -17,11 +17,8 @@ from nats.micro.service import Service
 
 from pinecall_call_log.service import CallLogService
 from pinecall_contracts.base import encode
-from pinecall_contracts.calls import CallLogPage, CallLogRequest, LoggedEntry
+from pinecall_contracts.calls import OMITTED, CallLogPage, CallLogRequest, LoggedEntry
 from pinecall_servicekit.keys import OPERATOR, bearer
-
-OMITTED = "omitted_bytes"
-"""The key of the ``data`` that stands in for an entry too large for a page alone."""
 
 
 def page_of(entries: list[LoggedEntry], budget: int) -> tuple[list[LoggedEntry], bool]:

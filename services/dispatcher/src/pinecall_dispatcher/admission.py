@@ -6,10 +6,14 @@ carrying a :class:`CallRing` with the call's id, so the visitor's join makes the
 dispatcher places it like any ring. Before it is minted, in order:
 
 1. ``not_ready`` (503): no worker of the fleet heard for 90 s; nothing is written.
-2. ``fleet_full`` (503): every worker of the fleet is at its line (the dispatcher's own rule:
-   no worker heard lately with a seat free, counting rooms offered and not counted). ``fleet.full``
-   is written on the agent's log through call-log, and the problem names ``POST /v1/callbacks``,
-   so the page offers a call back before any room is made.
+2. ``fleet_full`` (503): no worker of the fleet can be offered the call now (the dispatcher's own
+   rule: no worker heard lately with a seat free, counting rooms offered and not counted), and
+   the problem names ``POST /v1/callbacks``, so the page offers a call back before any room is
+   made. What is written on the agent's log through call-log, and the refusal's reason, say what
+   is true (``domain.admission``): ``fleet.full`` when the workers heard lately are at their line
+   (reason ``fleet_full``); ``fleet.refused`` with ``reason`` ``unheard`` (no worker heard in the
+   last 12 s) or ``cordoned`` (every worker heard lately is cordoned or draining) otherwise. The
+   problem's detail says the same.
 3. ``quota`` (429): the org holds its ``concurrent_calls`` in this environment (the quotas table,
    ``pinecall-runtime dispatcher quota set``); held here, never mid-call, and a sandbox call never
    counts against production.
@@ -47,6 +51,15 @@ from pinecall_servicekit.errors import TooManyRequests, Unavailable
 
 _log = logging.getLogger(__name__)
 CALLBACKS = "POST /v1/callbacks"
+FLEET_FULL, FLEET_REFUSED = "fleet.full", "fleet.refused"
+"""The agent log's kinds for a caller refused at the token endpoint: ``fleet.full`` at the line,
+``fleet.refused`` (with its ``reason``) for a fleet refused for another reason than its line."""
+NO_SEAT = {
+    "fleet_full": "no worker of {fleet} has a seat free",
+    "unheard": "no worker of {fleet} was heard in the last {heard_s:.0f} s",
+    "cordoned": "every worker of {fleet} heard lately is cordoned or draining",
+}
+"""The problem's words for each refusal that answers ``fleet_full``."""
 
 
 class NotReady(Unavailable):
@@ -80,17 +93,17 @@ class Admission:
         fleet, now = record.name, utcnow()
         rows = await self.roster.rows(fleet)
         offered, held = await self.store.offers.promised(fleet, now, self.settings.max_call_s)
-        verdict = domain.admission(
-            rows, domain.not_counted(rows, offered, held), self.settings.rules()
-        )
+        rules = self.settings.rules()
+        verdict = domain.admission(rows, domain.not_counted(rows, offered, held), rules)
         if verdict == "not_ready":
             await self._refused(request, environment, fleet, "not_ready")
             raise NotReady(f"no worker of {fleet} was heard in {self.settings.not_ready_s:.0f} s")
-        if verdict == "fleet_full":
-            await self._fleet_full(request, environment, fleet)
-            await self._refused(request, environment, fleet, "fleet_full")
+        if verdict != "admit":
+            await self._on_the_agents_log(request, environment, fleet, verdict)
+            await self._refused(request, environment, fleet, verdict)
             raise FleetFull(
-                f"no worker of {fleet} has a seat free: offer the caller a call back ({CALLBACKS})"
+                NO_SEAT[verdict].format(fleet=fleet, heard_s=rules.heard_s)
+                + f": offer the caller a call back ({CALLBACKS})"
             )
         call = f"call_{secrets.token_hex(10)}"
         room = f"web-{call}"
@@ -175,11 +188,16 @@ class Admission:
         )
         _log.warning("admission of %s in %s refused: %s", request.agent, environment, reason)
 
-    async def _fleet_full(self, request: TokenRequest, environment: str, fleet: str) -> None:
-        """``fleet.full`` on the agent's log, through call-log (its owner)."""
-        entry = AgentEntry(
-            kind="fleet.full",
-            data={"fleet": fleet, "org": request.org, "callbacks": CALLBACKS},
+    async def _on_the_agents_log(
+        self, request: TokenRequest, environment: str, fleet: str, reason: str
+    ) -> None:
+        """``fleet.full`` (at the line) or ``fleet.refused`` with ``reason`` on the agent's log,
+        through call-log (its owner)."""
+        data = {"fleet": fleet, "org": request.org, "callbacks": CALLBACKS}
+        entry = (
+            AgentEntry(kind=FLEET_FULL, data=data)
+            if reason == "fleet_full"
+            else AgentEntry(kind=FLEET_REFUSED, data=data | {"reason": reason})
         )
         try:
             r = await self.call_log.post(
@@ -193,7 +211,11 @@ class Admission:
                 timeout=2.0,
             )
         except httpx.HTTPError as exc:
-            _log.warning("fleet.full of %s not written: call-log did not answer: %r", fleet, exc)
+            _log.warning(
+                "%s of %s not written: call-log did not answer: %r", entry.kind, fleet, exc
+            )
             return
         if r.status_code != 200:
-            _log.warning("fleet.full of %s not written: %s %s", fleet, r.status_code, r.text[:200])
+            _log.warning(
+                "%s of %s not written: %s %s", entry.kind, fleet, r.status_code, r.text[:200]
+            )

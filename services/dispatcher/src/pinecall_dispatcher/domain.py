@@ -28,8 +28,10 @@ whenever the dispatcher's knowledge is whole. Where it is not (a call the dispat
 the heartbeat's own count wins, since ``max`` never goes below ``active``.
 
 **Admission** (seed 003, DESIGN.md "Where the seeds disagree") reads the same line: a fleet with
-no worker heard for 90 s is ``not_ready``; one with no candidate (no worker heard lately with a
-seat free, by the rule above) is ``fleet_full``. Calls are counted, never load per core.
+no worker heard for 90 s is ``not_ready``; one with no candidate is refused for what is true of
+it: ``unheard`` (no worker heard in the last 12 s), ``cordoned`` (every worker heard lately is
+cordoned or draining), else ``fleet_full`` (the workers heard lately are at their line, by the
+rule above). Calls are counted, never load per core.
 """
 
 from __future__ import annotations
@@ -144,12 +146,8 @@ class Wait(msgspec.Struct, frozen=True, kw_only=True):
 
 
 Decision = Offer | Overflow | Wait
-Admission = Literal["admit", "not_ready", "fleet_full"]
-
-
-def overflow_name(fleet: str) -> str:
-    """The overflow's LiveKit name: ``<fleet>/overflow``."""
-    return f"{fleet}/overflow"
+Admission = Literal["admit", "not_ready", "unheard", "cordoned", "fleet_full"]
+""":func:`admission`'s verdicts: admit, or the reason of a refusal (the refusals' ``reason``)."""
 
 
 def call_id_for(environment: str, dispatch_id: str) -> str:
@@ -308,9 +306,16 @@ def sweep(
 def admission(
     rows: Sequence[WorkerRow], pending: Mapping[str, int], rules: Rules = SEED
 ) -> Admission:
-    """Whether a new call of the fleet may be admitted at the token endpoint (seed 003)."""
+    """Whether a new call of the fleet may be admitted at the token endpoint (seed 003), or why
+    not: ``not_ready`` (nobody heard in ``not_ready_s``), ``unheard`` (nobody in ``heard_s``),
+    ``cordoned`` (all heard lately are cordoned or draining), else ``fleet_full``."""
     if not any(r.last_heard_s < rules.not_ready_s for r in rows):
         return "not_ready"
-    if not candidates(rows, pending, rules=rules):
-        return "fleet_full"
-    return "admit"
+    if candidates(rows, pending, rules=rules):
+        return "admit"
+    heard = [r for r in rows if r.last_heard_s < rules.heard_s]
+    if not heard:
+        return "unheard"
+    if all(r.cordoned or r.state in ("cordoned", "draining") for r in heard):
+        return "cordoned"
+    return "fleet_full"

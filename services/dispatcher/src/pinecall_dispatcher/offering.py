@@ -31,6 +31,7 @@ import msgspec
 
 from pinecall_contracts.base import decode, encode
 from pinecall_contracts.dispatch import JobOffer
+from pinecall_contracts.ids import overflow_name
 from pinecall_dispatcher import domain
 from pinecall_dispatcher.livekit import LiveKit, LiveKits, LiveKitUnavailable, RoomGone
 from pinecall_dispatcher.metrics import Metrics
@@ -234,7 +235,7 @@ class Offering:
         if isinstance(decision, domain.Offer):
             return Claim(line=decision.journal(call), worker=decision.worker)
         if isinstance(decision, domain.Overflow):
-            name = domain.overflow_name(fleet)
+            name = overflow_name(fleet)
             return Claim(
                 line=decision.journal(call, name, tried),
                 overflow=name,

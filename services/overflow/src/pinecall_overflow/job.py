@@ -20,6 +20,7 @@ from livekit.agents import JobContext
 from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts.calls import CallbackRequest
 from pinecall_contracts.dispatch import JobOffer, Number
+from pinecall_contracts.ids import overflow_name
 from pinecall_jobs import (
     Caller,
     CallTaken,
@@ -35,11 +36,6 @@ from pinecall_overflow.settings import OverflowSettings
 _log = logging.getLogger(__name__)
 
 REASON = "the overflow answered: no seat for the call"
-
-
-def overflow_name(fleet: str) -> str:
-    """``<fleet>/overflow``: the overflow's LiveKit agent name, the worker its calls name."""
-    return f"{fleet}/overflow"
 
 
 def sentence_of(settings: OverflowSettings) -> Sentence:

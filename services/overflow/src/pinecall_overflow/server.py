@@ -34,9 +34,10 @@ from typing import Any
 
 from livekit.agents import AgentServer, JobExecutorType
 
+from pinecall_contracts.ids import overflow_name
 from pinecall_jobs.server import close_server
 from pinecall_overflow.health import Health
-from pinecall_overflow.job import entrypoint, overflow_name
+from pinecall_overflow.job import entrypoint
 from pinecall_overflow.settings import OverflowSettings
 from pinecall_servicekit.lifecycle import ExitCode
 

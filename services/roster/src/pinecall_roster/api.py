@@ -13,7 +13,10 @@ POST /v1/ops/keys/{key_id}/revoke           operator   KeyInfo; every replica fo
 ==========================================  =========  ========================================
 
 A worker is named in a path as ``<fleet>/<worker>`` (the cordon's name, start left out or not).
-Every error is a problem detail; nothing is recorded on an error.
+Every error is a problem detail; nothing is recorded on an error. A heartbeat whose ``worker`` or
+``agent_name`` is a string outside the grammar of worker names (``pinecall_contracts.ids``: no dot
+in the worker part, a start of digits) is a 422 that names the rule: a name the roster cannot
+parse back could be listed but never cordoned.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import Annotated
 
+import msgspec
 from litestar import Request, get, post
 from litestar.datastructures import State
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
@@ -34,7 +38,7 @@ from pinecall_contracts.fleet import (
     Wanted,
     WorkerHeartbeat,
 )
-from pinecall_contracts.ids import WorkerNameError
+from pinecall_contracts.ids import WorkerNameError, parse_worker_name
 from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_roster.service import RosterService
 from pinecall_servicekit.errors import BadRequest, Unprocessable
@@ -55,7 +59,36 @@ async def _key(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
     )
 
 
-@post("/v1/fleet/heartbeat", status_code=200, responses=problems(400, 401, 403, 409, 422, 503))
+class _Names(msgspec.Struct):
+    """A heartbeat's names alone, read leniently (every other field is strict_body's)."""
+
+    worker: object = None
+    agent_name: object = None
+
+
+async def _names_in_the_grammar(request: AnyRequest) -> None:
+    """``Unprocessable`` naming the rule for a heartbeat whose ``worker`` or ``agent_name`` is a
+    string but no worker name; anything else malformed is left to the body's decoding (400).
+    Runs before Litestar decodes the body (``before_request``), whose pattern error would be a
+    400 quoting the regex."""
+    try:
+        names = msgspec.json.decode(await request.body(), type=_Names)
+    except (msgspec.DecodeError, msgspec.ValidationError):
+        return
+    for field, value in (("worker", names.worker), ("agent_name", names.agent_name)):
+        if isinstance(value, str):
+            try:
+                parse_worker_name(value)
+            except WorkerNameError as exc:
+                raise Unprocessable(f"{field}: {exc}") from exc
+
+
+@post(
+    "/v1/fleet/heartbeat",
+    status_code=200,
+    responses=problems(400, 401, 403, 409, 422, 503),
+    before_request=_names_in_the_grammar,
+)
 async def heartbeat(request: AnyRequest, data: JSONBody[WorkerHeartbeat]) -> HeartbeatReply:
     """A worker's heartbeat, every 5 s, with its environment's fleet key."""
     heartbeat = await strict_body(request, WorkerHeartbeat)

@@ -24,6 +24,12 @@ from pinecall_contracts.ids import parse_worker_name
 
 SILENT_S = 30.0
 """Seconds without a heartbeat after which a worker is no longer capacity."""
+HEARD_S = 12.0
+"""The dispatcher's heard window (``shared/DESIGN.md``, "offer"): a worker heard within this many
+seconds may be offered a call; past it, what its last heartbeat said of LiveKit is not now's."""
+FLEET_WAIT_S = 12.0
+"""The dispatcher's wait for a fleet nobody heard in :data:`HEARD_S`: a caller waits this long
+from arrival, then goes to the overflow (``shared/DESIGN.md``, "offer")."""
 FORGOTTEN_S = 3600.0
 """Seconds without a heartbeat after which a worker is forgotten."""
 FAILING_MIN_ENDED = 4

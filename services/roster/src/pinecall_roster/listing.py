@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pinecall_contracts.dispatch import FleetOffers
 from pinecall_contracts.fleet import FleetView, WorkerRow
 from pinecall_contracts.words import counted
+from pinecall_roster.domain import FLEET_WAIT_S, HEARD_S
 from pinecall_servicekit.operator import table
 
 HEADERS = (
@@ -29,6 +30,9 @@ HEADERS = (
 )
 KEPT = "*"
 """Marks a worker past the failing line that still counts: no other worker of its fleet accepts."""
+UNKNOWN = "-"
+"""LIVEKIT of a worker not heard in the dispatcher's window (:data:`HEARD_S`): what its last
+heartbeat said LiveKit held is not known to hold now (it may have exited)."""
 
 
 def headline(view: FleetView, offers: FleetOffers | None, dispatcher: bool) -> str:
@@ -60,7 +64,10 @@ def fleet_state(view: FleetView) -> str | None:
     t = view.totals
     live = [w for w in view.workers if w.state != "silent"]
     if not live:
-        return "silent: no worker heard in 30 s; its callers go to the overflow"
+        return (
+            f"silent: no worker heard in 30 s; its callers wait {FLEET_WAIT_S:.0f} s, "
+            "then go to the overflow"
+        )
     if t.accepting + t.full == 0:
         return "takes no call: every worker heard is cordoned, draining or failing"
     if t.seats_free == 0:
@@ -80,8 +87,16 @@ def _row(w: WorkerRow) -> tuple[object, ...]:
         None if minute is None else f"{minute.failed}/{minute.ended}",
         None if w.load_per_core is None else f"{w.load_per_core:.2f}",
         f"{w.last_heard_s:.0f}s",
-        "yes" if w.agent_name else "no",
+        livekit(w),
     )
+
+
+def livekit(w: WorkerRow) -> str:
+    """LIVEKIT: ``yes``/``no`` as its heartbeat said, while it was heard in the last
+    :data:`HEARD_S`; :data:`UNKNOWN` after (a worker that exited 60 s ago is registered nowhere)."""
+    if w.last_heard_s >= HEARD_S:
+        return UNKNOWN
+    return "yes" if w.agent_name else "no"
 
 
 def fleet_lines(view: FleetView, offers: Mapping[str, FleetOffers] | None) -> list[str]:
@@ -95,4 +110,9 @@ def fleet_lines(view: FleetView, offers: Mapping[str, FleetOffers] | None) -> li
         lines.append(table(HEADERS, [_row(w) for w in view.workers]))
     if any(w.failing and w.state in ("accepting", "full") for w in view.workers):
         lines.append(f"{KEPT} past the failing line, still offered calls: no other worker accepts")
+    if any(livekit(w) == UNKNOWN for w in view.workers):
+        lines.append(
+            f"{UNKNOWN} in LIVEKIT: not heard in {HEARD_S:.0f} s, so whether LiveKit holds it now "
+            "is not known; it is offered no call"
+        )
     return lines

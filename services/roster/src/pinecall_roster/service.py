@@ -24,7 +24,7 @@ from pinecall_contracts.fleet import (
     Wanted,
     WorkerHeartbeat,
 )
-from pinecall_contracts.ids import WorkerKey, parse_worker_name, worker_key
+from pinecall_contracts.ids import WorkerKey, fleet_of, parse_worker_name, worker_key
 from pinecall_contracts.keys import KeyInfo, KeyRevoked
 from pinecall_roster import domain
 from pinecall_roster.cordons import CordonBook
@@ -169,7 +169,7 @@ class RosterService:
         row names (``fleet list --fleet`` says the same); ``WorkerNameError`` for what is not a
         worker's name."""
         key: WorkerKey = worker_key(worker)
-        fleet = key.split("/", 1)[0]
+        fleet = fleet_of(key)
         if fleet not in self.fleets:
             raise NotFound(f"no fleet {fleet!r}: fleet list names the fleets")
         if not (force or self.roster.knows(key) or self.cordons.holds(key)):
@@ -182,7 +182,7 @@ class RosterService:
             worker=key, cordoned=cordoned, by=by, at=dt.datetime.now(dt.UTC), reason=reason
         )
         await self.cordons.put(setting)
-        self._totals.pop(key.split("/", 1)[0], None)
+        self._totals.pop(fleet, None)
         _log.info("cordon %s: %s by %s", key, "set" if cordoned else "lifted", by)
         return setting
 

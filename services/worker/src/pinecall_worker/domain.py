@@ -118,11 +118,6 @@ def not_ready(
     return missing
 
 
-def worker_name(fleet: str, host: str, start: int) -> str:
-    """``<fleet>/<host>.<start>``: the worker's LiveKit agent name and its name on the roster."""
-    return f"{fleet}/{host}.{start}"
-
-
 def p95(values: Iterable[float]) -> float:
     """The 95th percentile by nearest rank (``ceil(0.95 × n)``-th smallest)."""
     ordered = sorted(values)

@@ -23,6 +23,14 @@ def start() -> None:
     from pinecall_worker.call import entrypoint, prewarm  # the plugins, before registering
     from pinecall_worker.server import Worker
 
-    settings = settings_or_exit(WorkerSettings.from_env)
+    settings = settings_or_exit(_settings)
     configure_telemetry("worker", level=settings.log_level, fmt=settings.log_format)
     sys.exit(int(asyncio.run(Worker(settings, entrypoint, prewarm=prewarm).run())))
+
+
+def _settings() -> WorkerSettings:
+    """The environment's settings, refused (``SettingsError``, exit 78) before anything starts
+    when they make no worker name the roster would take (``PINECALL_WORKER_HOST`` with a dot)."""
+    settings = WorkerSettings.from_env()
+    settings.worker_name(0)
+    return settings

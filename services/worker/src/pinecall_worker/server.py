@@ -70,9 +70,7 @@ class Worker:
         self.counting = settings.max_jobs is not None
         self.seats = settings.max_jobs or domain.default_seats(settings.cpus())
         self.line = domain.livekit_line()
-        self.name = domain.worker_name(
-            settings.fleet, settings.worker_part(), start or int(time.time())
-        )
+        self.name = settings.worker_name(start or int(time.time()))
         self.registered = asyncio.Event()
         self.draining = False
         self.cordoned = False

@@ -7,7 +7,8 @@ import socket
 from collections.abc import Callable
 from typing import Any, ClassVar
 
-from pinecall_servicekit.settings import Settings
+from pinecall_contracts.ids import WorkerName, WorkerNameError, build_worker_name
+from pinecall_servicekit.settings import Settings, SettingsError
 
 
 class WorkerSettings(Settings, frozen=True, kw_only=True):
@@ -30,7 +31,9 @@ class WorkerSettings(Settings, frozen=True, kw_only=True):
     """``PINECALL_MAX_JOBS``: seats. Unset leaves the worker on CPU (warned): it then reports its
     share of the machine to LiveKit and vCPU × 4 seats to the roster."""
     worker_host: str = ""
-    """The worker part of its name (the pod or host name); the host name when empty."""
+    """``PINECALL_WORKER_HOST``: the worker part of its name (the pod's name); the host name's
+    first label when empty. Letters, digits, ``_`` and ``-``, no dot (``pinecall_contracts.ids``):
+    :meth:`worker_name` refuses any other."""
     livekit_url: str = "ws://127.0.0.1:7880"
     livekit_api_key: str | None = None
     livekit_api_secret: str | None = None
@@ -85,6 +88,19 @@ class WorkerSettings(Settings, frozen=True, kw_only=True):
     def worker_part(self) -> str:
         """The worker part of the worker's name: :attr:`worker_host`, or the host name."""
         return self.worker_host or socket.gethostname().split(".")[0]
+
+    def worker_name(self, start: int) -> WorkerName:
+        """``<fleet>/<worker>.<start>`` (``pinecall_contracts.ids``), the worker's LiveKit agent
+        name and its name on the roster. ``SettingsError`` when :attr:`fleet` or
+        :meth:`worker_part` cannot make a name the roster takes (``worker start`` exits 78)."""
+        try:
+            return build_worker_name(self.fleet, self.worker_part(), start)
+        except WorkerNameError as exc:
+            source = self.env_name("worker_host") if self.worker_host else "the host name (socket)"
+            raise SettingsError(
+                f"{self.env_name('fleet')}={self.fleet!r} and the worker part from {source} "
+                f"make no worker name: {exc}"
+            ) from None
 
     def environment(self) -> str:
         """The environment :attr:`fleet` serves, from :attr:`fleets` (production if unlisted)."""

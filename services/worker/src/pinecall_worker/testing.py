@@ -32,6 +32,7 @@ from livekit import api
 from pinecall_contracts.base import decode, encode
 from pinecall_contracts.calls import CallEvent, CallLog
 from pinecall_contracts.dispatch import JobKind, JobOffer
+from pinecall_contracts.ids import fleet_of
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.lifecycle import ExitCode
 from pinecall_worker.server import Worker
@@ -54,7 +55,7 @@ async def offer_call(
     ``reoffer_at``: when the dispatcher would offer it again (None: a fresh offer's, 12 s on)."""
     offer = JobOffer(
         call=call,
-        fleet=worker.split("/", 1)[0],
+        fleet=fleet_of(worker),
         environment="production",
         room=room,
         offer=1,
