@@ -191,6 +191,6 @@ async def _watch_caller(room: Any, recorder: Recorder, ended: Any) -> None:
         if event.get("type") == "participant_left" and not any(
             p.get("kind") != "AGENT" for p in room.participants.values()
         ):
-            recorder.settle("caller_hangup")
+            recorder.end_soon("caller_hangup")
             ended("the caller left")
             return

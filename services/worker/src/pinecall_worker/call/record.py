@@ -87,6 +87,9 @@ class Recorder:
         """Set once :meth:`_run`'s open is over: opened, refused, or cancelled by :meth:`finish`."""
         self._due = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._ending: asyncio.Task[None] | None = None
+        self._ended = False
+        """Whether the end is on the log (written once, by :meth:`end_soon` or the finish)."""
 
     # ------------------------------------------------------------------ what the call says
 
@@ -194,6 +197,24 @@ class Recorder:
                 )
                 return
 
+    def end_soon(self, outcome: Outcome, reason: str | None = None) -> None:
+        """Write what is queued and the call's end now, in a task of its own, while the job
+        closes its session (livekit-agents closes it before the shutdown callbacks run: 2 s
+        measured here). The call's seat is free as soon as its end is on the log, so the next
+        caller is not refused meanwhile (issue 14, item 5). What the session says while it
+        closes is written after the end (an ended call takes entries until it is sealed), and
+        :meth:`finish` seals."""
+        self.settle(outcome, reason)
+        if self._ending is None and self.opened.is_set() and self.refused is None:
+            self._ending = asyncio.create_task(self._end_now(), name=f"end-{self.call}")
+
+    async def _end_now(self) -> None:
+        if self._task is not None:
+            # cancelling a flush is safe: its batch stays pending and goes again unchanged
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+        await self._close_log(seal=False)
+
     async def finish(
         self, outcome: Outcome, reason: str | None = None, *, seal: bool = True
     ) -> None:
@@ -204,6 +225,8 @@ class Recorder:
         """
         self.settle(outcome, reason)
         assert self.outcome is not None
+        if self._ending is not None:
+            await asyncio.gather(self._ending, return_exceptions=True)
         if self._task is not None:
             # cancelling a flush is safe: its batch stays pending and goes again unchanged
             self._task.cancel()
@@ -236,7 +259,9 @@ class Recorder:
                 exc,
             )
         try:
-            await self.client.end(self.call, self.outcome, self.reason)
+            if not self._ended:
+                await self.client.end(self.call, self.outcome, self.reason)
+                self._ended = True
             # the seat is free from here (the dispatcher hears call.ended now), not once sealed
             self._report_end()
             if seal:
