@@ -7,11 +7,13 @@ import asyncio
 import aiohttp
 import pytest
 from livekit import api
+from livekit.agents import AgentServer, JobExecutorType
 from livekit.protocol import agent, models
 
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.dispatcher import AGENT_LEFT_ROOM
+from pinecall_loadlab.livekit.labagents import answer_and_hold
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET, LabWorkers
 
 AGENT = models.ParticipantInfo.Kind.AGENT
@@ -104,3 +106,88 @@ async def test_a_slow_worker_answers_late_and_past_the_deadline_loses_the_job(
     async with asyncio.timeout(30):
         [ended] = await standin.events.wait_for(ev.JobRequestEnded, lambda e: e.dispatch_id == d.id)
     assert ended.outcome == outcome
+
+
+def unmodified_server(standin: StandIn, agent_name: str) -> AgentServer:
+    """An unmodified livekit-agents worker with the framework's own reconnects (16 retries)."""
+    server = AgentServer(
+        ws_url=standin.url,
+        api_key=API_KEY,
+        api_secret=API_SECRET,
+        job_executor_type=JobExecutorType.THREAD,
+        num_idle_processes=1,
+        port=0,
+    )
+    server.rtc_session(answer_and_hold, agent_name=agent_name)
+    return server
+
+
+async def test_a_cut_link_is_refused_until_it_lifts_then_registers_again(
+    standin: StandIn, lab_workers: LabWorkers
+) -> None:
+    """The worker's socket is dropped and each reconnect turned away (the framework retries at
+    once, its retry count restarted by the upgrade), until the fault lifts: then it registers
+    under a new id. The control API refuses what it cannot do."""
+    first = await lab_workers.start(unmodified_server(standin, "exp"))
+    auth = {"Authorization": f"Bearer {api.AccessToken(API_KEY, API_SECRET).to_jwt()}"}
+    base = f"{standin.url}/lab/control/links"
+    async with aiohttp.ClientSession(headers=auth) as http:
+        for body, status in [
+            ({"agent_name": "exp"}, 400),  # no seconds
+            ({"agent_name": "exp", "for_s": 0}, 400),
+            ({"for_s": 5}, 400),  # nobody named
+            ({"agent_name": "nobody", "for_s": 5}, 404),
+        ]:
+            async with http.post(f"{base}/cut", json=body) as r:
+                assert r.status == status, body
+        async with http.post(f"{base}/mend", json={"agent_name": "exp"}) as r:
+            assert r.status == 404  # no fault stands
+        async with http.post(f"{base}/cut", json={"agent_name": "exp", "for_s": 600}) as r:
+            assert (r.status, await r.json()) == (
+                200,
+                {"agent_name": "exp", "fault": "cut", "for_s": 600.0},
+            )
+        async with asyncio.timeout(30):
+            await standin.events.wait_for(ev.WorkerDeregistered, lambda e: e.worker_id == first)
+            await standin.events.wait_for(
+                ev.LinkFaulted, lambda e: e.agent_name == "exp" and e.what == "refused", count=2
+            )
+        assert [e.worker_id for e in standin.events.of(ev.WorkerRegistered)] == [first]
+        async with http.post(f"{base}/mend", json={"agent_name": "exp"}) as r:
+            assert r.status == 200
+        async with asyncio.timeout(30):
+            registered = await standin.events.wait_for(ev.WorkerRegistered, count=2)
+    assert (registered[1].agent_name, registered[1].worker_id != first) == ("exp", True)
+    assert standin.agent_socket.faults == {}
+
+
+async def test_a_hung_link_delivers_no_offer_and_holds_a_new_register_until_it_lifts(
+    standin: StandIn, lab_workers: LabWorkers, livekit_api: api.LiveKitAPI
+) -> None:
+    """LiveKit's side hung: the worker stays listed, but an offer to it never reaches it (the
+    job request times out), and a second worker of that name is held at its register, answered
+    only once the hang lifts."""
+    hung = await lab_workers.start(unmodified_server(standin, "exp"))
+    standin.hang_link("exp", 600)
+    d = await livekit_api.agent_dispatch.create_dispatch(
+        api.CreateAgentDispatchRequest(agent_name="exp", room="call-1")
+    )
+    second = asyncio.create_task(lab_workers.start(unmodified_server(standin, "exp")))
+    async with asyncio.timeout(30):
+        [ended] = await standin.events.wait_for(ev.JobRequestEnded, lambda e: e.dispatch_id == d.id)
+        await standin.events.wait_for(
+            ev.LinkFaulted, lambda e: e.agent_name == "exp" and e.what == "held"
+        )
+        standin.mend_link("exp")
+        again = await second
+    assert (ended.outcome, ended.worker_id) == ("timeout", hung)
+    assert standin.worker(hung).agent_name == "exp"  # still listed: LiveKit read no failure
+    assert [e.what for e in standin.events.of(ev.LinkFaulted)] == ["hung", "held", "lifted"]
+    events = standin.events.events
+    [lifted] = [i for i, e in enumerate(events) if getattr(e, "what", None) == "lifted"]
+    [registered] = [
+        i
+        for i, e in enumerate(events)
+        if isinstance(e, ev.WorkerRegistered) and e.worker_id == again
+    ]
+    assert registered > lifted  # answered only once the hang lifted

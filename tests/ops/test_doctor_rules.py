@@ -153,6 +153,37 @@ def test_failing_workers_fail_with_their_minute_and_others_are_information() -> 
     assert "fleet uncordon pinecall/worker-c" in found[1].todo
 
 
+def test_a_worker_livekit_has_not_held_for_15_s_warns_and_a_fleet_of_only_such_fails() -> None:
+    lost = row("worker-b", agent_name=None, unregistered_s=40.4)
+    found = workers(
+        roster(
+            fleet(
+                "pinecall",
+                row("worker-a"),
+                lost,
+                row("worker-c", agent_name=None, unregistered_s=3.0),  # starting
+                row("worker-d", agent_name=None),  # an older worker says nothing of it
+            )
+        )
+    )
+    assert levels(found) == [
+        ("ok", "workers"),
+        ("warn", "pinecall/worker-b.1791067258"),
+        ("info", "pinecall/worker-c.1791067258"),
+        ("info", "pinecall/worker-d.1791067258"),
+    ]
+    assert found[1].what == (
+        "heard by the roster but not registered with LiveKit for 40 s: it is offered no call"
+    )
+    assert "cannot reach LIVEKIT_URL" in found[1].todo
+    assert levels(fleets(roster(fleet("pinecall", row("worker-a"), lost)))) == [("ok", "fleets")]
+    [alone] = fleets(roster(fleet("pinecall", lost, row("worker-e", "cordoned", cordoned=True))))
+    assert (alone.level, alone.subject) == ("fail", "pinecall")
+    assert alone.what == (
+        "no worker that takes calls is registered with LiveKit: its callers go to the overflow"
+    )
+
+
 def test_a_worker_past_the_line_that_the_line_keeps_counted_fails_too() -> None:
     minute = WorkerMinute(ended=0, turns=25, first_audio_p95_s=6.5)
     found = workers(roster(fleet("pinecall", row("worker-b", "full", failing=True, minute=minute))))

@@ -180,6 +180,19 @@ def test_a_worker_back_under_its_name_with_a_newer_start_replaces_the_old() -> N
     assert [p.heard.heartbeat.worker for p in placed] == ["pinecall/w1.200"]
 
 
+# LiveKit's registration
+def test_a_row_says_how_long_livekit_has_not_held_the_worker_as_of_now() -> None:
+    roster = Roster()
+    lost = msgspec.structs.replace(hb("w1"), unregistered_s=4.0)
+    roster.hear(lost, NOW - 2.5)
+    roster.hear(msgspec.structs.replace(hb("w2"), agent_name="pinecall/w2.100"), NOW - 2.5)
+    rows = roster.view("pinecall", NOW, lambda _: False).workers
+    assert [(r.agent_name, r.unregistered_s) for r in rows] == [
+        (None, 6.5),
+        ("pinecall/w2.100", None),
+    ]
+
+
 # wanted
 def placed_fleet(*workers: WorkerHeartbeat, ago: float = 1.0) -> list[domain.Placed]:
     return domain.place([(heard(w, ago), False) for w in workers], NOW)

@@ -50,9 +50,10 @@ class WorkerHeartbeat(Contract, frozen=True, kw_only=True, tag="fleet.worker_hea
     """``POST /v1/fleet/heartbeat``, every 5 s from a worker's start, with its fleet key.
 
     ``worker`` is the worker's LiveKit agent name ``<fleet>/<worker>.<start>``; ``agent_name`` is
-    the same name, said only once LiveKit registered the worker (until then the worker is counted
-    but offered no call). ``load`` is ``active ÷ max_jobs`` on the roster's scale (full at 1.0),
-    not LiveKit's ``0.7 ×`` scale.
+    the same name, said only while LiveKit holds the worker: registered, its connection neither
+    gone nor hung (until then, and whenever that ends, the worker is counted but offered no call;
+    ``unregistered_s`` says for how long). ``load`` is ``active ÷ max_jobs`` on the roster's scale
+    (full at 1.0), not LiveKit's ``0.7 ×`` scale.
     """
 
     fleet: Fleet
@@ -71,6 +72,9 @@ class WorkerHeartbeat(Contract, frozen=True, kw_only=True, tag="fleet.worker_hea
     """The machine's load per core: context for ``fleet list``, never a decision (DESIGN.md)."""
     version: Label | None = None
     """The worker's release, for the operator."""
+    unregistered_s: Seconds | None = None
+    """Seconds since LiveKit last held the worker (since its start if it never has); None while
+    LiveKit holds it (``agent_name`` said), or from an older release."""
 
 
 class HeartbeatReply(Contract, frozen=True, kw_only=True, tag="fleet.heartbeat_reply.v1"):
@@ -127,6 +131,9 @@ class WorkerRow(Contract, frozen=True, kw_only=True, tag="fleet.worker_row.v1"):
     minute: WorkerMinute | None = None
     """The last minute its heartbeat said (why it is failing, for ``doctor`` and ``fleet list``);
     None from an older roster or worker."""
+    unregistered_s: Seconds | None = None
+    """Seconds since LiveKit last held it, as of now (its heartbeat's figure plus the time since);
+    None while LiveKit holds it, or from an older roster or worker."""
 
 
 class FleetTotals(Contract, frozen=True, kw_only=True, tag="fleet.totals.v1"):

@@ -31,6 +31,9 @@ class StandInConfig:
     """`RegisterTimeout`: the first worker frame must be `register` within it."""
     ping_interval_s: float = 10.0
     """WebSocket pings to workers; pongs unchecked (`LK:pkg/service/wsprotocol.go:L36-39`)."""
+    refuse_after_s: float = 1.0
+    """Under a cut link, a reconnect is closed this long after its ``register`` (the stand-in's
+    fault, not LiveKit's: `agent_ws`)."""
     empty_timeout_s: int = 300
     """A room nobody joined closes after this (`LK:pkg/config/config.go:L550`)."""
     departure_timeout_s: int = 20

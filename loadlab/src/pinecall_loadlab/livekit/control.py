@@ -9,10 +9,14 @@ Every request needs a token signed with one of the stand-in's keys (any grants),
 - ``POST /lab/control/webhooks/faults`` ``{"drop_next", "duplicate_next", "reorder_next",
   "delay_s", "lose": {room: [event, ...]}}`` (fields given replace the current ones)
 - ``POST /lab/control/rooms/{room}/participants/{identity}/cut``
+- ``POST /lab/control/links/cut`` · ``…/hang`` ``{"agent_name": "pinecall/w.1", "for_s": 45}``:
+  a worker's agent socket dropped and its reconnects refused, or LiveKit's side of it hung, for
+  ``for_s`` seconds; ``POST /lab/control/links/mend`` ``{"agent_name"}`` ends it now
 - ``GET  /lab/control/dispatches`` → ``[{room, dispatch_id, agent_name, at}]``: every
   CreateDispatch received, with when (Unix seconds), for a measure taken in another process
 
-Unknown worker or participant: 404; bad token: 401.
+Unknown worker, participant or link fault: 404; a body without what the route needs: 400;
+bad token: 401.
 """
 
 from __future__ import annotations
@@ -31,6 +35,31 @@ if TYPE_CHECKING:
     from .server import StandIn
 
 PREFIX = "/lab/control"
+
+
+class BadRequest(Exception):
+    """A control request's body does not say what its route needs (400)."""
+
+
+async def _link_body(request: web.Request, *, seconds: bool) -> tuple[str, float]:
+    """``agent_name`` (and ``for_s`` when `seconds`) of a link fault's JSON body."""
+    try:
+        body = await request.json()
+    except ValueError as exc:
+        raise BadRequest(f"the body is not JSON: {exc}") from None
+    name = body.get("agent_name") if isinstance(body, dict) else None
+    if not isinstance(name, str) or not name:
+        raise BadRequest(
+            'the body must name the worker: {"agent_name": "<fleet>/<worker>.<start>"}'
+        )
+    if not seconds:
+        return name, 0.0
+    for_s = body.get("for_s")
+    if isinstance(for_s, bool) or not isinstance(for_s, int | float) or not 0 < for_s < 86_400:
+        raise BadRequest(f"for_s must be seconds, more than 0 and less than a day, not {for_s!r}")
+    return name, float(for_s)
+
+
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
@@ -50,6 +79,8 @@ def add_routes(app: web.Application, lk: StandIn) -> None:
                 return web.json_response(await fn(request))
             except KeyError as exc:
                 return web.json_response({"error": f"not found: {exc}"}, status=404)
+            except BadRequest as exc:
+                return web.json_response({"error": str(exc)}, status=400)
 
         return handler
 
@@ -108,7 +139,25 @@ def add_routes(app: web.Application, lk: StandIn) -> None:
         lk.cut(request.match_info["room"], request.match_info["identity"])
         return {"ok": True}
 
+    async def cut_link(request: web.Request) -> dict[str, Any]:
+        name, for_s = await _link_body(request, seconds=True)
+        lk.cut_link(name, for_s)
+        return {"agent_name": name, "fault": "cut", "for_s": for_s}
+
+    async def hang_link(request: web.Request) -> dict[str, Any]:
+        name, for_s = await _link_body(request, seconds=True)
+        lk.hang_link(name, for_s)
+        return {"agent_name": name, "fault": "hang", "for_s": for_s}
+
+    async def mend_link(request: web.Request) -> dict[str, Any]:
+        name, _ = await _link_body(request, seconds=False)
+        lk.mend_link(name)
+        return {"agent_name": name, "fault": None}
+
     app.router.add_get(f"{PREFIX}/workers", guarded(workers))
+    app.router.add_post(f"{PREFIX}/links/cut", guarded(cut_link))
+    app.router.add_post(f"{PREFIX}/links/hang", guarded(hang_link))
+    app.router.add_post(f"{PREFIX}/links/mend", guarded(mend_link))
     app.router.add_get(f"{PREFIX}/dispatches", guarded(dispatches))
     app.router.add_post(f"{PREFIX}/workers/{{id}}/freeze", guarded(freeze))
     app.router.add_post(f"{PREFIX}/workers/{{id}}/thaw", guarded(thaw))

@@ -29,6 +29,16 @@ class WorkerDeregistered:
 
 
 @dataclass(frozen=True, kw_only=True)
+class LinkFaulted:
+    """A worker's link met a fault: ``cut`` (its socket dropped), ``refused`` (a reconnect under
+    a cut, turned away), ``hung`` (its socket hung), ``held`` (a register under a hang, held
+    unanswered) or ``lifted`` (the fault's end)."""
+
+    agent_name: str
+    what: str
+
+
+@dataclass(frozen=True, kw_only=True)
 class WorkerStatusReported:
     worker_id: str
     status: int

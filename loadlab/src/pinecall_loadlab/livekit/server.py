@@ -4,6 +4,7 @@
         lk.url            # "http://127.0.0.1:<port>" for LIVEKIT_URL and LiveKitAPI
         lk.events         # EventLog of everything it did
         lk.freeze(worker_id)  # a ghost
+        lk.cut_link(agent_name, for_s=45)  # its socket dropped, its reconnects refused
 
 Routes: ``/agent`` (workers), ``/twirp/…`` (livekit-api), ``/lab/rtc`` (lab-room participants),
 ``/lab/control/…`` (faults over HTTP). One node; everything in one event loop.
@@ -68,6 +69,8 @@ class StandIn:
 
     async def aclose(self) -> None:
         """Close every socket and stop; queued webhooks are abandoned."""
+        for agent_name in list(self.agent_socket.faults):
+            self.agent_socket.lift(agent_name)  # a held register or hung socket ends with us
         for ws in list(self.agent_socket.sockets) + list(self.lab.sockets):
             await ws.close()
         await self.rooms.aclose()
@@ -105,6 +108,22 @@ class StandIn:
     def slow(self, worker_id: str, delay_s: float) -> None:
         """Handle each of the worker's availability answers `delay_s` seconds late."""
         self.worker(worker_id).answer_delay_s = delay_s
+
+    def cut_link(self, agent_name: str, for_s: float) -> None:
+        """Drop the agent socket of the worker registered as `agent_name` (no close frame) and
+        turn away its reconnects for `for_s` seconds, as when it cannot reach LiveKit. `KeyError`
+        if no worker of that name is registered; `ValueError` for `for_s` not > 0."""
+        self.agent_socket.fault(agent_name, "cut", for_s)
+
+    def hang_link(self, agent_name: str, for_s: float) -> None:
+        """Hang LiveKit's side of `agent_name`'s agent socket for `for_s` seconds: nothing read,
+        nothing sent (no pong, no ping, no offer), the TCP connection open; its reconnects are
+        held unanswered too. Errors as `cut_link`."""
+        self.agent_socket.fault(agent_name, "hang", for_s)
+
+    def mend_link(self, agent_name: str) -> None:
+        """End the cut or hang of `agent_name`'s link now; `KeyError` if none stands."""
+        self.agent_socket.lift(agent_name)
 
     def cut(self, room: str, identity: str) -> None:
         """Cut a lab participant's connection without a goodbye (CONNECTION_TIMEOUT follows)."""

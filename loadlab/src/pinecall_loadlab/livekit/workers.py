@@ -4,13 +4,16 @@ A worker is stored under ``(agent_name, namespace, job_type, deployment)``
 (`LK:pkg/service/agentservice.go:L162-167`); its status and load are only what its last
 `UpdateWorkerStatus` said: status replaced only when present (starting `WS_AVAILABLE`), load always
 replaced (`LK:pkg/agent/worker.go:L580-591`). It is removed only when its socket read fails.
-Stand-in faults live on the record: ``frozen`` (a ghost) and ``answer_delay_s`` (a slow worker).
+Stand-in faults live on the record: ``frozen`` (a ghost) and ``answer_delay_s`` (a slow worker);
+faults of a worker's link to LiveKit (a cut kept down, a hung server side) outlive its socket and
+are kept by agent name (:class:`LinkFault`).
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Literal
 
 from livekit.protocol import agent, models
 
@@ -66,6 +69,22 @@ class WorkerRecord:
         for msg in self.held:
             self.outbox.put_nowait(msg)
         self.held.clear()
+
+
+LinkFaultKind = Literal["cut", "hang"]
+"""``cut``: the worker's socket is dropped and its reconnects refused; ``hang``: LiveKit's side of
+its socket reads nothing and sends nothing, the TCP connection kept open (a hung server)."""
+
+
+@dataclass(eq=False, kw_only=True)
+class LinkFault:
+    """A fault of one agent name's link to the stand-in, until ``lifted`` is set."""
+
+    agent_name: str
+    kind: LinkFaultKind
+    lifted: asyncio.Event = field(default_factory=asyncio.Event)
+    timer: asyncio.TimerHandle | None = None
+    """The lift at the end of the fault's seconds."""
 
 
 class WorkerRegistry:

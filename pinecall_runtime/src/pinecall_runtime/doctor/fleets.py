@@ -14,6 +14,10 @@ from pinecall_contracts.ids import worker_key
 from pinecall_contracts.words import counted
 from pinecall_runtime.doctor.findings import Evidence, Finding, Level, ok, skip
 
+UNREGISTERED_S = 15.0
+"""A worker heard but not registered with LiveKit this long is a warning (three heartbeats: more
+than a start takes to register), not the information a starting worker is."""
+
 
 def services(evidence: Evidence) -> list[Finding]:
     """A service that did not answer (or answered an error) is a failure of its own."""
@@ -33,7 +37,8 @@ def services(evidence: Evidence) -> list[Finding]:
 
 
 def fleets(roster: RosterSnapshot | None) -> list[Finding]:
-    """Silent fleets (no worker heard in 30 s), fleets that take no call, full fleets."""
+    """Silent fleets (no worker heard in 30 s), fleets that take no call (none counted, or none
+    of those registered with LiveKit), full fleets."""
     if roster is None:
         return [skip("fleets", "roster")]
     if not roster.fleets:
@@ -77,6 +82,13 @@ def _fleet(view: FleetView) -> Iterator[Finding]:
             f"takes no call: every worker heard is {states}",
             "uncordon a worker (pinecall-runtime fleet uncordon WORKER) or start new ones",
         )
+    elif not any(w.agent_name for w in live if w.state in ("accepting", "full")):
+        yield finding(
+            "fail",
+            "no worker that takes calls is registered with LiveKit: its callers go to the overflow",
+            "its workers cannot reach LIVEKIT_URL, or LiveKit there does not answer them (the "
+            "workers check names them; their logs say why)",
+        )
     elif t.seats_free == 0:
         yield finding(
             "warn",
@@ -88,8 +100,9 @@ def _fleet(view: FleetView) -> Iterator[Finding]:
 
 
 def workers(roster: RosterSnapshot | None) -> list[Finding]:
-    """Failing workers (and one past the line but still offered calls); cordoned, draining,
-    silent and not-yet-registered workers as information."""
+    """Failing workers (and one past the line but still offered calls); one heard but not
+    registered with LiveKit for ``UNREGISTERED_S`` as a warning; cordoned, draining, silent and
+    not-yet-registered workers as information."""
     if roster is None:
         return [skip("workers", "roster")]
     rows = [w for view in roster.fleets for w in view.workers]
@@ -138,6 +151,14 @@ def _worker(w: WorkerRow) -> Finding | None:
             "nothing, if it stopped; if it runs, its heartbeats do not reach the roster",
         )
     if w.agent_name is None:
+        if w.unregistered_s is not None and w.unregistered_s >= UNREGISTERED_S:
+            return finding(
+                "warn",
+                f"heard by the roster but not registered with LiveKit for "
+                f"{w.unregistered_s:.0f} s: it is offered no call",
+                "it cannot reach LIVEKIT_URL, or LiveKit there does not answer it: its logs say "
+                "why ('LiveKit no longer holds this worker', 'failed to connect to livekit')",
+            )
         return finding(
             "info",
             "heard, not yet registered on LiveKit: counted, offered no call",

@@ -98,6 +98,11 @@ def _row(p: domain.Placed, now: float) -> WorkerRow:
         load_per_core=hb.load_per_core,
         version=hb.version,
         minute=hb.minute,
+        unregistered_s=(
+            None
+            if hb.unregistered_s is None
+            else round(min(86_400.0, hb.unregistered_s + max(0.0, now - p.heard.heard_at)), 3)
+        ),
     )
 
 

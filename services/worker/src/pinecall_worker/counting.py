@@ -26,21 +26,24 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from livekit.agents import AgentServer, utils
+from livekit.agents import utils
 
 from pinecall_worker import domain
+from pinecall_worker.link import Link, LinkedServer
 
 _log = logging.getLogger(__name__)
 SAY_TIMEOUT_S = 1.0
 """How long a status waits for room on the socket's queue (a frozen LiveKit fills it)."""
 
 
-class CountingServer(AgentServer):
-    """An AgentServer whose offers are decided by calls counted: ``active()`` calls held of
-    ``seats``, each offer accepted and not launched one seat more."""
+class CountingServer(LinkedServer):
+    """A :class:`LinkedServer` whose offers are decided by calls counted: ``active()`` calls
+    held of ``seats``, each offer accepted and not launched one seat more."""
 
-    def __init__(self, *, seats: int, line: float, active: Callable[[], int], **kw: Any) -> None:
-        super().__init__(**kw)
+    def __init__(
+        self, link: Link, *, seats: int, line: float, active: Callable[[], int], **kw: Any
+    ) -> None:
+        super().__init__(link, **kw)
         self._seats = seats
         self._line = line
         self._active = active

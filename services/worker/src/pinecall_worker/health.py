@@ -12,10 +12,11 @@ answers instead:
 route          answer
 =============  ==========================================================================
 GET /healthz   200 ``ok`` while the process runs, draining included (liveness)
-GET /readyz    200 ``ready`` once LiveKit registered the worker (the proc pool's warm
-               processes are started before it connects) and every plugin a call needs is
-               loaded in this process; 503 with what is missing otherwise, and 503
-               ``draining`` once the worker takes no new call (the startup probe)
+GET /readyz    200 ``ready`` while LiveKit holds the worker (registered, the proc pool's
+               warm processes started before it connects; not while its connection is gone
+               or hung: ``link``) and every plugin a call needs is loaded in this process;
+               503 with what is missing otherwise, and 503 ``draining`` once the worker
+               takes no new call (the startup probe)
 GET /          the same as ``/readyz``
 =============  ==========================================================================
 """

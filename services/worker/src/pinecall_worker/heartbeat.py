@@ -2,12 +2,14 @@
 
 ``{fleet, worker, agent_name, active, max_jobs, load, draining}`` and the last minute (seed 000,
 "The gateway hears every worker"). A heartbeat that gets no answer is not retried: the next one is
-5 s away and says everything again. The answer says whether the worker is cordoned.
+5 s away and says everything again. The answer says whether the worker is cordoned. What the
+roster must hear at once (LiveKit lost or regained the worker) calls :meth:`Heartbeat.wake`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -39,6 +41,11 @@ class Heartbeat:
         self.every_s = every_s
         self.sent = 0
         self.answered = 0
+        self._woken = asyncio.Event()
+
+    def wake(self) -> None:
+        """Beat now instead of at the next tick (a change the roster must hear at once)."""
+        self._woken.set()
 
     async def beat(self) -> HeartbeatReply | None:
         """One heartbeat; its answer, or None when the roster did not answer or refused."""
@@ -69,7 +76,9 @@ class Heartbeat:
         return reply
 
     async def run(self) -> None:
-        """Beat until cancelled, the first at once."""
+        """Beat until cancelled, the first at once, then every ``every_s`` or when woken."""
         while True:
+            self._woken.clear()  # a wake during the beat is a change it may not carry: beat again
             await self.beat()
-            await asyncio.sleep(self.every_s)  # the cadence itself, not a wait for an event
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._woken.wait(), self.every_s)  # the cadence, or a wake

@@ -9,7 +9,8 @@ held within ``seal_timeout_s`` (60 s), and exits 0. A cordon said in a heartbeat
 with no timeout and exits 3 (seed 000, "Deploys drain, cordons shrink"). The main process knows
 each running job's call (``jobs``) and ends it ``failed`` when the job's process dies. Its health
 port answers the startup probe once LiveKit registered it and the plugins are loaded
-(``health``).
+(``health``). Whether LiveKit holds it is what it says now (``link``): a connection gone or hung
+makes its heartbeat say no ``agent_name`` at once, and its probe 503, until it registers again.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from pinecall_worker.counting import CountingServer
 from pinecall_worker.health import Health
 from pinecall_worker.heartbeat import Heartbeat
 from pinecall_worker.jobs import HeldCalls
+from pinecall_worker.link import Link, LinkedServer
 from pinecall_worker.measures import MeasuresSocket
 from pinecall_worker.settings import JobSetup, WorkerSettings
 
@@ -48,6 +50,11 @@ def modules_of(*functions: Callable[..., Any] | None) -> list[str]:
     """The importable modules that define ``functions``, for the forkserver to preload."""
     names = (getattr(f, "__module__", None) for f in functions if f is not None)
     return list(dict.fromkeys(n for n in names if n and n != "__main__"))
+
+
+def _seconds(s: float | None) -> float | None:
+    """Seconds as a heartbeat carries them (to the ms, at most a day)."""
+    return None if s is None else round(min(s, 86_400.0), 3)
 
 
 class Worker:
@@ -71,7 +78,9 @@ class Worker:
         self.seats = settings.max_jobs or domain.default_seats(settings.cpus())
         self.line = domain.livekit_line()
         self.name = settings.worker_name(start or int(time.time()))
-        self.registered = asyncio.Event()
+        self.link = Link(self._link_changed)
+        self.registered = self.link.registered
+        """Set while LiveKit holds the worker (cleared when its connection is gone or hung)."""
         self.draining = False
         self.cordoned = False
         self._stop = asyncio.Event()
@@ -98,7 +107,8 @@ class Worker:
             if self.counting
             else {}
         )
-        self.server = (CountingServer if self.counting else AgentServer)(
+        self.server = (CountingServer if self.counting else LinkedServer)(
+            self.link,
             **counting,
             ws_url=settings.livekit_url,
             api_key=settings.livekit_api_key,
@@ -180,7 +190,9 @@ class Worker:
 
     def _on_registered(self, worker_id: str, _info: Any) -> None:
         _log.info("registered with LiveKit as %s (%s)", self.name, worker_id)
-        self.registered.set()
+
+    def _link_changed(self) -> None:
+        self.heartbeat.wake()  # the roster hears it now, not at the next beat
 
     def state(self) -> WorkerHeartbeat:
         """This heartbeat's body: the calls now, the seats, the minute."""
@@ -188,6 +200,7 @@ class Worker:
         return WorkerHeartbeat(
             fleet=self.settings.fleet,
             worker=self.name,
+            unregistered_s=_seconds(self.link.unregistered_s()),
             agent_name=self.name if self.registered.is_set() else None,
             active=active,
             max_jobs=self.seats,

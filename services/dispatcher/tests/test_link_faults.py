@@ -1,0 +1,48 @@
+"""A worker LiveKit no longer holds is offered no caller (issue 14, item 7): its agent socket cut
+and kept down, or LiveKit's side of it hung, while its heartbeats go on. It has the most seats
+free, so while LiveKit held it every caller would be offered to it first; once its heartbeat says
+LiveKit does not hold it, the callers go to the worker LiveKit holds, and once the fault lifts and
+it registers again it takes the next caller."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+
+import pytest
+
+from pinecall_contracts.fleet import WorkerRow
+from pinecall_loadlab.livekit import events as ev
+from pinecall_loadlab.scenarios.chain import Chain
+from pinecall_loadlab.scenarios.runtime_choosing import place_calls
+
+
+async def roster_says(chain: Chain, worker: str, holds: Callable[[WorkerRow], bool]) -> None:
+    """Once the roster's row of ``worker`` ``holds``, every dispatcher replica has read it."""
+    view = chain.roster.app.state.roster
+    await view.changes.wait_for(
+        lambda: any(r.worker == worker and holds(r) for r in view.view("pinecall").workers),
+        timeout=60,
+    )
+    await chain.heard()
+
+
+@pytest.mark.parametrize("fault", ["cut", "hang"])
+async def test_a_worker_livekit_does_not_hold_is_offered_no_caller_until_it_registers_again(
+    chain: Chain, fault: str
+) -> None:
+    lost = await chain.worker("worker-lost", seats=8)
+    held = await chain.worker("worker-held", seats=4)
+    (chain.lk.cut_link if fault == "cut" else chain.lk.hang_link)(lost.name, 600)
+    await roster_says(chain, lost.name, lambda r: r.agent_name is None)
+    async with asyncio.timeout(90):
+        calls, callers = await place_calls(chain, prefix=fault, calls=3, interval_s=0.2)
+    assert [c.by for c in calls] == [held.name] * 3
+    assert chain.lk.events.of(ev.DispatchCreated, lambda e: e.agent_name == lost.name) == []
+    chain.lk.mend_link(lost.name)
+    await roster_says(chain, lost.name, lambda r: r.agent_name == lost.name)
+    async with asyncio.timeout(60):
+        after, more = await place_calls(chain, prefix=f"{fault}-mended", calls=1)
+    assert [c.by for c in after] == [lost.name]
+    for caller in callers + more:
+        await caller.leave()
