@@ -24,7 +24,6 @@ import fcntl
 import json
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from importlib.metadata import entry_points
@@ -288,12 +287,7 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
             stand_ins = services.lab(run, at)
             processes.launch(*stand_ins)  # they need no database: up while it is migrated
             click.echo("up: starting the stand-ins and the vendor fakes; migrating, making keys")
-            try:
-                run.prepare()
-            except subprocess.CalledProcessError as exc:
-                raise click.ClickException(
-                    f"{' '.join(exc.cmd[2:])} failed: {(exc.stderr or '').strip()[-2000:]}"
-                ) from exc
+            run.prepare()  # StepFailed says which verb failed and what it printed
             click.echo("migrations and keys: done")
             ready(*stand_ins)
             store, control, workers = services.platform(run, at, seats=options["seats"])
