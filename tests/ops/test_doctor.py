@@ -4,7 +4,9 @@ named when it is there; a service that does not answer is a finding, never a cra
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -21,7 +23,7 @@ from pinecall_runtime.doctor.command import line, report
 from pinecall_servicekit import db
 from pinecall_servicekit.errors import Unauthorized
 from pinecall_servicekit.lifecycle import ExitCode
-from pinecall_servicekit.operator import OperatorSettings
+from pinecall_servicekit.operator import OperatorSettings, UpState
 from pinecall_webhook_ingest.testing import agent_left, sign
 
 from .conftest import cli_env
@@ -176,3 +178,26 @@ async def test_a_service_that_does_not_answer_is_a_finding_never_a_crash(
     said = await report(msgspec.structs.replace(operator, nats_url="nats://127.0.0.1:1"), 1.0)
     assert [(f.level, f.subject) for f in said.findings][:1] == [("fail", "nats")]
     assert said.findings[-1].level == "ok"  # the schemas were still read
+
+
+async def test_nats_unanswered_says_where_its_url_came_from_and_what_to_unset(
+    operator: OperatorSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shell that exported PINECALL_NATS_URL while up.json names the platform's NATS."""
+    up = UpState(
+        database_url=operator.database_url,
+        nats_url=operator.nats_url,
+        nats_namespace=operator.nats_namespace,
+        operator_key=operator.operator_key,
+    )
+    (tmp_path / "up.json").write_bytes(msgspec.json.encode(up))
+    for name in [n for n in os.environ if n.startswith("PINECALL_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PINECALL_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("PINECALL_NATS_URL", "nats://127.0.0.1:1")
+    said = await report(OperatorSettings.load(), 1.0)
+    assert (said.findings[0].level, said.findings[0].subject) == ("fail", "nats")
+    assert said.findings[0].todo == (
+        "check NATS, and PINECALL_NATS_URL from the environment (nats://127.0.0.1:1); "
+        f"{tmp_path / 'up.json'} says {operator.nats_url}: unset PINECALL_NATS_URL to use it"
+    )

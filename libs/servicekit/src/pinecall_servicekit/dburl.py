@@ -110,3 +110,19 @@ def describe(url: str) -> str:
         return str(where(url))
     except ValueError as exc:
         return f"an unreadable database URL ({exc})"
+
+
+def without_password(url: str) -> str:
+    """``url`` with its password (in the netloc or a ``password=`` parameter) as ``***``: a URL
+    to print."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    auth, at, hosts = netloc.rpartition("@")
+    if at and ":" in auth:
+        netloc = f"{auth.split(':', 1)[0]}:***@{hosts}"
+    query = "&".join(
+        "password=***" if p.split("=", 1)[0] == "password" else p
+        for p in parts.query.split("&")
+        if p
+    )
+    return f"{parts.scheme}://{netloc}{parts.path}" + (query and f"?{query}")

@@ -34,7 +34,7 @@ from pinecall_servicekit.errors import (
     Unauthorized,
 )
 from pinecall_servicekit.migrations import Migrations, MigrationStatus
-from pinecall_servicekit.operator import OperatorSettings
+from pinecall_servicekit.operator import OperatorSettings, where_from
 
 T = TypeVar("T")
 R = TypeVar("R", bound=Contract)
@@ -155,7 +155,7 @@ class Asking:
                 "nats",
                 s.nats_url,
                 f"no connection: {exc.detail}",
-                "check PINECALL_NATS_URL and NATS",
+                f"check NATS, and {where_from('nats_url', settings=s) or 'PINECALL_NATS_URL'}",
             )
             return None, None, None
         try:
@@ -197,7 +197,8 @@ class Asking:
                 if isinstance(exc, StoreUnavailable)
                 else f"{where} did not answer in {self.timeout_s:g} s"
             )
-            self._missing("postgres", where, problem, "check PINECALL_DATABASE_URL and Postgres")
+            said = where_from("database_url", settings=self.settings) or "PINECALL_DATABASE_URL"
+            self._missing("postgres", where, problem, f"check Postgres, and {said}")
             return None
         finally:
             await engine.dispose()
