@@ -93,11 +93,19 @@ async def test_doctor_finds_each_problem_and_says_what_to_do(
     # a webhook signed with another secret than LiveKit's
     body = agent_left("EV_forged1")
     forged = await platform.ingest.post(
-        "/v1/livekit/webhook",
+        "/v1/livekit/webhook?world=production",
         content=body,
         headers={"authorization": sign(body, API_KEY, "another-secret-of-at-least-32-chars!")},
     )
     assert forged.status_code == 401
+    # and a webhook to a URL that names no environment
+    body = agent_left("EV_nowhere1")
+    nowhere = await platform.ingest.post(
+        "/v1/livekit/webhook",
+        content=body,
+        headers={"authorization": sign(body, API_KEY, API_SECRET)},
+    )
+    assert nowhere.status_code == 400
     # call-log's schema left a revision behind its scripts
     engine = db.create_engine(database_url, pool_size=1)
     async with engine.begin() as conn:
@@ -131,6 +139,9 @@ async def test_doctor_finds_each_problem_and_says_what_to_do(
     assert said_once("WARN  admission: pinecall-sandbox: 1 caller refused at admission in 10 min")
     assert "the secret is not LiveKit's" in said_once(
         "WARN  webhooks: production: 1 webhook refused in 10 min, forged"
+    )
+    assert "end it in ?world=<environment>" in said_once(
+        "WARN  webhooks: _unknown: 1 webhook refused in 10 min, no_environment"
     )
     assert "→ pinecall-runtime migrate" in said_once(
         "FAIL  migrations: call-log: stale: the database is at 0001, its scripts at 0003"
