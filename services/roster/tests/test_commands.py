@@ -142,6 +142,10 @@ async def test_fleet_cordon_and_uncordon_travel_over_nats(
     assert reply.json()["cordoned"] is True
     code, out, err = await cli("fleet", "uncordon", "pinecall/worker-a", env=env)
     assert (code, out.strip()) == (0, "pinecall/worker-a: uncordoned"), err
+    # a start it is not heard as (one that never ran) names nobody: refused, nothing set
+    code, out, err = await cli("fleet", "cordon", "pinecall/worker-a.123", env=env)
+    assert (code, out) == (ExitCode.NOT_FOUND, ""), err
+    assert "[not_found] no worker pinecall/worker-a.123 was heard in the last hour" in err
     reply = await roster.post(
         "/v1/fleet/heartbeat", json=heartbeat(), headers=bearer(keys.production)
     )
