@@ -20,9 +20,9 @@ from pathlib import Path
 import httpx
 import nats
 import psycopg
-from sqlalchemy.engine import make_url
 
 from pinecall_contracts.subjects import Subjects
+from pinecall_servicekit.dburl import with_database
 from pinecall_servicekit.platform import Endpoints, free_port
 
 FLEET = "pinecall"
@@ -190,7 +190,7 @@ def bench_platform(platform: Endpoints) -> Iterator[Bench]:
     namespace = f"bench{token}"
     database = f"pcbench_{token}"
     admin = platform.database_url
-    database_url = make_url(admin).set(database=database).render_as_string(hide_password=False)
+    database_url = with_database(admin, database)
     with tempfile.TemporaryDirectory(prefix="pinecall-bench-") as tmp:
         env = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")}
         env |= {

@@ -89,7 +89,7 @@ class Relay:
         await self.runner.setup()
         port = free_port()
         await web.TCPSite(self.runner, "127.0.0.1", port).start()
-        return f"http://127.0.0.1:{port}/v1/livekit/webhook"
+        return f"http://127.0.0.1:{port}/v1/livekit/webhook?world=production"
 
     async def close(self) -> None:
         await self.client.aclose()

@@ -15,6 +15,8 @@ from hypothesis import strategies as st
 
 from pinecall_runtime.load import load
 from pinecall_runtime.loaddrive import plans, quantile, worker_calls
+from pinecall_runtime.processes import StepFailed, run_cli
+from pinecall_servicekit.dburl import with_database
 
 
 @pytest.mark.parametrize(
@@ -98,3 +100,31 @@ def test_a_small_sweep_drives_real_replicas_and_verifies_every_log(
     assert all(s["requests"] >= 3 * s["calls"] for s in steps)
     assert all(s["entries"] >= s["calls"] for s in steps)
     assert report["held"] == 5
+
+
+def test_a_run_on_the_unix_socket_url_the_embedded_postgres_hands_out_verifies_its_logs(
+    socket_database_url: str, nats_url: str
+) -> None:
+    # the rig makes a database of its own beside this one: it must keep the socket folder
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")}
+    env |= {"PINECALL_DATABASE_URL": socket_database_url, "PINECALL_NATS_URL": nats_url}
+    args = ["--calls", "2", "--duration", "0.5", "--replicas", "1", "--seats", "2"]
+    args += ["--ramp", "0", "--warmup", "0", "--target-p99-ms", "60000", "--json"]
+    done = subprocess.run(
+        [sys.executable, "-m", "pinecall_runtime", "load", *args],
+        env=env, capture_output=True, text=True, timeout=300, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert [s["verified"] for s in json.loads(done.stdout)["steps"]] == [True]
+
+
+def test_a_step_that_fails_says_what_its_process_printed(database_url: str) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")}
+    env["PINECALL_DATABASE_URL"] = with_database(database_url, "no_such_database_here")
+    with pytest.raises(StepFailed) as failed:
+        run_cli("migrate", env=env)
+    said = failed.value.format_message()
+    assert said.startswith("pinecall-runtime migrate exited 69: ")
+    assert "no_such_database_here" in said
+    assert "Traceback" not in said
+    assert failed.value.exit_code == 69

@@ -19,9 +19,10 @@ from click.testing import CliRunner
 from pinecall_contracts.calls import CallLog, CallRecord, LoggedEntry
 from pinecall_contracts.lab import CallerReport
 from pinecall_runtime.up import up
-from pinecall_runtime.up.command import holding
+from pinecall_runtime.up.command import holding, where_it_runs
 from pinecall_runtime.up.report import stopped_unopened, summary, verify
 from pinecall_runtime.up.watch import is_silent
+from pinecall_servicekit.dburl import with_database
 from pinecall_servicekit.platform import Endpoints
 
 T0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
@@ -58,6 +59,23 @@ def stopped_cleanly(result: dict[str, Any], tmp_path: Path) -> None:
         assert (tmp_path / "state" / "logs" / f"{name}.log").stat().st_size > 0
     assert not (tmp_path / "state" / "up.json").exists()
     assert not (tmp_path / "state" / "keys.json").exists()
+
+
+@pytest.mark.parametrize(
+    ("admin", "server"),
+    [
+        ("postgresql://postgres:@/postgres?host=/tmp/pinecall-x", "socket /tmp/pinecall-x (port 5432)"),
+        ("postgresql://postgres@127.0.0.1:5432/test", "127.0.0.1:5432"),
+    ],
+)  # fmt: skip
+def test_the_banner_says_the_database_by_name_and_its_server_apart(admin: str, server: str) -> None:
+    platform = Endpoints(
+        database_url=admin, nats_url="nats://127.0.0.1:4222", embedded_postgres=True
+    )
+    run_database = with_database(admin, "pcup_0a1b2c3d")  # as own_platform makes it
+    said = where_it_runs(platform, run_database, "up0a1b2c3d")
+    assert said[0] == f"postgres: {server} (embedded), database pcup_0a1b2c3d for this run"
+    assert said[1] == "nats:     nats://127.0.0.1:4222, namespace up0a1b2c3d"
 
 
 def test_exit_when_done_needs_a_number_of_calls() -> None:

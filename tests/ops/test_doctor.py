@@ -4,7 +4,9 @@ named when it is there; a service that does not answer is a finding, never a cra
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
+from pathlib import Path
 
 import msgspec
 import pytest
@@ -21,7 +23,7 @@ from pinecall_runtime.doctor.command import line, report
 from pinecall_servicekit import db
 from pinecall_servicekit.errors import Unauthorized
 from pinecall_servicekit.lifecycle import ExitCode
-from pinecall_servicekit.operator import OperatorSettings
+from pinecall_servicekit.operator import OperatorSettings, UpState
 from pinecall_webhook_ingest.testing import agent_left, sign
 
 from .conftest import cli_env
@@ -91,11 +93,19 @@ async def test_doctor_finds_each_problem_and_says_what_to_do(
     # a webhook signed with another secret than LiveKit's
     body = agent_left("EV_forged1")
     forged = await platform.ingest.post(
-        "/v1/livekit/webhook",
+        "/v1/livekit/webhook?world=production",
         content=body,
         headers={"authorization": sign(body, API_KEY, "another-secret-of-at-least-32-chars!")},
     )
     assert forged.status_code == 401
+    # and a webhook to a URL that names no environment
+    body = agent_left("EV_nowhere1")
+    nowhere = await platform.ingest.post(
+        "/v1/livekit/webhook",
+        content=body,
+        headers={"authorization": sign(body, API_KEY, API_SECRET)},
+    )
+    assert nowhere.status_code == 400
     # call-log's schema left a revision behind its scripts
     engine = db.create_engine(database_url, pool_size=1)
     async with engine.begin() as conn:
@@ -129,6 +139,9 @@ async def test_doctor_finds_each_problem_and_says_what_to_do(
     assert said_once("WARN  admission: pinecall-sandbox: 1 caller refused at admission in 10 min")
     assert "the secret is not LiveKit's" in said_once(
         "WARN  webhooks: production: 1 webhook refused in 10 min, forged"
+    )
+    assert "end it in ?world=<environment>" in said_once(
+        "WARN  webhooks: _unknown: 1 webhook refused in 10 min, no_environment"
     )
     assert "→ pinecall-runtime migrate" in said_once(
         "FAIL  migrations: call-log: stale: the database is at 0001, its scripts at 0003"
@@ -176,3 +189,26 @@ async def test_a_service_that_does_not_answer_is_a_finding_never_a_crash(
     said = await report(msgspec.structs.replace(operator, nats_url="nats://127.0.0.1:1"), 1.0)
     assert [(f.level, f.subject) for f in said.findings][:1] == [("fail", "nats")]
     assert said.findings[-1].level == "ok"  # the schemas were still read
+
+
+async def test_nats_unanswered_says_where_its_url_came_from_and_what_to_unset(
+    operator: OperatorSettings, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A shell that exported PINECALL_NATS_URL while up.json names the platform's NATS."""
+    up = UpState(
+        database_url=operator.database_url,
+        nats_url=operator.nats_url,
+        nats_namespace=operator.nats_namespace,
+        operator_key=operator.operator_key,
+    )
+    (tmp_path / "up.json").write_bytes(msgspec.json.encode(up))
+    for name in [n for n in os.environ if n.startswith("PINECALL_")]:
+        monkeypatch.delenv(name)
+    monkeypatch.setenv("PINECALL_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("PINECALL_NATS_URL", "nats://127.0.0.1:1")
+    said = await report(OperatorSettings.load(), 1.0)
+    assert (said.findings[0].level, said.findings[0].subject) == ("fail", "nats")
+    assert said.findings[0].todo == (
+        "check NATS, and PINECALL_NATS_URL from the environment (nats://127.0.0.1:1); "
+        f"{tmp_path / 'up.json'} says {operator.nats_url}: unset PINECALL_NATS_URL to use it"
+    )

@@ -184,3 +184,28 @@ async def test_a_call_nobody_offered_with_call_log_down_says_which_knows_nothing
         "no call call_nobody: the dispatcher's journal has no offer of it, "
         "and call-log: no replica answered in 2 s"
     )
+
+
+async def test_logs_of_a_call_only_call_log_knows_shows_its_log(
+    platform: Chain, call_log: Replica, keys: Keys, operator: OperatorSettings
+) -> None:
+    """A call opened on call-log with no ring the dispatcher saw: the dispatcher answers
+    not_found for it (as call-log does for a call it does not hold), and logs shows call-log's
+    part, exit 0."""
+    opened = {
+        "call": "call_unrung",
+        "agent": "support-bot",
+        "org": "org_acme",
+        "environment": "production",
+        "room": "unrung-1",
+        "worker": WORKER,
+    }
+    r = await call_log.post("/v1/calls", json=opened, headers=bearer(keys.production))
+    assert r.status_code == 200, r.text
+    await heard(platform, "call_unrung", "opened")
+    code, out, err = await cli(operator, "call_unrung")
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0].startswith("call call_unrung: agent support-bot")
+    assert [heard_any(line).split(maxsplit=3)[2] for line in lines[2:]] == ["#1"]
+    assert "offer" not in out.split("\n", 2)[2]

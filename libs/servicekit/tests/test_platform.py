@@ -25,17 +25,18 @@ def test_embedded_postgres_and_nats_start_answer_and_stop() -> None:
 
 def test_a_postgres_that_refuses_is_an_error_not_an_embedded_one(
     platform_endpoints,  # type: ignore[no-untyped-def]
+    socket_database_url: str,
 ) -> None:
     import pytest
-    from sqlalchemy.engine import make_url
 
+    from pinecall_servicekit.dburl import with_database
     from pinecall_servicekit.platform import PlatformError
 
-    wrong = make_url(platform_endpoints.database_url).set(database="no_such_database_here")
-    if not wrong.host:
-        pytest.skip("the session's Postgres is a Unix socket: nothing listens on TCP to refuse")
-    with (
-        pytest.raises(PlatformError, match="refuses"),
-        ensure_platform(wrong.render_as_string(hide_password=False), platform_endpoints.nats_url),
-    ):
-        pass
+    # over TCP and over the server's Unix socket alike
+    for url in (platform_endpoints.database_url, socket_database_url):
+        wrong = with_database(url, "no_such_database_here")
+        with (
+            pytest.raises(PlatformError, match="refuses"),
+            ensure_platform(wrong, platform_endpoints.nats_url),
+        ):
+            pass

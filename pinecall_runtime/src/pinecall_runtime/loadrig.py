@@ -22,6 +22,7 @@ import psutil
 import psycopg
 
 from pinecall_runtime.processes import run_cli, wait_ready
+from pinecall_servicekit.dburl import with_database
 from pinecall_servicekit.operator import OperatorSettings
 from pinecall_servicekit.platform import ensure_platform, free_port
 
@@ -46,7 +47,7 @@ def replicas(settings: OperatorSettings, count: int, env: dict[str, str]) -> Ite
         name = f"pinecall_load_{secrets.token_hex(4)}"
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
-        url = f"postgresql://{_dsn_to_url(psycopg.conninfo.make_conninfo(admin, dbname=name))}"
+        url = with_database(admin, name)
         base = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")} | {
             "PINECALL_DATABASE_URL": url,
             "PINECALL_NATS_URL": platform.nats_url,
@@ -164,11 +165,3 @@ def loadavg() -> str:
             return " ".join(f.read().split()[:3])
     except OSError:
         return "unknown"
-
-
-def _dsn_to_url(conninfo: str) -> str:
-    parts = psycopg.conninfo.conninfo_to_dict(conninfo)
-    user = parts.get("user") or ""
-    password = f":{parts['password']}" if parts.get("password") else ""
-    auth = f"{user}{password}@" if user else ""
-    return f"{auth}{parts.get('host', '127.0.0.1')}:{parts.get('port', 5432)}/{parts['dbname']}"

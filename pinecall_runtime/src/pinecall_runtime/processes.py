@@ -9,16 +9,33 @@ import click
 import httpx
 import stamina
 
+from pinecall_servicekit.lifecycle import ExitCode
+
+
+class StepFailed(click.ClickException):
+    """A one-off ``pinecall-runtime`` verb (``migrate``, ``keys create``) that exited non-zero,
+    said as ``pinecall-runtime migrate exited 69: <what it printed>``. Its exit code is the
+    child's where that names a kind (69 a dependency unanswered, 78 the settings), else 1."""
+
+    def __init__(self, args: tuple[str, ...], returncode: int, printed: str) -> None:
+        said = printed.strip()[-2000:] or "(it printed nothing)"
+        super().__init__(f"pinecall-runtime {' '.join(args)} exited {returncode}: {said}")
+        kinds = (ExitCode.UNAVAILABLE, ExitCode.CONFIG)
+        self.exit_code = returncode if returncode in kinds else ExitCode.FAILED  # type: ignore[misc]
+
 
 def run_cli(*args: str, env: dict[str, str]) -> str:
     """``pinecall-runtime ARGS`` in a child process; its standard output, stripped.
 
-    Raises ``subprocess.CalledProcessError`` when it exits non-zero.
+    Raises :class:`StepFailed` (what the child printed on stderr, else stdout) when it exits
+    non-zero.
     """
     out = subprocess.run(
         [sys.executable, "-m", "pinecall_runtime", *args],
-        env=env, check=True, capture_output=True, text=True,
+        env=env, check=False, capture_output=True, text=True,
     )  # fmt: skip
+    if out.returncode != 0:
+        raise StepFailed(args, out.returncode, out.stderr or out.stdout)
     return out.stdout.strip()
 
 

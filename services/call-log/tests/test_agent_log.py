@@ -112,3 +112,24 @@ async def test_an_operator_naming_no_environment_there_is_is_refused_and_writes_
         assert (r.status_code, r.json()["code"]) == (422, "unprocessable"), (path, r.text)
     for key in (keys.app, keys.app_sandbox):
         assert (await call_log.get(LOG, headers=bearer(key))).json()["entries"] == []
+
+
+async def test_an_operator_names_the_agent_logs_environment_and_a_key_reads_its_own(
+    call_log: Replica, keys: Keys
+) -> None:
+    """A log is per environment: no default is right for an operator, who must say which; a
+    fleet or app key's environment is its own."""
+    fleet = bearer(keys.sandbox)
+    assert (await call_log.post(LOG, json={"kind": "fleet.full"}, headers=fleet)).status_code == 200
+    operator = bearer(keys.operator)
+    for method, json in (("GET", None), ("POST", {"kind": "fleet.full"})):
+        r = await call_log.request(method, LOG, json=json, headers=operator)
+        assert (r.status_code, r.json()["code"]) == (422, "unprocessable"), r.text
+        assert "?environment=production or ?environment=sandbox" in r.json()["detail"]
+        assert r.json()["errors"][0]["key"] == "environment"
+    named = await call_log.get(LOG, params={"environment": "sandbox"}, headers=operator)
+    assert [e["kind"] for e in named.json()["entries"]] == ["fleet.full"]
+    production = await call_log.get(LOG, params={"environment": "production"}, headers=operator)
+    assert production.json()["entries"] == []
+    own = await call_log.get(LOG, headers=bearer(keys.app_sandbox))
+    assert [e["kind"] for e in own.json()["entries"]] == ["fleet.full"]

@@ -21,7 +21,10 @@ async def snapshot(call_log: Replica, keys: Keys) -> tuple[Any, ...]:
     log = (await call_log.get(f"{CALL}/entries", headers=auth)).json()
     record = (await call_log.get(CALL, headers=auth)).json()
     other = (await call_log.get("/v1/calls/call_2", headers=auth)).status_code
-    agent = (await call_log.get("/v1/agents/support-bot/log", headers=auth)).json()
+    production = {"environment": "production"}
+    agent = (
+        await call_log.get("/v1/agents/support-bot/log", params=production, headers=auth)
+    ).json()
     return log["entries"], record, other, agent["entries"]
 
 

@@ -19,7 +19,7 @@ from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.callers import sip_call
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.scenarios.chain import Chain, heard_any
-from pinecall_servicekit.errors import BadRequest, Unauthorized
+from pinecall_servicekit.errors import BadRequest, NotFound, Unauthorized
 
 from .conftest import SHORT
 
@@ -126,6 +126,27 @@ async def test_the_ops_endpoints_need_an_operator_key_and_a_call_id(
         )
         assert r.status_code == status
     assert await written(chain) == [0, 0, 0]
+
+
+async def test_the_journal_of_a_call_the_dispatcher_never_saw_is_not_found(
+    chain: Chain, keys: Keys
+) -> None:
+    """As call-log answers for a call it does not hold: 404, never an empty 200."""
+    r = await chain.dispatchers[0].get(
+        "/v1/ops/calls/call_nobody/journal", headers=bearer(keys.operator)
+    )
+    assert r.status_code == 404, r.text
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert r.json()["code"] == "not_found"
+    assert "no call call_nobody" in r.json()["detail"]
+    bus = chain.service.bus
+    with pytest.raises(NotFound):
+        await bus.request(
+            bus.subjects.ops_dispatch_journal,
+            JournalRequest(call="call_nobody"),
+            Journal,
+            headers=bearer(keys.operator),
+        )
 
 
 async def test_the_journal_and_the_rooms_waiting_and_kept_over_http_nats_and_metrics(

@@ -114,7 +114,11 @@ async def test_a_lost_agent_gets_its_call_ended_drained_a_call_back_and_the_sent
     record = await log.record(offer.call)
     assert (record.state, record.outcome) == ("ended", "drained")
     assert chain.call_log is not None
-    r = await chain.call_log.get("/v1/agents/lab-agent/log", headers=bearer(keys.operator))
+    r = await chain.call_log.get(
+        "/v1/agents/lab-agent/log",
+        params={"environment": "production"},
+        headers=bearer(keys.operator),
+    )
     [callback] = r.json()["entries"]
     assert callback["kind"] == "callback.requested"
     assert callback["data"]["number"] == "+1555000000"

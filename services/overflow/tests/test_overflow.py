@@ -78,7 +78,9 @@ async def test_an_answer_job_says_the_sentence_writes_the_call_back_ends_overflo
                 ("call.sealed", None),
             ]
             assert log[1]["data"] == {"text": SAYS, "job": "answer"}
-        agent_log = (await http.get("/v1/agents/support-bot/log")).json()["entries"]
+        agent_log = (
+            await http.get("/v1/agents/support-bot/log", params={"environment": "production"})
+        ).json()["entries"]
     callbacks = sorted((e["data"]["call"], e["data"]["number"]) for e in agent_log)
     assert [e["kind"] for e in agent_log] == ["callback.requested"] * 2
     assert callbacks == [("call_1", "+15550111"), ("call_2", "+15550102")]

@@ -311,3 +311,33 @@ async def test_litestars_own_refusals_have_the_shape_of_ours(roster: Replica, ke
     body = assert_problem(await roster.delete("/v1/fleet/heartbeat"), 405, "method_not_allowed")
     assert body["title"] == "Method not allowed"
     assert await workers_heard(roster, keys) == []
+
+
+async def test_a_cordon_naming_a_start_its_worker_is_not_heard_as_is_404_unless_forced(
+    roster: Replica, keys: Keys
+) -> None:
+    """``pinecall/worker-a.123`` (a start that never ran) names nobody, like a typo: it must not
+    cordon the worker-a that is heard as ``pinecall/worker-a.1791067258``."""
+    r = await roster.post("/v1/fleet/heartbeat", json=heartbeat(), headers=bearer(keys.production))
+    assert r.status_code == 200
+    for verb in ("cordon", "uncordon"):
+        r = await roster.post(
+            f"/v1/ops/fleet/pinecall/worker-a.123/{verb}", headers=bearer(keys.operator)
+        )
+        assert_problem(r, 404, "not_found")
+        assert r.json()["detail"] == (
+            "no worker pinecall/worker-a.123 was heard in the last hour: pinecall/worker-a is "
+            "heard as pinecall/worker-a.1791067258 (name that, or pinecall/worker-a for "
+            "whichever start runs)"
+        )
+    assert service_cordons(roster) == []
+    for named in ("pinecall/worker-a.1791067258", "pinecall/worker-a"):
+        r = await roster.post(f"/v1/ops/fleet/{named}/cordon", headers=bearer(keys.operator))
+        assert r.status_code == 200, r.text
+    r = await roster.post(  # forced: said as meant (a worker not started yet)
+        "/v1/ops/fleet/pinecall/worker-a.123/cordon",
+        json={"cordoned": False, "force": True},
+        headers=bearer(keys.operator),
+    )
+    assert r.status_code == 200, r.text
+    assert service_cordons(roster) == [("pinecall/worker-a", False)]

@@ -12,6 +12,7 @@ import secrets
 import sys
 from pathlib import Path
 
+import msgspec
 import nats
 import nats.aio.msg
 import psycopg
@@ -20,7 +21,8 @@ import pytest
 from pinecall_contracts.subjects import Subjects
 from pinecall_roster.testing import Keys, Replica, bearer, heartbeat
 from pinecall_servicekit.lifecycle import ExitCode
-from pinecall_servicekit.platform import Endpoints
+from pinecall_servicekit.operator import UpState
+from pinecall_servicekit.platform import Endpoints, free_port
 from pinecall_servicekit.testing.plugin import with_database
 
 
@@ -140,6 +142,10 @@ async def test_fleet_cordon_and_uncordon_travel_over_nats(
     assert reply.json()["cordoned"] is True
     code, out, err = await cli("fleet", "uncordon", "pinecall/worker-a", env=env)
     assert (code, out.strip()) == (0, "pinecall/worker-a: uncordoned"), err
+    # a start it is not heard as (one that never ran) names nobody: refused, nothing set
+    code, out, err = await cli("fleet", "cordon", "pinecall/worker-a.123", env=env)
+    assert (code, out) == (ExitCode.NOT_FOUND, ""), err
+    assert "[not_found] no worker pinecall/worker-a.123 was heard in the last hour" in err
     reply = await roster.post(
         "/v1/fleet/heartbeat", json=heartbeat(), headers=bearer(keys.production)
     )
@@ -273,3 +279,24 @@ async def test_a_cordon_delivered_and_unanswered_says_it_may_still_be_applied(
     assert "the request was sent" in err
     assert "fleet list says whether it did" in err
     assert len(heard) == 1
+
+
+async def test_an_exported_nats_url_wins_over_up_json_and_its_error_says_both_and_what_to_unset(
+    roster: Replica, keys: Keys, env: dict[str, str], tmp_path: Path, nats_url: str
+) -> None:
+    """The README's flow: a shell that exported PINECALL_NATS_URL for ``./dev up`` (at a closed
+    port, so up started an embedded NATS) runs the CLI while up runs."""
+    names = ("DATABASE_URL", "NATS_URL", "NATS_NAMESPACE", "OPERATOR_KEY")
+    up = UpState(**{n.lower(): env[f"PINECALL_{n}"] for n in names})
+    (tmp_path / "up.json").write_bytes(msgspec.json.encode(up))
+    bare = {k: v for k, v in env.items() if k.removeprefix("PINECALL_") not in names}
+    code, out, err = await cli("fleet", "list", env=bare)  # nothing exported: up.json's
+    assert code == 0, err
+    closed = f"nats://127.0.0.1:{free_port()}"
+    code, out, err = await cli("fleet", "list", env=bare | {"PINECALL_NATS_URL": closed})
+    assert code == ExitCode.UNAVAILABLE, (out, err)
+    assert err.startswith(f"Error: [bus_unavailable] NATS at {closed} did not answer"), err
+    assert err.rstrip().endswith(
+        f"(PINECALL_NATS_URL from the environment ({closed}); {tmp_path / 'up.json'} says "
+        f"{nats_url}: unset PINECALL_NATS_URL to use it)"
+    ), err

@@ -16,7 +16,8 @@ from pinecall_roster.testing import Replica
 from pinecall_servicekit.bus import Bus
 from pinecall_webhook_ingest.testing import SANDBOX_KEY, SANDBOX_SECRET, agent_left, sign
 
-PATH = "/v1/livekit/webhook"
+BASE = "/v1/livekit/webhook"
+PATH = f"{BASE}?world=production"
 JSON = {"content-type": "application/webhook+json"}
 
 
@@ -97,7 +98,7 @@ async def test_each_environment_verifies_with_its_own_keys(ingest: Replica) -> N
     sandbox = sign(body, SANDBOX_KEY, SANDBOX_SECRET)
     assert (
         await ingest.post(
-            f"{PATH}?world=sandbox", content=body, headers=JSON | {"authorization": sandbox}
+            f"{BASE}?world=sandbox", content=body, headers=JSON | {"authorization": sandbox}
         )
     ).status_code == 200
     # the sandbox's signature is no good for production, nor production's for the sandbox
@@ -107,7 +108,7 @@ async def test_each_environment_verifies_with_its_own_keys(ingest: Replica) -> N
     production = sign(body, API_KEY, API_SECRET)
     assert (
         await ingest.post(
-            f"{PATH}?world=sandbox", content=body, headers=JSON | {"authorization": production}
+            f"{BASE}?world=sandbox", content=body, headers=JSON | {"authorization": production}
         )
     ).status_code == 401
     assert [e.environment for e in await stored(ingest)] == ["sandbox"]
@@ -167,9 +168,11 @@ async def test_a_webhook_that_does_not_verify_is_refused_counted_and_not_publish
     [
         ("?world=mars", None, 404, "_unknown.unknown_environment"),
         ("?world=Not%20A%20World", None, 400, None),  # refused before it is read
-        ("", b'{"event": 7}', 400, "production.not_a_webhook"),
-        ("", b"[]", 400, "production.not_a_webhook"),
-        ("", b'{"event": "room_started"}', 400, "production.not_a_webhook"),
+        # no environment named: never taken for production's (another LiveKit's events)
+        ("", None, 400, "_unknown.no_environment"),
+        ("?world=production", b'{"event": 7}', 400, "production.not_a_webhook"),
+        ("?world=production", b"[]", 400, "production.not_a_webhook"),
+        ("?world=production", b'{"event": "room_started"}', 400, "production.not_a_webhook"),
     ],
 )
 async def test_bad_input_is_a_problem_and_nothing_is_published(
@@ -177,7 +180,7 @@ async def test_bad_input_is_a_problem_and_nothing_is_published(
 ) -> None:
     body = body or agent_left()
     r = await ingest.post(
-        f"{PATH}{query}",
+        f"{BASE}{query}",
         content=body,
         headers=JSON | {"authorization": sign(body, API_KEY, API_SECRET)},
     )

@@ -44,7 +44,8 @@ DropReason = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
 """Why a webhook was not passed on: a refusal of its signature (``unsigned``,
 ``malformed_token``, ``forged``, ``expired``, ``hash_mismatch``, ``no_hash``, ``not_utf8``,
 ``unknown_key``), a signed body that is no webhook (``not_a_webhook``), an environment with no
-LiveKit (``unknown_environment``), or a second delivery of one already stored (``duplicate``)."""
+LiveKit (``unknown_environment``) or none named (``no_environment``), or a second delivery of one
+already stored (``duplicate``)."""
 
 
 class WebhookDropped(Contract, frozen=True, kw_only=True, tag="livekit.webhook_dropped.v1"):
@@ -53,7 +54,8 @@ class WebhookDropped(Contract, frozen=True, kw_only=True, tag="livekit.webhook_d
     line health ``doctor`` reads, since a dropped webhook leaves no other record."""
 
     environment: Annotated[str, msgspec.Meta(max_length=64)]
-    """The environment the webhook's URL named (``?world=``), known or not."""
+    """The environment the webhook's URL named (``?world=``); ``_unknown`` for one with no
+    LiveKit, or none named."""
     reason: DropReason
     at: dt.datetime
     detail: Annotated[str, msgspec.Meta(max_length=500)] = ""

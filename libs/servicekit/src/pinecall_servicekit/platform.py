@@ -24,6 +24,8 @@ from urllib.parse import urlsplit
 import msgspec
 import psycopg
 
+from pinecall_servicekit.dburl import is_socket_folder, libpq_url, where
+
 _log = logging.getLogger(__name__)
 
 
@@ -35,6 +37,8 @@ class Endpoints(msgspec.Struct, frozen=True, kw_only=True):
     """Where Postgres and NATS answer, and whether each was started here."""
 
     database_url: str
+    """A libpq URL (``postgresql://``, as psycopg takes it; a socket folder in ``?host=`` for an
+    embedded Postgres): build another database's with :func:`.dburl.with_database`."""
     nats_url: str
     embedded_postgres: bool = False
     embedded_nats: bool = False
@@ -43,7 +47,7 @@ class Endpoints(msgspec.Struct, frozen=True, kw_only=True):
 def postgres_answers(url: str, timeout_s: float = 2.0) -> bool:
     """Whether a Postgres at ``url`` accepts a connection now."""
     try:
-        with psycopg.connect(url, connect_timeout=max(1, int(timeout_s))) as conn:
+        with psycopg.connect(libpq_url(url), connect_timeout=max(1, int(timeout_s))) as conn:
             conn.execute("SELECT 1")
         return True
     except psycopg.Error:
@@ -51,16 +55,28 @@ def postgres_answers(url: str, timeout_s: float = 2.0) -> bool:
 
 
 def postgres_listens(url: str) -> bool:
-    """Whether anything listens where ``url`` points (a Unix socket folder counts as listening)."""
-    parts = urlsplit(url)
-    if not parts.hostname:
-        return True  # a socket path or libpq's defaults: let psycopg say what is wrong
-    return port_answers(url, 5432)
+    """Whether anything listens where ``url`` points, read as libpq reads it (:mod:`.dburl`): a
+    host and port that accept a TCP connection, or a socket folder holding the port's socket
+    (``.s.PGSQL.5432``); for none of its hosts, no. A URL that names no host (libpq's default
+    socket) or that libpq cannot parse counts as listening: psycopg then says what is wrong."""
+    try:
+        endpoints = where(url).endpoints
+    except ValueError:
+        return True
+    for host, port in endpoints:
+        if host is None or host.startswith("@"):  # libpq's default; Linux's abstract socket
+            return True
+        if is_socket_folder(host):
+            if (Path(host) / f".s.PGSQL.{port}").is_socket():
+                return True
+        elif _tcp_answers(host, port, 1.0):
+            return True
+    return False
 
 
 def _why(url: str) -> str:
     try:
-        with psycopg.connect(url, connect_timeout=2):
+        with psycopg.connect(libpq_url(url), connect_timeout=2):
             return "it answered on a second try"
     except psycopg.Error as exc:
         return str(exc).strip().splitlines()[0]
@@ -69,10 +85,12 @@ def _why(url: str) -> str:
 def port_answers(url: str, default_port: int, timeout_s: float = 1.0) -> bool:
     """Whether something listens at ``url``'s host and port."""
     parts = urlsplit(url)
+    return _tcp_answers(parts.hostname or "127.0.0.1", parts.port or default_port, timeout_s)
+
+
+def _tcp_answers(host: str, port: int, timeout_s: float) -> bool:
     try:
-        with socket.create_connection(
-            (parts.hostname or "127.0.0.1", parts.port or default_port), timeout=timeout_s
-        ):
+        with socket.create_connection((host, port), timeout=timeout_s):
             return True
     except OSError:
         return False
@@ -170,7 +188,7 @@ def ensure_platform(database_url: str, nats_url: str) -> Iterator[Endpoints]:
             _log.warning("no NATS at %s: starting an embedded one", nats_url)
             nats_at = stack.enter_context(embedded_nats(scratch()))
         yield Endpoints(
-            database_url=db,
+            database_url=libpq_url(db),
             nats_url=nats_at,
             embedded_postgres=pg_embedded,
             embedded_nats=nats_embedded,

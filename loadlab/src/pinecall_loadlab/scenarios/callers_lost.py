@@ -226,6 +226,7 @@ async def lost_call(
 async def _called_back(chain: Chain, call: str) -> bool:
     r = await call_log_of(chain).get(
         "/v1/agents/lab-agent/log",
+        params={"environment": "production"},  # the chain's fleet's
         headers={"authorization": f"Bearer {chain.config.operator_key}"},
     )
     r.raise_for_status()

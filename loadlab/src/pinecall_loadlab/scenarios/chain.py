@@ -310,7 +310,7 @@ async def runtime_chain(
         for name, replica in relayed.items():
             runner, urls[name] = await _relay(replica)
             stack.push_async_callback(runner.cleanup)
-        webhook = f"{urls['ingest']}/v1/livekit/webhook"
+        webhook = f"{urls['ingest']}/v1/livekit/webhook?world=production"  # the chain's LiveKit
         lk.webhooks.urls.append(webhook)
         stack.callback(lk.webhooks.urls.remove, webhook)
         transport = httpx.ASGITransport(app=call_log.app) if call_log else None  # type: ignore[arg-type]

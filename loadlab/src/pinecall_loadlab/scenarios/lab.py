@@ -15,13 +15,13 @@ from collections.abc import AsyncIterator
 
 import nats
 import psycopg
-from sqlalchemy.engine import make_url
 
 from pinecall_contracts.subjects import Subjects
 from pinecall_loadlab.livekit import StandIn, StandInConfig
 from pinecall_loadlab.scenarios.chain import ChainConfig
 from pinecall_roster.store import Store as RosterStore
 from pinecall_servicekit import db
+from pinecall_servicekit.dburl import with_database
 from pinecall_servicekit.platform import ensure_platform
 from pinecall_servicekit.settings import Settings
 
@@ -64,7 +64,7 @@ async def lab_platform(
     with ensure_platform(base.database_url, base.nats_url) as platform:
         admin = platform.database_url
         name = f"pclab_{token}"
-        url = make_url(admin).set(database=name).render_as_string(hide_password=False)
+        url = with_database(admin, name)
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'CREATE DATABASE "{name}"')
         namespace = f"lab{token}"

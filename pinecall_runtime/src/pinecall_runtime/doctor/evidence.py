@@ -18,15 +18,13 @@ from collections.abc import Awaitable
 from importlib.metadata import entry_points
 from typing import TypeVar
 
-from sqlalchemy.engine import make_url
-
 from pinecall_contracts.base import Contract
 from pinecall_contracts.dispatch import OffersRequest, OffersSnapshot
 from pinecall_contracts.fleet import FleetListRequest, RosterSnapshot
 from pinecall_contracts.livekit import WebhookDropped
 from pinecall_contracts.subjects import unescape_token
 from pinecall_runtime.doctor.findings import Drop, Evidence, Unanswered
-from pinecall_servicekit import db
+from pinecall_servicekit import db, dburl
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.errors import (
     BusUnavailable,
@@ -36,7 +34,7 @@ from pinecall_servicekit.errors import (
     Unauthorized,
 )
 from pinecall_servicekit.migrations import Migrations, MigrationStatus
-from pinecall_servicekit.operator import OperatorSettings
+from pinecall_servicekit.operator import OperatorSettings, where_from
 
 T = TypeVar("T")
 R = TypeVar("R", bound=Contract)
@@ -157,7 +155,7 @@ class Asking:
                 "nats",
                 s.nats_url,
                 f"no connection: {exc.detail}",
-                "check PINECALL_NATS_URL and NATS",
+                f"check NATS, and {where_from('nats_url', settings=s) or 'PINECALL_NATS_URL'}",
             )
             return None, None, None
         try:
@@ -187,9 +185,7 @@ class Asking:
         """Each service's standing; None (and Postgres unanswered) when the database does not
         answer within ``timeout_s``."""
         engine = db.create_engine(self.settings.database_url, pool_size=1)
-        where = make_url(db.sqlalchemy_url(self.settings.database_url)).render_as_string(
-            hide_password=True
-        )
+        where = dburl.describe(self.settings.database_url)
         out: dict[str, MigrationStatus | str] = {}
         try:
             async with asyncio.timeout(self.timeout_s):
@@ -201,7 +197,8 @@ class Asking:
                 if isinstance(exc, StoreUnavailable)
                 else f"{where} did not answer in {self.timeout_s:g} s"
             )
-            self._missing("postgres", where, problem, "check PINECALL_DATABASE_URL and Postgres")
+            said = where_from("database_url", settings=self.settings) or "PINECALL_DATABASE_URL"
+            self._missing("postgres", where, problem, f"check Postgres, and {said}")
             return None
         finally:
             await engine.dispose()

@@ -152,6 +152,8 @@ WEBHOOK_TODO = {
     "not_a_webhook": "a signed body that is no LiveKit webhook: check what posts to the URL",
     "unknown_environment": "LiveKit's webhook URL names an environment with no keys: fix its "
     "?world= or PINECALL_LIVEKIT_KEYS",
+    "no_environment": "LiveKit's webhook URL names no environment: end it in "
+    "?world=<environment> (webhook.urls in LiveKit's config)",
 }
 
 

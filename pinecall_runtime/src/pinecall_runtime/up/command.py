@@ -24,7 +24,6 @@ import fcntl
 import json
 import os
 import signal
-import subprocess
 import time
 from collections.abc import Iterator
 from importlib.metadata import entry_points
@@ -42,9 +41,10 @@ from pinecall_runtime.up.stage import ENVIRONMENTS, Run, own_platform
 from pinecall_runtime.up.supervise import Processes, Supervised
 from pinecall_runtime.up.watch import Watch
 from pinecall_servicekit.bus import Bus
+from pinecall_servicekit.dburl import where
 from pinecall_servicekit.lifecycle import ExitCode
 from pinecall_servicekit.operator import OperatorSettings, UpState
-from pinecall_servicekit.platform import ensure_platform
+from pinecall_servicekit.platform import Endpoints, ensure_platform
 
 AGENT = "support-bot"
 """The agent every simulated caller rings for (its log holds the call backs)."""
@@ -259,6 +259,19 @@ def up(**options: Any) -> None:  # fmt: skip
         _up(options, settings, state_dir)
 
 
+def where_it_runs(platform: Endpoints, database_url: str, namespace: str) -> list[str]:
+    """The banner's first lines: Postgres's server (host and port, or socket folder: never the
+    URL, whose query a socket's folder is in) and the run's database by name alone; NATS and the
+    run's namespace."""
+    pg = where(database_url)
+    return [
+        f"postgres: {pg.server}{' (embedded)' * platform.embedded_postgres}"
+        f", database {pg.database} for this run",
+        f"nats:     {platform.nats_url}{' (embedded)' * platform.embedded_nats}"
+        f", namespace {namespace}",
+    ]
+
+
 def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) -> None:
     """The run, its state dir held (:func:`up`)."""
     (state_dir / "callers.jsonl").unlink(missing_ok=True)  # a previous run's callers
@@ -270,10 +283,8 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
         ensure_platform(settings.database_url, settings.nats_url) as platform,
         own_platform(platform, state_dir) as run,
     ):
-        click.echo(f"postgres: {platform.database_url}{' (embedded)' * platform.embedded_postgres}"
-                   f", database {run.database_url.rsplit('/', 1)[1]} for this run")  # fmt: skip
-        click.echo(f"nats:     {platform.nats_url}{' (embedded)' * platform.embedded_nats}"
-                   f", namespace {run.namespace}")  # fmt: skip
+        for line in where_it_runs(platform, run.database_url, run.namespace):
+            click.echo(line)
         click.echo(f"logs:     {run.logs}/<name>.log")
         at = urls(options["roster_replicas"])
         processes = Processes()
@@ -288,12 +299,7 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
             stand_ins = services.lab(run, at)
             processes.launch(*stand_ins)  # they need no database: up while it is migrated
             click.echo("up: starting the stand-ins and the vendor fakes; migrating, making keys")
-            try:
-                run.prepare()
-            except subprocess.CalledProcessError as exc:
-                raise click.ClickException(
-                    f"{' '.join(exc.cmd[2:])} failed: {(exc.stderr or '').strip()[-2000:]}"
-                ) from exc
+            run.prepare()  # StepFailed says which verb failed and what it printed
             click.echo("migrations and keys: done")
             ready(*stand_ins)
             store, control, workers = services.platform(run, at, seats=options["seats"])

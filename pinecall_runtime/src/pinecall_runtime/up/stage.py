@@ -24,10 +24,10 @@ from pathlib import Path
 
 import nats
 import psycopg
-from sqlalchemy.engine import make_url
 
 from pinecall_contracts.subjects import Subjects
 from pinecall_runtime.processes import run_cli
+from pinecall_servicekit.dburl import with_database
 from pinecall_servicekit.platform import Endpoints
 
 ENVIRONMENTS: dict[str, str] = {"production": "pinecall", "sandbox": "pinecall-sandbox"}
@@ -73,7 +73,7 @@ class Run:
     def prepare(self) -> None:
         """Every service's migrations on the run's database (``migrate``), then its keys
         (``keys create``, one CLI process each, made at once). Raises
-        ``subprocess.CalledProcessError`` when one fails."""
+        :class:`~pinecall_runtime.processes.StepFailed` (what it printed) when one fails."""
         env = self.env()
         run_cli("migrate", env=env)
         asked = {"operator": ("--kind", "operator")} | {
@@ -111,9 +111,7 @@ def own_platform(platform: Endpoints, state_dir: Path) -> Iterator[Run]:
     try:
         yield Run(
             token=token,
-            database_url=make_url(admin)
-            .set(database=database)
-            .render_as_string(hide_password=False),
+            database_url=with_database(admin, database),
             nats_url=platform.nats_url,
             namespace=namespace,
             logs=logs,

@@ -16,7 +16,7 @@ POST /v1/calls/{call}/tools                fleet             ToolResult (ToolCal
 POST /v1/calls/{call}/tools/{id}/result    app               ToolResult (ToolAnswer)
 POST /v1/callbacks                         fleet, app, op.   AgentEntry (CallbackRequest)
 POST /v1/agents/{agent}/log                fleet, operator   AgentEntry (AgentEntry)
-GET  /v1/agents/{agent}/log?after=<seq>    fleet, app, op.   AgentLog
+GET  /v1/agents/{agent}/log?after=<seq>    fleet, app, op.   AgentLog (an operator: &environment=)
 POST /v1/calls/{call}/log-token            app, operator     LogToken
 GET  /v1/calls/{call}/stream?log_token=    the log token     Server-Sent Events (Last-Event-ID)
 =========================================  ================  ==================================
@@ -25,8 +25,9 @@ Keys: the workers (and the overflow, and the dispatcher writing ``fleet.full``) 
 environment's fleet key; the app answering a tool call, and a page's server asking a call back,
 use the app key of its environment; an operator key acts on any call (the dispatcher's, asking a
 call back for the caller of a worker that died). A fleet or app key of another environment than
-the call's is 403. An operator names the environment of an agent's log or of a call back with
-``?environment=`` (production by default). Every error is a problem detail, and a refused
+the call's is 403. An operator names the environment of an agent's log with ``?environment=``
+(422 when it does not: a log is per environment), and of a call back (production by default);
+a fleet or app key's is its own. Every error is a problem detail, and a refused
 request writes nothing: a 409 says why (sealed, or both counts of a batch). An entry whose
 ``data`` is over ``calls.MAX_ENTRY_BYTES`` (64 KiB as JSON) is a 422 naming the limit, and none of
 its batch is written.
@@ -109,6 +110,20 @@ def _environment(key: KeyInfo, environment: FromQuery[str | None] = None) -> str
     if key.environment is None or (environment and environment != key.environment):
         raise Forbidden(f"a key of {key.environment} cannot act for {environment}")
     return key.environment
+
+
+def _environment_named(key: KeyInfo, environment: str | None, what: str) -> str:
+    """As :func:`_environment`, but an operator key must name the environment (``what`` is
+    per environment: no default would be right for both): ``Unprocessable`` naming
+    ``?environment=`` when it does not."""
+    if key.kind == "operator" and environment is None:
+        raise Unprocessable(
+            f"an operator key names the environment of {what}: ?environment="
+            f"{' or ?environment='.join(ENVIRONMENTS)}",
+            errors=[{"message": "required with an operator key", "key": "environment",
+                     "source": "query"}],
+        )  # fmt: skip
+    return _environment(key, environment)
 
 
 async def _call(request: AnyRequest, call: str, kinds: Collection[KeyKind]) -> CallRecord:
@@ -276,9 +291,11 @@ async def agent_append(
     data: JSONBody[AgentEntry],
     environment: FromQuery[str | None] = None,
 ) -> AgentEntry:
-    """An entry on the agent's log (``fleet.full``, ``agent.draining``)."""
+    """An entry on the agent's log (``fleet.full``, ``agent.draining``) of the key's environment
+    (an operator's names it, ``?environment=``; 422 when it does not)."""
     data = await strict_body(request, AgentEntry)
-    env = _environment(await _key(request, WORKER_OR_OPERATOR), environment)
+    key = await _key(request, WORKER_OR_OPERATOR)
+    env = _environment_named(key, environment, "an agent's log")
     if (why := domain.too_large([data])) is not None:
         raise Unprocessable(why)
     return await _service(request).store.agents.append(env, agent, data.kind, data.data, utcnow())
@@ -291,8 +308,10 @@ async def agent_log(
     after: After = 0,
     environment: FromQuery[str | None] = None,
 ) -> AgentLog:
-    """The agent's log after ``after``, in order."""
-    env = _environment(await _key(request, ("fleet", "app", "operator")), environment)
+    """The agent's log after ``after``, in order: the key's environment's (an operator's names
+    it, ``?environment=``; 422 when it does not)."""
+    key = await _key(request, ("fleet", "app", "operator"))
+    env = _environment_named(key, environment, "an agent's log")
     return await _service(request).store.agents.agent_log(env, agent, after)
 
 

@@ -6,7 +6,8 @@ route                                  key        answer
 POST /v1/tokens                        app        VisitorToken (TokenRequest); 503 ``not_ready``
                                                   or ``fleet_full``, 429 over the org's quota
 GET  /v1/ops/offers[?fleet=]           operator   OffersSnapshot: rooms waiting, kept, refused
-GET  /v1/ops/calls/{call}/journal      operator   Journal: the call's offers and why
+GET  /v1/ops/calls/{call}/journal      operator   Journal: the call's offers and why; 404 for a
+                                                  call it has no record of
 POST /v1/ops/quotas                    operator   Quota (Quota): set an org's concurrent_calls
 =====================================  =========  ============================================
 
@@ -68,9 +69,10 @@ async def offers(request: AnyRequest, fleet: FromQuery[str | None] = None) -> Of
     return await _service(request).offers(fleet)
 
 
-@get("/v1/ops/calls/{call:str}/journal", responses=problems(400, 401, 403, 503))
+@get("/v1/ops/calls/{call:str}/journal", responses=problems(400, 401, 403, 404, 503))
 async def journal(request: AnyRequest, call: CallPath) -> Journal:
-    """A call's journal: each offer and why, and where its room went."""
+    """A call's journal: each offer and why, and where its room went; 404 ``not_found`` for a
+    call the dispatcher has no record of."""
     await _key(request, OPERATOR)
     return await _service(request).store.views.journal(call)
 

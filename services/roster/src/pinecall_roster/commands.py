@@ -126,7 +126,8 @@ async def _cordon(
     try:
         return await bus.request(
             bus.subjects.ops_fleet_cordon,
-            CordonRequest(worker=key, cordoned=cordoned, reason=reason, force=force),
+            # the name as given, its start too: the roster refuses a start nobody heard
+            CordonRequest(worker=worker, cordoned=cordoned, reason=reason, force=force),
             CordonSetting,
             headers=_auth(settings),
         )

@@ -40,6 +40,12 @@ class Roster:
         """Whether a worker of ``key`` was heard and not forgotten (silent an hour)."""
         return key in self._workers
 
+    def heard_as(self, key: WorkerKey) -> str | None:
+        """The full name (``<fleet>/<worker>.<start>``) ``key`` is heard as now, the newest
+        start; None when no worker of ``key`` was heard (or it was forgotten)."""
+        heard = self._workers.get(key)
+        return None if heard is None else heard.heartbeat.worker
+
     def forget_silent(self, now: float) -> int:
         """Drop workers silent for an hour; returns how many."""
         gone = [

@@ -165,13 +165,20 @@ class RosterService:
 
         ``NotFound`` for a worker no replica heard in the last hour and no cordon was stored
         for (a typo would otherwise stand as a cordon of nobody, and the worker meant goes on
-        taking calls), unless ``force`` (a worker not started yet), and for a fleet no fleets
-        row names (``fleet list --fleet`` says the same); ``WorkerNameError`` for what is not a
-        worker's name."""
+        taking calls), or for a start other than the one its worker is heard as (a start that
+        never ran names nobody either), unless ``force`` (a worker not started yet); and for a
+        fleet no fleets row names (``fleet list --fleet`` says the same). ``WorkerNameError``
+        for what is not a worker's name."""
         key: WorkerKey = worker_key(worker)
         fleet = fleet_of(key)
         if fleet not in self.fleets:
             raise NotFound(f"no fleet {fleet!r}: fleet list names the fleets")
+        heard_as = self.roster.heard_as(key)
+        if not force and worker != key and heard_as is not None and heard_as != worker:
+            raise NotFound(
+                f"no worker {worker} was heard in the last hour: {key} is heard as {heard_as} "
+                f"(name that, or {key} for whichever start runs)"
+            )
         if not (force or self.roster.knows(key) or self.cordons.holds(key)):
             raise NotFound(
                 f"no worker {key} was heard in the last hour and none was ever cordoned: "

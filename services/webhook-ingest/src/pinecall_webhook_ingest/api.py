@@ -1,8 +1,10 @@
 """``POST /v1/livekit/webhook?world=<environment>``: LiveKit's webhook endpoint.
 
-The environment is ``production`` when ``world`` is absent (LiveKit's ``webhook.urls`` name it:
-``…/v1/livekit/webhook?world=sandbox``). 200 once stored (or already stored); 401 refused; 400
-signed but not a webhook; 404 an environment with no LiveKit; 503 JetStream did not store it.
+``world`` names the environment (LiveKit's ``webhook.urls`` name it:
+``…/v1/livekit/webhook?world=sandbox``); a URL with none is refused (400, dropped as
+``no_environment``): counting it as production's would pass another LiveKit's events on as
+production's callers. 200 once stored (or already stored); 401 refused; 400 signed but not a
+webhook, or no ``world``; 404 an environment with no LiveKit; 503 JetStream did not store it.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from pinecall_webhook_ingest.ingest import Ingest
 @post("/v1/livekit/webhook", status_code=200, responses=problems(400, 401, 404, 503))
 async def webhook(
     request: Request[object, object, State],
-    world: Annotated[str, QueryParameter(pattern=r"^[a-z][a-z0-9-]{0,31}$")] = "production",
+    world: Annotated[str | None, QueryParameter(pattern=r"^[a-z][a-z0-9-]{0,31}$")] = None,
 ) -> dict[str, object]:
     """Verify LiveKit's webhook on its raw body and pass it on once."""
     body = await request.body()

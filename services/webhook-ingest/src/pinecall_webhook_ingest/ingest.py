@@ -3,7 +3,7 @@
 Counted in ``/metrics``: ``pinecall_webhooks_total{environment,event}`` (stored),
 ``pinecall_webhooks_duplicate_total{environment}`` (a delivery the stream already had) and
 ``pinecall_webhooks_refused_total{environment,reason}`` (refused; nothing published; the reasons
-of :data:`domain.Refusal`, ``not_a_webhook`` and ``unknown_environment``).
+of :data:`domain.Refusal`, ``not_a_webhook``, ``no_environment`` and ``unknown_environment``).
 
 Each webhook not passed on is also a ``WebhookDropped`` on the drops stream
 (``<ns>_webhook_drops``, kept :data:`DROPS_KEPT_S`), stored before the answer: a replica's
@@ -33,8 +33,8 @@ DROPS_PER_SUBJECT = 10_000
 of forged requests costs bounded storage; a count at this number means "at least"."""
 
 UNKNOWN = "_unknown"
-"""The environment a webhook to an environment with no LiveKit is counted under (the name it
-gave is in the drop's detail)."""
+"""The environment a webhook to an environment with no LiveKit, or naming none, is counted under
+(the name it gave is in the drop's detail)."""
 
 
 async def ensure_drops_stream(bus: Bus) -> None:
@@ -73,13 +73,24 @@ class Ingest:
             registry=registry,
         )
 
-    async def receive(self, environment: str, body: bytes, authorization: str | None) -> bool:
-        """Verify and publish one webhook; True when stored, False for a duplicate.
+    async def receive(
+        self, environment: str | None, body: bytes, authorization: str | None
+    ) -> bool:
+        """Verify and publish one webhook of ``environment`` (the URL's ``?world=``); True when
+        stored, False for a duplicate.
 
-        Raises ``NotFound`` for an environment with no LiveKit keys, ``Unauthorized`` for a
-        refused signature (counted by reason), ``BadRequest`` for a signed body that is not a
-        webhook, ``BusUnavailable`` when JetStream did not store it (LiveKit retries on 5xx).
+        Raises ``BadRequest`` for no environment named (``no_environment``) or a signed body that
+        is not a webhook, ``NotFound`` for an environment with no LiveKit keys, ``Unauthorized``
+        for a refused signature (counted by reason), ``BusUnavailable`` when JetStream did not
+        store it (LiveKit retries on 5xx).
         """
+        if environment is None:
+            detail = (
+                "the webhook's URL names no environment: LiveKit's webhook.urls end in "
+                f"?world=<environment> ({', '.join(sorted(self.keys))})"
+            )
+            await self._dropped(UNKNOWN, "no_environment", detail)
+            raise BadRequest(detail)
         if environment not in self.keys:
             detail = f"no LiveKit is configured for environment {environment!r}"
             # one label and subject for every unknown name: a caller chooses the name

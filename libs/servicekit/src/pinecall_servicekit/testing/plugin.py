@@ -4,6 +4,8 @@
   and ``PINECALL_NATS_URL`` (or their defaults), or embedded ones started for the session.
 - ``database_url``: a database of the test's own, copied from a template on which every installed
   service's migrations ran once (entry points ``pinecall_runtime.migrations``); dropped after.
+- ``socket_database_url``: that database through the server's Unix socket (skips where it has
+  none on this machine), the URL form the embedded Postgres hands out.
 - ``nats_namespace``: a subject namespace, stream and bucket prefix of the test's own.
 - ``nats_url``: where NATS answers.
 
@@ -16,15 +18,18 @@ from __future__ import annotations
 import contextlib
 import secrets
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from urllib.parse import quote, urlencode
 
 import nats
 import nats.js.errors
 import psycopg
 import pytest
-from sqlalchemy.engine import make_url
 
 from pinecall_contracts.subjects import Subjects
 from pinecall_servicekit.db import migrate_installed
+from pinecall_servicekit.dburl import conninfo, is_socket_folder, where
+from pinecall_servicekit.dburl import with_database as with_database
 from pinecall_servicekit.platform import Endpoints, ensure_platform
 from pinecall_servicekit.settings import Settings
 
@@ -34,11 +39,6 @@ def pytest_configure(config: pytest.Config) -> None:
         from pinecall_servicekit.testing import hung
 
         config.pluginmanager.register(hung, "pinecall-hung")
-
-
-def with_database(url: str, name: str) -> str:
-    """``url`` pointing at database ``name``."""
-    return make_url(url).set(database=name).render_as_string(hide_password=False)
 
 
 run_all_migrations = migrate_installed
@@ -79,6 +79,29 @@ def database_url(platform_endpoints: Endpoints, template_database: str) -> Itera
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture
+def socket_database_url(database_url: str) -> str:
+    """The test's own database (:func:`database_url`) reached through the server's Unix socket
+    (``postgresql://user@/db?host=/var/run/postgresql``, the form the embedded Postgres hands
+    out); skips where the server has no socket on this machine (a Postgres elsewhere)."""
+    if any(is_socket_folder(host or "/") for host, _ in where(database_url).endpoints):
+        return database_url  # it already is one (the embedded Postgres)
+    with psycopg.connect(database_url) as conn:
+        row = conn.execute(
+            "SELECT current_setting('unix_socket_directories'), current_setting('port')"
+        ).fetchone()
+    assert row is not None
+    folders, port = str(row[0]), str(row[1])
+    for folder in (f.strip() for f in folders.split(",")):
+        if folder.startswith("/") and (Path(folder) / f".s.PGSQL.{port}").is_socket():
+            info = conninfo(database_url)
+            user = quote(info.get("user", "postgres"), safe="")
+            password = f":{quote(info['password'], safe='')}" if info.get("password") else ""
+            query = urlencode({"host": folder, "port": port}, safe="/")
+            return f"postgresql://{user}{password}@/{quote(info['dbname'], safe='')}?{query}"
+    pytest.skip(f"the Postgres at {where(database_url)} has no Unix socket on this machine")
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pinecall_contracts.dispatch import FleetOffers, Journal, JournalLine, KeptRoom
 from pinecall_dispatcher.store.tables import JOURNAL, REFUSALS, ROOMS
 from pinecall_servicekit import db
+from pinecall_servicekit.errors import NotFound
 
 WINDOW_S = 600.0
 """Rooms waiting and refusals are counted over the last ten minutes (seed 000)."""
@@ -28,6 +29,9 @@ class ViewStore:
         self.engine = engine
 
     async def journal(self, call: str) -> Journal:
+        """The call's journal lines, oldest first (none yet for a room admitted and not offered).
+        Raises ``NotFound`` for a call the dispatcher has no record of (no room row, no line:
+        never rung or admitted here, or pruned a week after it ended), as call-log answers."""
         async with db.translate_errors("reading a journal"), self.engine.connect() as conn:
             rows = (
                 await conn.execute(
@@ -36,6 +40,10 @@ class ViewStore:
                     .order_by(JOURNAL.c.at, JOURNAL.c.id)
                 )
             ).all()
+            if not rows:
+                known = await conn.scalar(sa.select(sa.exists().where(ROOMS.c.call == call)))
+                if not known:
+                    raise NotFound(f"no call {call}: the dispatcher has no room or offer of it")
         return Journal(
             call=call,
             lines=[
