@@ -103,6 +103,9 @@ class CordonRequest(Contract, frozen=True, kw_only=True, tag="fleet.cordon_reque
 
     worker: WorkerRef | None = None
     """Given on NATS; on HTTP the path names the worker."""
+    named: Worker | None = None
+    """The worker's whole name with its start, when the operator gave one (``fleet cordon
+    pinecall/worker-a.1791067258``): a start its worker is not heard as is refused."""
     cordoned: bool = True
     reason: Text | None = None
     force: bool = False

@@ -127,7 +127,13 @@ async def _cordon(
         return await bus.request(
             bus.subjects.ops_fleet_cordon,
             # the name as given, its start too: the roster refuses a start nobody heard
-            CordonRequest(worker=worker, cordoned=cordoned, reason=reason, force=force),
+            CordonRequest(
+                worker=key,
+                named=worker if worker != key else None,
+                cordoned=cordoned,
+                reason=reason,
+                force=force,
+            ),
             CordonSetting,
             headers=_auth(settings),
         )

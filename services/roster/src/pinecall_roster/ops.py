@@ -52,7 +52,11 @@ async def start_ops(service: RosterService) -> Service:
             raise BadRequest("name the worker: <fleet>/<worker>")
         try:
             return await service.cordon(
-                request.worker, request.cordoned, by, request.reason, force=request.force
+                request.named or request.worker,
+                request.cordoned,
+                by,
+                request.reason,
+                force=request.force,
             )
         except WorkerNameError as exc:
             raise BadRequest(str(exc)) from exc
