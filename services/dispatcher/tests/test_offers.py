@@ -80,12 +80,15 @@ async def test_declined_and_unanswered_offers_go_to_another_then_to_the_overflow
     chain: Chain,
 ) -> None:
     """Three workers that never open a call: one declines every offer (LiveKit's 0.7 line says
-    it is full), one never answers (frozen, still heartbeating), one declines. Each is offered
-    the room once, 4 s apart (the re-offer time), its dispatch deleted before the next; after the
-    third the room goes to the overflow, which answers it."""
+    it is full), one never answers (frozen at LiveKit, still heartbeating: an unmodified
+    AgentServer, which does not notice a hung LiveKit within the test, where our worker would
+    reconnect in 3 s), one declines. Each is offered the room once, 4 s apart (the re-offer
+    time), its dispatch deleted before the next; after the third the room goes to the overflow,
+    which answers it."""
     await chain.pretend("decliner-a", seats=8, load=lambda _s: 1.0)
-    mute = await chain.worker("mute", seats=8)
-    chain.lk.freeze(mute.worker_id)
+    mute = await chain.pretend("mute", seats=8, load=lambda _s: 0.0)
+    [registered] = chain.lk.events.of(ev.WorkerRegistered, lambda e: e.agent_name == mute)
+    chain.lk.freeze(registered.worker_id)
     await chain.pretend("decliner-b", seats=8, load=lambda _s: 1.0)
     overflow = await chain.overflow()
     async with asyncio.timeout(90):
