@@ -13,7 +13,7 @@ import stamina
 from pinecall_clients.calllog import Backoff, CallLogClient
 from pinecall_clients.errors import BatchRefused, CallLogRefused, CallLogUnavailable
 from pinecall_contracts.calls import CallEnd, CallOpen, CallRecord
-from pinecall_servicekit.retries import say_retries
+from pinecall_servicekit.retries import POLL, say_retries
 
 QUICK = Backoff(first=0.001, most=0.002, jitter=0.0)
 RECORD = (
@@ -125,3 +125,19 @@ async def test_a_call_opened_names_its_call_though_its_path_does_not(
     assert said.startswith(
         "call-log POST /v1/calls (call=call_00aa): attempt 1 failed (ReadTimeout"
     )
+
+
+async def test_a_poll_of_something_starting_is_no_warning(
+    retries_said: None, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``lab run death`` logged forty WARNINGs a worker process while it waited for it to start."""
+    caplog.set_level(logging.DEBUG, logger="stamina")
+    async for attempt in stamina.retry_context(
+        on=ConnectionError, attempts=2, wait_initial=0.001, wait_jitter=0.0
+    ).with_name(f"{POLL}the worker to start: GET", ("http://x/readyz",), {}):
+        with attempt:
+            if attempt.num == 1:
+                raise ConnectionError("refused")
+    [said] = caplog.records
+    assert said.levelno == logging.DEBUG
+    assert said.getMessage().startswith("waiting for the worker to start: GET ('http://x/readyz')")

@@ -15,10 +15,15 @@ _RECORD = frozenset(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | 
 
 _retries = logging.getLogger("stamina")
 
+POLL = "waiting for "
+"""How a poll's name starts (``retry_context(...).with_name("waiting for X: GET", ...)``): each
+look that finds X not there yet is no fault, so its line is DEBUG, not WARNING."""
+
 
 def said_retry(details: RetryDetails) -> None:
-    """stamina's retry hook: one WARNING on the ``stamina`` logger that names what failed, the
-    attempt, the cause, the next attempt's wait and the wait so far, e.g.
+    """stamina's retry hook: one WARNING (DEBUG for a :data:`POLL`) on the ``stamina`` logger
+    that names what failed, the attempt, the cause, the next attempt's wait and the wait so far,
+    e.g.
     ``call-log POST /v1/calls/call_1/seal (call=call_1): attempt 1 failed (ConnectError(...));
     attempt 2 in 0.52 s, 0.00 s waited so far``. What is retried is the retry's name and
     arguments: a function's own for ``stamina.retry``; a ``retry_context`` block is nameless
@@ -27,7 +32,8 @@ def said_retry(details: RetryDetails) -> None:
     ``waited_s``, ``cause``, and each keyword argument a log record's own names leave free)."""
     given = [repr(a) for a in details.args] + [f"{k}={v}" for k, v in details.kwargs.items()]
     what = details.name + (f" ({', '.join(given)})" if given else "")
-    _retries.warning(
+    _retries.log(
+        logging.DEBUG if details.name.startswith(POLL) else logging.WARNING,
         "%s: attempt %d failed (%r); attempt %d in %.2f s, %.2f s waited so far",
         what,
         details.retry_num,
