@@ -234,8 +234,8 @@ class Chain:
             self.lk.rooms.delete_room(room)
         with contextlib.suppress(TimeoutError):  # what is left is the drain's, and it says so
             async with asyncio.timeout(within_s):
-                for handle in self.workers:
-                    jobs = handle.worker.jobs
+                for handle in (h for h in self.workers if not h.transport.cut):
+                    jobs = handle.worker.jobs  # (a vanished worker's never hear their rooms go)
                     while True:
                         jobs.changed.clear()
                         if not jobs.calls():  # livekit-agents' active_jobs lags its event
