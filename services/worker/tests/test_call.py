@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import pytest
 from livekit import api
 from livekit.protocol.agent import JobStatus
 
@@ -184,3 +186,42 @@ async def test_a_job_started_past_its_reoffer_opens_first_and_never_joins_a_call
     ]
     assert opened.worker == worker.name
     assert heard.agent_heard
+
+
+MACHINE_LOAD = ("event loop blocked for", "VAD inference is slower than realtime")
+"""What livekit-agents warns of the machine's load (a loop that did not run on time, silero behind
+real time): true on a loaded machine, and about the machine, not the call."""
+
+
+async def test_a_quiet_lab_call_leaves_no_warning_on_the_worker_log(
+    call_worker: Callable[..., Worker],
+    caller: Callable[[str], Awaitable[LabRoom]],
+    livekit_api: api.LiveKitAPI,
+    vendor_fakes: VendorFakes,
+    call_events: CallEvents,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 14 item 13: every call under the stand-in warned twice, untrue both times: "The job
+    task completed without establishing a connection" (the job joins its lab room, not through
+    ``ctx.connect()``) and "resume_false_interruption is enabled but audio output does not support
+    pause, it will be ignored" (the lab room's output cannot pause)."""
+    vendor_fakes.deepgram.script(LINES["question"])
+    vendor_fakes.anthropic.script(Reply(text=ANSWER))
+    worker = call_worker()
+    caplog.set_level(logging.INFO)
+    async with serving(worker):
+        room = await caller("call-quiet")
+        async with asyncio.timeout(120):
+            await offer_call(livekit_api, worker.name, room="call-quiet", call="call_quiet")
+            await call_events.wait("opened", "call_quiet")
+            script: list[Any] = [Say(line="question"), WaitForAgent(until_quiet_s=1.0), HangUp()]
+            heard = await play(room, script)
+            sealed = await call_events.wait("sealed", "call_quiet")
+    assert heard.agent_heard
+    assert sealed.outcome == "caller_hangup"
+    warned = [
+        f"{r.name}: {r.getMessage()}"
+        for r in caplog.records
+        if r.levelno >= logging.WARNING and not r.getMessage().startswith(MACHINE_LOAD)
+    ]
+    assert warned == []

@@ -4,7 +4,9 @@ Retries (``shared/DESIGN.md``, "Numbers the runtime lives by"): a request is sen
 backing off from 0.5 s to 5 s while nothing answers or a 5xx does; a 4xx is an answer and is never
 retried. A batch retries until it is answered (or the writer's ``batch_timeout_s``); a tool call
 within its own deadline; the end and the seal within 30 s. Retries are stamina's
-(``stamina.retry_context``), never a loop of our own.
+(``stamina.retry_context``), never a loop of our own; each is named ``call-log <METHOD> <path>``
+with its call (``call=``), so the hook that logs a retry
+(:func:`pinecall_servicekit.telemetry.said_retry`) says which request of which call failed.
 
 The writer: what is queued goes as one batch (up to 500 entries), after the writer's count; a batch
 whose answer was lost goes again unchanged after the same count, so the log writes it once. A 409
@@ -131,11 +133,13 @@ class CallLogClient:
         *,
         within_s: float | None,
         method: str = "POST",
+        call: str | None = None,
     ) -> R:
         """Send ``body`` unchanged until something other than silence or a 5xx answers.
 
-        ``within_s`` bounds the retries (None: until answered). Raises ``CallLogUnavailable``
-        when it runs out, a ``CallLogRefused`` for a 4xx.
+        ``within_s`` bounds the retries (None: until answered); ``call``, the call the request is
+        about, is said with each retry. Raises ``CallLogUnavailable`` when it runs out, a
+        ``CallLogRefused`` for a 4xx.
         """
         content = b"" if body is None else encode(body)
         timeout = max(self.request_timeout_s, within_s or 0.0)
@@ -148,7 +152,7 @@ class CallLogClient:
                 wait_initial=self.backoff.first,
                 wait_max=self.backoff.most,
                 wait_jitter=self.backoff.jitter,
-            ):
+            ).with_name(f"call-log {method} {path}", (), {"call": call} if call else {}):
                 with attempt:
                     response = await self.http.request(
                         method, path, content=content or None, timeout=timeout
@@ -166,12 +170,12 @@ class CallLogClient:
 
     async def open(self, call: CallOpen, *, within_s: float | None = SEAL_WITHIN_S) -> CallRecord:
         """Open a call (idempotent: a retry whose answer was lost gets the same record)."""
-        return await self.request("/v1/calls", call, CallRecord, within_s=within_s)
+        return await self.request("/v1/calls", call, CallRecord, within_s=within_s, call=call.call)
 
     async def record(self, call: str, *, within_s: float | None = SEAL_WITHIN_S) -> CallRecord:
         """What the call is and where its log stands; ``CallUnknown`` if the log has no such call."""
         return await self.request(
-            f"/v1/calls/{call}", None, CallRecord, within_s=within_s, method="GET"
+            f"/v1/calls/{call}", None, CallRecord, within_s=within_s, method="GET", call=call
         )
 
     async def callback(
@@ -180,29 +184,33 @@ class CallLogClient:
         """``callback.requested`` on the agent's log, once per call (a retry gets the first).
         An operator key names the ``environment`` (a fleet or app key has its own)."""
         path = "/v1/callbacks" + (f"?environment={environment}" if environment else "")
-        return await self.request(path, request, AgentEntry, within_s=SEAL_WITHIN_S)
+        return await self.request(
+            path, request, AgentEntry, within_s=SEAL_WITHIN_S, call=request.call
+        )
 
     async def reopened(self, call: str, said: Reopened) -> CallRecord:
         return await self.request(
-            f"/v1/calls/{call}/reopened", said, CallRecord, within_s=SEAL_WITHIN_S
+            f"/v1/calls/{call}/reopened", said, CallRecord, within_s=SEAL_WITHIN_S, call=call
         )
 
     async def end(self, call: str, outcome: Outcome, reason: str | None = None) -> CallRecord:
         """End the call, retrying within 30 s (idempotent)."""
         body = CallEnd(outcome=outcome, reason=reason)
-        return await self.request(f"/v1/calls/{call}/end", body, CallRecord, within_s=SEAL_WITHIN_S)
+        return await self.request(
+            f"/v1/calls/{call}/end", body, CallRecord, within_s=SEAL_WITHIN_S, call=call
+        )
 
     async def seal(self, call: str, outcome: Outcome | None = None) -> CallRecord:
         """Seal the call, retrying within 30 s (idempotent)."""
         body = CallEnd(outcome=outcome)
         return await self.request(
-            f"/v1/calls/{call}/seal", body, CallRecord, within_s=SEAL_WITHIN_S
+            f"/v1/calls/{call}/seal", body, CallRecord, within_s=SEAL_WITHIN_S, call=call
         )
 
     async def tool(self, call: str, tool: ToolCall) -> ToolResult:
         """Run a tool once per id, retrying within its own deadline (``timeout_s``)."""
         return await self.request(
-            f"/v1/calls/{call}/tools", tool, ToolResult, within_s=tool.timeout_s
+            f"/v1/calls/{call}/tools", tool, ToolResult, within_s=tool.timeout_s, call=call
         )
 
     def writer(
@@ -358,7 +366,7 @@ class CallLogWriter:
         path = f"/v1/calls/{self.call}/entries"
         try:
             return await self.client.request(
-                path, batch, BatchWritten, within_s=self._batch_timeout_s
+                path, batch, BatchWritten, within_s=self._batch_timeout_s, call=self.call
             )
         except CallUnknown:
             if self._reopen is None or self._reopened:
@@ -366,7 +374,9 @@ class CallLogWriter:
         said = msgspec.structs.replace(self._reopen, written=batch.after)
         await self.client.reopened(self.call, said)
         self._reopened = True
-        return await self.client.request(path, batch, BatchWritten, within_s=self._batch_timeout_s)
+        return await self.client.request(
+            path, batch, BatchWritten, within_s=self._batch_timeout_s, call=self.call
+        )
 
 
 __all__ = [

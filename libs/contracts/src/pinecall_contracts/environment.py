@@ -15,6 +15,7 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_NATS_NAMESPACE",
         "PINECALL_HOST",
         "PINECALL_PORT",
+        "PINECALL_KEEPALIVE_S",
         "PINECALL_LOG_LEVEL",
         "PINECALL_LOG_FORMAT",
         "PINECALL_KEY_CACHE_S",

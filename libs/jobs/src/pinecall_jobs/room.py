@@ -115,7 +115,7 @@ async def delete_room(livekit: LiveKitAccess, room: str, *, within_s: float = 10
     async with api.LiveKitAPI(livekit.url, livekit.api_key, livekit.api_secret) as lk:
         async for attempt in stamina.retry_context(
             on=aiohttp.ClientError, attempts=None, timeout=within_s, wait_initial=0.2, wait_max=2.0
-        ):
+        ).with_name("LiveKit DeleteRoom", (), {"room": room}):  # what a retry's log line says
             with attempt:
                 try:
                     await lk.room.delete_room(api.DeleteRoomRequest(room=room))

@@ -2,7 +2,8 @@
 
 SIGTERM drains (``shared/CONVENTIONS.md`` habit 7): Granian stops accepting, finishes the requests
 in flight, then runs the app's lifespan exit, which drains NATS and closes the database pool.
-Idle HTTP connections are kept 620 s, past the load balancer's 600 s (seed 000, "Three planes").
+Idle HTTP connections are kept 620 s, past the load balancer's 600 s (seed 000, "Three planes");
+``PINECALL_KEEPALIVE_S`` changes it (a test serves with 3 s to watch Granian close one).
 """
 
 from __future__ import annotations
@@ -45,11 +46,18 @@ def settings_or_exit(load: Callable[[], S]) -> S:
 
 
 KEEP_ALIVE_S = 620
-"""Idle keep-alive of every HTTP server, in seconds: past GCP's load balancer's 600 s."""
+"""Idle keep-alive of every HTTP server, in seconds: past GCP's load balancer's 600 s (the default
+of ``PINECALL_KEEPALIVE_S``, ``Settings.keepalive_s``)."""
 
 
-def serve_http(target: str, *, host: str, port: int, workers: int = 1) -> None:
+def serve_http(target: str, *, host: str, port: int, keep_alive_s: float, workers: int = 1) -> None:
     """Serve the ASGI app factory ``target`` (``"pkg.app:create_app"``) with Granian; blocks.
+
+    An idle keep-alive connection is closed ``keep_alive_s`` seconds after its last response
+    (the service's ``keepalive_s`` setting). Granian 2.x has no idle timeout of its own: hyper's
+    ``header_read_timeout`` times the wait for the next request's head, idle time included, and
+    closes the connection when it runs out (``services/call-log/tests/test_keepalive.py`` watches
+    it happen).
 
     Granian calls the factory in each worker process, so connections are opened after any fork.
     The event loop is uvloop's: every await of a request (its body, Postgres, NATS) is a wake-up of
@@ -68,6 +76,8 @@ def serve_http(target: str, *, host: str, port: int, workers: int = 1) -> None:
         loop=Loops.uvloop,
         workers=workers,
         factory=True,
-        http1_settings=HTTP1Settings(header_read_timeout=KEEP_ALIVE_S * 1000, keep_alive=True),
+        http1_settings=HTTP1Settings(
+            header_read_timeout=round(keep_alive_s * 1000), keep_alive=True
+        ),
         log_access=False,
     ).serve()

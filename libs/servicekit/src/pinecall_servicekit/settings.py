@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any, ClassVar, Self
+from typing import Annotated, Any, ClassVar, Self
 from urllib.parse import urlsplit
 
 import msgspec
 
 from pinecall_contracts.environment import PINECALL_VARIABLES
+from pinecall_servicekit.lifecycle import KEEP_ALIVE_S
 
 PREFIX = "PINECALL_"
 NATS_SCHEMES = frozenset({"nats", "tls", "ws", "wss"})
@@ -40,6 +41,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     log_level: str = "INFO"
     log_format: str = "json"
     """``json`` (one object a line, with trace and span ids) or ``text``."""
+    keepalive_s: Annotated[float, msgspec.Meta(gt=0)] = KEEP_ALIVE_S
+    """How long an HTTP service keeps an idle keep-alive connection, in seconds (Granian's
+    HTTP/1 ``header_read_timeout``, ``lifecycle.serve_http``): 620, past the load balancer's 600
+    (seed 000, "Three planes"), so the balancer, not the service, closes an idle connection."""
 
     @classmethod
     def env_name(cls, field: str) -> str:

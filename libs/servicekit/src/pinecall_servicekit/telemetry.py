@@ -5,6 +5,9 @@ exporter on; without it spans are made but not recorded, unless their parent was
 ``traceparent`` still travels and costs a request next to nothing). Logs
 are one JSON object a line carrying the current ``trace_id`` and ``span_id``. Call
 :func:`configure_telemetry` in a service's lifespan (after any fork), never at import.
+
+:func:`configure_logging` also makes stamina's retries say what they retry
+(:mod:`pinecall_servicekit.retries`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
+
+from pinecall_servicekit.retries import say_retries
 
 _configured: set[str] = set()
 
@@ -51,7 +56,8 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
-    """Route every logger to stderr as JSON lines (or plain text for ``fmt="text"``)."""
+    """Route every logger to stderr as JSON lines (or plain text for ``fmt="text"``); stamina's
+    retries logged by :func:`pinecall_servicekit.retries.said_retry`."""
     handler = logging.StreamHandler(sys.stderr)
     if fmt == "json":
         handler.setFormatter(JsonFormatter())
@@ -60,6 +66,7 @@ def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
+    say_retries()
 
 
 def configure_telemetry(service: str, *, level: str = "INFO", fmt: str = "json") -> None:

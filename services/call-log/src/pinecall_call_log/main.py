@@ -20,7 +20,11 @@ def serve(workers: int) -> None:
     """Serve the call log's HTTP API (settings from the environment)."""
     settings = CallLogSettings.from_env()
     serve_http(
-        "pinecall_call_log.app:create_app", host=settings.host, port=settings.port, workers=workers
+        "pinecall_call_log.app:create_app",
+        host=settings.host,
+        port=settings.port,
+        keep_alive_s=settings.keepalive_s,
+        workers=workers,
     )
 
 

@@ -164,7 +164,7 @@ async def served(
             for replica in replicas:
                 async for attempt in stamina.retry_context(
                     on=httpx.HTTPError, attempts=None, timeout=60, wait_initial=0.1, wait_max=0.3
-                ):
+                ).with_name("waiting for a call-log replica to start: GET", (replica.url,), {}):
                     with attempt:
                         assert replica.proc.returncode is None, "the replica exited"
                         (await http.get(f"{replica.url}/readyz", timeout=1)).raise_for_status()

@@ -43,6 +43,7 @@ def serve(workers: int) -> None:
         "pinecall_dispatcher.app:create_app",
         host=settings.host,
         port=settings.port,
+        keep_alive_s=settings.keepalive_s,
         workers=workers,
     )
 

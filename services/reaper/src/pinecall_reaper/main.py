@@ -20,4 +20,9 @@ def serve() -> None:
     One Granian worker: the sweep runs in the app's lifespan, and a second replica is another
     process (replicas do not fight, see pinecall_reaper.reaper)."""
     settings = settings_or_exit(lambda: ReaperSettings.from_env().check())
-    serve_http("pinecall_reaper.app:create_app", host=settings.host, port=settings.port)
+    serve_http(
+        "pinecall_reaper.app:create_app",
+        host=settings.host,
+        port=settings.port,
+        keep_alive_s=settings.keepalive_s,
+    )

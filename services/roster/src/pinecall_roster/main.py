@@ -21,7 +21,11 @@ def serve(workers: int) -> None:
     settings = settings_or_exit(RosterSettings.from_env)
     settings_or_exit(settings.fleet_records)  # a malformed fleets or URLs setting fails now
     serve_http(
-        "pinecall_roster.app:create_app", host=settings.host, port=settings.port, workers=workers
+        "pinecall_roster.app:create_app",
+        host=settings.host,
+        port=settings.port,
+        keep_alive_s=settings.keepalive_s,
+        workers=workers,
     )
 
 

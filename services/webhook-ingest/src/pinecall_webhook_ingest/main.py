@@ -23,5 +23,6 @@ def serve(workers: int) -> None:
         "pinecall_webhook_ingest.app:create_app",
         host=settings.host,
         port=settings.port,
+        keep_alive_s=settings.keepalive_s,
         workers=workers,
     )

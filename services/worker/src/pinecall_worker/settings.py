@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from pinecall_contracts.ids import WorkerName, WorkerNameError, build_worker_name
+from pinecall_servicekit.retries import say_retries
 from pinecall_servicekit.settings import Settings, SettingsError
 
 
@@ -124,10 +125,11 @@ HANDED = "pinecall.settings"
 
 class JobSetup:
     """The job processes' setup (AgentServer's ``setup_fnc``): it carries the worker's settings
-    into each process as the environment :meth:`WorkerSettings.from_env` reads back, then runs
-    ``prewarm``. Picklable, so it travels with each process's start arguments: the forkserver's
-    own environment is the one it was started with, which a second worker in the same Python
-    process (a test) would not change.
+    into each process as the environment :meth:`WorkerSettings.from_env` reads back, makes its
+    stamina retries say what they retry (``say_retries``), then runs ``prewarm``. Picklable, so
+    it travels with each process's start arguments: the forkserver's own environment is the one
+    it was started with, which a second worker in the same Python process (a test) would not
+    change.
     """
 
     def __init__(self, env: dict[str, str], prewarm: Callable[[Any], None] | None = None) -> None:
@@ -135,5 +137,6 @@ class JobSetup:
 
     def __call__(self, proc: Any) -> None:
         proc.userdata[HANDED] = self.env
+        say_retries()  # the job's call-log retries say what they retry, as the worker's do
         if self.prewarm is not None:
             self.prewarm(proc)

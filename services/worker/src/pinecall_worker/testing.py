@@ -189,7 +189,7 @@ async def _ready(worker: WorkerProcess, within_s: float) -> None:
             timeout=within_s,
             wait_initial=0.25,
             wait_max=1.0,  # a start takes seconds: a dozen polls, not a hundred
-        ):
+        ).with_name("waiting for the worker process to start: GET", (url,), {}):
             with attempt:
                 if worker.proc.returncode is not None:
                     raise RuntimeError(f"the worker exited with {worker.proc.returncode}")

@@ -47,7 +47,14 @@ def voice(settings: WorkerSettings) -> cartesia.TTS:
 
 
 def session_for(settings: WorkerSettings, vad: Any, client: AsyncAnthropic) -> AgentSession[Any]:
-    """The call's pipeline, each vendor at its configured base URL."""
+    """The call's pipeline, each vendor at its configured base URL.
+
+    An interruption that brings no words resumes the agent's speech where it paused
+    (livekit-agents' ``resume_false_interruption``) only where the audio output can pause: RoomIO's
+    can; the lab room's cannot (``pinecall_labroom.agents.LabAudioOutput``), so under the stand-in
+    the option is off and an interruption stops the speech, as livekit-agents 1.8.9 does anyway
+    there after warning on every call that it ignores the option (``agent_session.py`` L1206).
+    """
     return AgentSession(
         vad=vad,
         stt=deepgram.STT(
@@ -58,6 +65,9 @@ def session_for(settings: WorkerSettings, vad: Any, client: AsyncAnthropic) -> A
         ),
         # the end of a turn by silero's VAD: chosen, not the auto-selected turn-detector model,
         # which runs a model per turn and waited 0.58 s or 2.5 s at random in the lab
-        turn_handling={"turn_detection": "vad"},
+        turn_handling={
+            "turn_detection": "vad",
+            "interruption": {"resume_false_interruption": not settings.lab_rooms},
+        },
         tts=voice(settings),
     )
