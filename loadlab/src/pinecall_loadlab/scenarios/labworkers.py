@@ -74,8 +74,12 @@ class LabWorker:
         return registered.worker_id
 
     def vanish(self) -> None:
-        """The machine is gone: LiveKit keeps its socket (a ghost), the roster hears nothing."""
+        """The machine is gone: LiveKit keeps its socket (a ghost), the roster hears nothing,
+        and nothing the process tries reaches LiveKit again (its worker gives a silent LiveKit
+        up in 3 s and reconnects, which a machine that is gone never does: its registers are
+        held unanswered for an hour)."""
         self.lk.freeze(self.worker_id)
+        self.lk.hang_link(self.name, 3600.0)
         self.transport.cut = True
 
 
