@@ -155,7 +155,7 @@ async def test_the_journal_and_the_rooms_waiting_and_kept_over_http_nats_and_met
     """A worker that never answers: its room waits (offered, then given to an overflow that no
     worker holds, so it is kept), and the operator sees it everywhere."""
     mute = await chain.worker("mute", seats=4)
-    chain.lk.freeze(mute.worker_id)
+    mute.mute()
     async with asyncio.timeout(60):
         caller = await sip_call(
             chain.livekit, chain.lk.url, API_KEY, API_SECRET, room="kept-1", fleet="pinecall"
@@ -254,7 +254,7 @@ async def test_fleet_list_says_each_fleets_rooms_waiting(chain: Chain, keys: Key
     import sys
 
     mute = await chain.worker("mute", seats=4)
-    chain.lk.freeze(mute.worker_id)
+    mute.mute()
     async with asyncio.timeout(60):
         await sip_call(
             chain.livekit, chain.lk.url, API_KEY, API_SECRET, room="waits-1", fleet="pinecall"

@@ -77,7 +77,7 @@ async def test_two_replicas_sweeping_together_never_offer_one_room_twice(chain: 
     async with chain.replica() as second:
         chain.dispatchers.append(second)
         mute = await chain.worker("mute", seats=8)
-        chain.lk.freeze(mute.worker_id)
+        mute.mute()
         live = await chain.worker("worker-b", seats=8)
         async with asyncio.timeout(120):
             calls, _ = await place_calls(chain, prefix="race", calls=6, interval_s=0.2)

@@ -30,7 +30,7 @@ async def test_a_hang_up_before_an_open_ends_the_offers_and_withdraws_the_dispat
     chain: Chain,
 ) -> None:
     mute = await chain.worker("mute", seats=8)
-    chain.lk.freeze(mute.worker_id)  # heard by the roster, never answers LiveKit
+    mute.mute()  # heard by the roster, never answers LiveKit
     await chain.overflow()
     async with asyncio.timeout(60):
         gone = await ring(chain, "hangup-1", "+15550001")
@@ -58,7 +58,7 @@ async def test_no_dispatch_is_made_on_a_room_that_is_gone_even_when_its_webhooks
     """The caller's goodbye and the room's end never reach the dispatcher (dropped webhooks):
     at the re-offer ListDispatch says the room is not active, and the room ends there."""
     mute = await chain.worker("mute", seats=8)
-    chain.lk.freeze(mute.worker_id)
+    mute.mute()
     async with asyncio.timeout(60):
         caller = await ring(chain, "lost-1", "+15550003")
         call = await call_of(chain, "lost-1")

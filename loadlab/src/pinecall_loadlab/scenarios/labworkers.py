@@ -73,13 +73,18 @@ class LabWorker:
         [registered] = self.lk.events.of(ev.WorkerRegistered, lambda e: e.agent_name == self.name)
         return registered.worker_id
 
+    def mute(self) -> None:
+        """LiveKit keeps its socket and offers it jobs that never reach it (a ghost), and nothing
+        the worker tries reaches LiveKit again; the roster still hears it."""
+        self.lk.freeze(self.worker_id)
+        self.lk.hang_link(self.name, 3600.0)
+
     def vanish(self) -> None:
         """The machine is gone: LiveKit keeps its socket (a ghost), the roster hears nothing,
         and nothing the process tries reaches LiveKit again (its worker gives a silent LiveKit
         up in 3 s and reconnects, which a machine that is gone never does: its registers are
         held unanswered for an hour)."""
-        self.lk.freeze(self.worker_id)
-        self.lk.hang_link(self.name, 3600.0)
+        self.mute()
         self.transport.cut = True
 
 

@@ -205,10 +205,13 @@ class Recorder:
         closes is written after the end (an ended call takes entries until it is sealed), and
         :meth:`finish` seals."""
         self.settle(outcome, reason)
-        if self._ending is None and self.opened.is_set() and self.refused is None:
+        if self._ending is None and self.refused is None:
             self._ending = asyncio.create_task(self._end_now(), name=f"end-{self.call}")
 
     async def _end_now(self) -> None:
+        await self._answered.wait()  # a caller may leave while the call opens
+        if not self.opened.is_set() or self.refused is not None:
+            return
         if self._task is not None:
             # cancelling a flush is safe: its batch stays pending and goes again unchanged
             self._task.cancel()
@@ -226,6 +229,9 @@ class Recorder:
         self.settle(outcome, reason)
         assert self.outcome is not None
         if self._ending is not None:
+            # done long since, as a rule; one still waiting for the open, or cut short here,
+            # leaves the rest to this finish (a drain and an end are idempotent on the log)
+            self._ending.cancel()
             await asyncio.gather(self._ending, return_exceptions=True)
         if self._task is not None:
             # cancelling a flush is safe: its batch stays pending and goes again unchanged
