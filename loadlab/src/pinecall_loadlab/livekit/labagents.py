@@ -14,6 +14,7 @@ from typing import Any
 
 from livekit.agents import AgentServer, JobContext, JobExecutorType
 
+from pinecall_jobs.native import make_thread_safe
 from pinecall_jobs.server import close_server
 from pinecall_labroom.jobs import join_job_room
 from pinecall_loadlab.livekit.server import StandIn
@@ -63,6 +64,8 @@ def lab_server(
     def counted(server: AgentServer) -> float:
         return factor * len(server.active_jobs) / seats
 
+    if executor is JobExecutorType.THREAD:
+        make_thread_safe()
     server = AgentServer(
         ws_url=url,
         api_key=api_key,

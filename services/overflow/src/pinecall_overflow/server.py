@@ -35,6 +35,7 @@ from typing import Any
 from livekit.agents import AgentServer, JobExecutorType
 
 from pinecall_contracts.ids import overflow_name
+from pinecall_jobs.native import make_thread_safe
 from pinecall_jobs.server import close_server
 from pinecall_overflow.health import Health
 from pinecall_overflow.job import entrypoint
@@ -68,6 +69,8 @@ class Overflow:
         self.name = overflow_name(settings.fleet)
         self.registered = asyncio.Event()
         self._stop = asyncio.Event()
+        if executor is JobExecutorType.THREAD:
+            make_thread_safe()
         self.server = AgentServer(
             ws_url=settings.livekit_url,
             api_key=settings.livekit_api_key,

@@ -31,6 +31,7 @@ from livekit.agents import AgentServer, JobContext, JobExecutorType, JobProcess,
 
 from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts.fleet import HeartbeatReply, WorkerHeartbeat
+from pinecall_jobs.native import make_thread_safe
 from pinecall_jobs.server import close_server
 from pinecall_servicekit.lifecycle import ExitCode
 from pinecall_worker import domain
@@ -107,6 +108,8 @@ class Worker:
             if self.counting
             else {}
         )
+        if executor is JobExecutorType.THREAD:
+            make_thread_safe()
         self.server = (CountingServer if self.counting else LinkedServer)(
             self.link,
             **counting,
