@@ -41,12 +41,14 @@ from pinecall_servicekit.operator import OperatorSettings, table
 MAX_CALLS = 20_000
 
 
-class Steps(click.ParamType):
+class Steps(click.ParamType[tuple[int, ...]]):
     """A number of calls, or a sweep of them: ``100`` or ``100,250,500`` (each 1–20 000)."""
 
     name = "N[,N…]"
 
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> tuple[int, ...]:
         if isinstance(value, tuple):
             return value
         try:
