@@ -103,7 +103,7 @@ def worker_name(i: int) -> str:
 
 
 def heartbeat_body(i: int, active: int) -> bytes:
-    """A ``WorkerHeartbeat`` as ``services/roster/.../testing.py`` ``heartbeat()`` builds it."""
+    """A ``WorkerHeartbeat`` as ``pinecall_testkit.roster`` ``heartbeat()`` builds it."""
     name = worker_name(i)
     return msgspec.json.encode(
         {

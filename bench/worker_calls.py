@@ -42,12 +42,13 @@ from pinecall_loadlab.callers import LINES, HangUp, Say, Step, WaitForAgent, pla
 from pinecall_loadlab.livekit import StandIn, StandInConfig
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.callers import sip_call
+from pinecall_loadlab.scenarios.workerprocess import started
 from pinecall_loadlab.vendors import Reply, VendorFakes, VendorsConfig
 from pinecall_servicekit.platform import ensure_platform, free_port
 from pinecall_servicekit.settings import Settings
+from pinecall_testkit.worker import CallEvents, of_kind, offer_call, read_log
 from pinecall_worker.domain import p95
 from pinecall_worker.settings import WorkerSettings
-from pinecall_worker.testing import CallEvents, of_kind, offer_call, read_log, started
 
 KEY, SECRET = "bench-key", "bench-secret-of-at-least-32-characters"
 ANSWER = "Your order arrives on Thursday."

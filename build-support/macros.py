@@ -156,6 +156,19 @@ def pinecall_service(name, entry, port=None, command=("serve",), data=(), test_d
     __dependents_rules__(("*", *SERVICE_DEPENDENTS))
 
 
+# The test kit (tests/kit, pinecall_testkit): it starts services whole, so it may import libraries
+# and services; only tests (and the load lab's fixtures) may import it, so no image carries it.
+TEST_KIT_IMPORTS = ("//libs/**", "//services/**")
+TEST_KIT_DEPENDENTS = ("/**", "//services/**", "//libs/**", "//loadlab/**", "//tests/**", "!*")
+
+
+def pinecall_test_kit(name):
+    """The services' test support under ``tests/<name>``: sources and visibility, no PEX."""
+    _python_targets((), ())
+    _dependencies_rules(TEST_KIT_IMPORTS)
+    __dependents_rules__(("*", *TEST_KIT_DEPENDENTS))
+
+
 def pinecall_tool(name, entry, data=(), test_data=(), command=None, port=None):
     """The CLI (``pinecall_runtime``) or the load lab (``loadlab``): sources, tests and a PEX.
 

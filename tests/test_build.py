@@ -25,10 +25,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 MACROS = ROOT / "build-support" / "macros.py"
 TOOLS = ("pinecall_runtime", "loadlab")
+TEST_KIT = "tests/kit"
 MACRO_OF_KIND = {
     "libs": "pinecall_library",
     "services": "pinecall_service",
     "tool": "pinecall_tool",
+    "kit": "pinecall_test_kit",
 }
 
 # The BUILD symbols the prelude and the BUILD files may use; a symbol missing here is a NameError
@@ -54,13 +56,14 @@ THIRD_PARTY = "reqs#msgspec"  # the address path Pants gives `//:reqs#msgspec`
 
 
 def _distributions() -> dict[str, str]:
-    """Every distribution directory (relative, posix) and its kind: libs, services or tool."""
+    """Every distribution directory (relative, posix) and its kind: libs, services, tool or kit."""
     found = {
         pyproject.parent.relative_to(ROOT).as_posix(): group
         for group in ("libs", "services")
         for pyproject in sorted((ROOT / group).glob("*/pyproject.toml"))
     }
     found.update({tool: "tool" for tool in TOOLS})
+    found[TEST_KIT] = "kit"
     return found
 
 
@@ -273,7 +276,7 @@ def test_an_image_runs_as_non_root_on_its_port_with_its_command(pants: Pants, di
     assert image["instructions"][-1].startswith("CMD [")
 
 
-@pytest.mark.parametrize("dist", [d for d, kind in DISTRIBUTIONS.items() if kind != "libs"])
+@pytest.mark.parametrize("dist", [d for d, k in DISTRIBUTIONS.items() if k in ("services", "tool")])
 def test_a_pex_entry_point_is_a_module_of_its_own_distribution(pants: Pants, dist: str) -> None:
     (pex,) = [t for t in pants.targets_of(dist).values() if t["type"] == "pex_binary"]
     module, _, function = pex["entry_point"].partition(":")
@@ -294,7 +297,10 @@ def test_services_are_not_importable_from_each_other(pants: Pants, service: str)
         assert not pants.allows(other, mine), f"{other} may import {service}"
 
 
-@pytest.mark.parametrize("dist", [d for d in DISTRIBUTIONS if d != "loadlab"])
+# The test kit is no production code (it is imported by tests only).
+@pytest.mark.parametrize(
+    "dist", [d for d, k in DISTRIBUTIONS.items() if d != "loadlab" and k != "kit"]
+)
 def test_loadlab_is_not_importable_from_production(pants: Pants, dist: str) -> None:
     lab, production = _module_of("loadlab"), _module_of(dist)
     assert not pants.verdict("__dependents_rules__", owner=lab, other=production)

@@ -160,14 +160,20 @@ def _workspace_distributions() -> dict[str, str]:
     found = {}
     for pyproject in ROOT.glob("*/pyproject.toml"):
         found[tomllib.loads(pyproject.read_text())["project"]["name"]] = pyproject.parent.name
-    for pyproject in [*ROOT.glob("libs/*/pyproject.toml"), *ROOT.glob("services/*/pyproject.toml")]:
+    for pyproject in [
+        *ROOT.glob("libs/*/pyproject.toml"),
+        *ROOT.glob("services/*/pyproject.toml"),
+        *ROOT.glob("tests/*/pyproject.toml"),  # tests/kit, the services' test support
+    ]:
         found[tomllib.loads(pyproject.read_text())["project"]["name"]] = pyproject.parent.name
     found.pop("pinecall-workspace", None)
     return found
 
 
 @pytest.mark.parametrize("name", sorted(IMAGES))
-def test_an_image_holds_no_other_service_and_nothing_of_the_lab_or_up(name: str) -> None:
+def test_an_image_holds_no_other_service_no_test_support_and_nothing_of_the_lab_or_up(
+    name: str,
+) -> None:
     image = IMAGES[name]
     _needs_distribution(image)
     installed = _exported(image)
@@ -177,6 +183,7 @@ def test_an_image_holds_no_other_service_and_nothing_of_the_lab_or_up(name: str)
     assert first_party & services <= {Path(image.directory).name}
     if name != "loadlab":
         assert "loadlab" not in first_party
+    assert workspace["pinecall-testkit"] not in first_party, "test support in an image"
     assert not installed & NEVER
 
 

@@ -11,7 +11,6 @@ import pytest
 
 from pinecall_call_log.app import create_app as call_log_app
 from pinecall_call_log.settings import CallLogSettings
-from pinecall_call_log.testing import Keys
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit.testing import *  # noqa: F403  (the stand-in's fixtures)
 from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, runtime_chain
@@ -20,6 +19,7 @@ from pinecall_reaper.app import create_app as reaper_app
 from pinecall_reaper.settings import ReaperSettings
 from pinecall_servicekit.operator import OperatorSettings
 from pinecall_servicekit.testing.apps import Replica, running
+from pinecall_testkit.call_log import Keys
 
 
 @pytest.fixture

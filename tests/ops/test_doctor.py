@@ -12,19 +12,19 @@ import msgspec
 import pytest
 import sqlalchemy as sa
 
-from pinecall_call_log.testing import Keys, bearer
 from pinecall_contracts.fleet import CordonRequest, CordonSetting
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.callers import sip_call
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.scenarios.chain import Chain
-from pinecall_roster.testing import heartbeat
 from pinecall_runtime.doctor.command import line, report
 from pinecall_servicekit import db
 from pinecall_servicekit.errors import Unauthorized
 from pinecall_servicekit.lifecycle import ExitCode
 from pinecall_servicekit.operator import OperatorSettings, UpState
-from pinecall_webhook_ingest.testing import agent_left, sign
+from pinecall_testkit.call_log import Keys, bearer
+from pinecall_testkit.roster import heartbeat
+from pinecall_testkit.webhook_ingest import agent_left, sign
 
 from .conftest import cli_env
 

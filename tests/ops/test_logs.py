@@ -11,19 +11,19 @@ import sys
 import pytest
 from click.testing import CliRunner
 
-from pinecall_call_log.testing import Keys, bearer
 from pinecall_contracts.base import decode
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.callers import sip_call
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.scenarios.chain import Chain, heard_any
-from pinecall_roster.testing import heartbeat
 from pinecall_runtime.logs import logs, story
 from pinecall_servicekit.errors import BusUnavailable
 from pinecall_servicekit.lifecycle import ExitCode
 from pinecall_servicekit.operator import OperatorSettings
 from pinecall_servicekit.testing.apps import Replica
+from pinecall_testkit.call_log import Keys, bearer
+from pinecall_testkit.roster import heartbeat
 
 from .conftest import cli_env
 

@@ -9,7 +9,7 @@ import pytest
 
 from pinecall_call_log.app import create_app
 from pinecall_call_log.settings import CallLogSettings
-from pinecall_call_log.testing import Keys, Replica, make_keys, running
+from pinecall_testkit.call_log import Keys, Replica, make_keys, running
 
 
 @pytest.fixture

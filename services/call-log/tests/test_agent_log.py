@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from pinecall_call_log.testing import Keys, Replica, bearer, opening
+from pinecall_testkit.call_log import Keys, Replica, bearer, opening
 
 LOG = "/v1/agents/support-bot/log"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pinecall_call_log.testing import Keys, Replica, batch, bearer, entry, later, opening
+from pinecall_testkit.call_log import Keys, Replica, batch, bearer, entry, later, opening
 
 
 async def opened(call_log: Replica, keys: Keys, call: str = "call_1") -> dict:

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pinecall_call_log.testing import TS, Keys, Replica, batch, bearer, entry, opening
+from pinecall_testkit.call_log import TS, Keys, Replica, batch, bearer, entry, opening
 
 PROBLEM = "application/problem+json"
 MALFORMED = b'{"after": 0, "entries": ['

@@ -10,7 +10,7 @@ import asyncio
 
 import h11
 
-from pinecall_call_log.testing import replica_env, served
+from pinecall_testkit.call_log import replica_env, served
 
 KEEP_S = 3
 """The scaled-down keep-alive; Granian's own default (30 s) is far past every bound below."""

@@ -12,7 +12,7 @@ import psycopg
 import pytest
 import stamina
 
-from pinecall_call_log.testing import Keys, batch, bearer, opening, replica_env, served
+from pinecall_testkit.call_log import Keys, batch, bearer, opening, replica_env, served
 
 
 @pytest.fixture

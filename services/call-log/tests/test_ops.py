@@ -7,11 +7,11 @@ import datetime as dt
 import pytest
 
 from pinecall_call_log.ops import OMITTED, page_of
-from pinecall_call_log.testing import Keys, Replica, batch, bearer, opening
 from pinecall_contracts.base import Contract, encode
 from pinecall_contracts.calls import CallLogPage, CallLogRequest, LoggedEntry
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.errors import Forbidden, NotFound, Unauthorized
+from pinecall_testkit.call_log import Keys, Replica, batch, bearer, opening
 
 
 def bus_of(call_log: Replica) -> Bus:

@@ -15,10 +15,10 @@ from contextlib import AbstractAsyncContextManager
 
 import psycopg
 
-from pinecall_call_log.faults import FaultyTransport, a_batch_waits_on_a_lock
-from pinecall_call_log.testing import Keys, Replica, bearer
 from pinecall_clients.calllog import Backoff, CallLogClient, CallLogWriter
 from pinecall_contracts.calls import CallOpen
+from pinecall_testkit.call_log import Keys, Replica, bearer
+from pinecall_testkit.faults import FaultyTransport, a_batch_waits_on_a_lock
 
 Start = Callable[[], AbstractAsyncContextManager[Replica]]
 

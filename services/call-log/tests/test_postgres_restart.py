@@ -17,11 +17,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from pinecall_call_log.faults import FaultyTransport, a_batch_waits_on_a_lock
-from pinecall_call_log.testing import Keys, bearer
 from pinecall_clients.calllog import Backoff, CallLogClient, CallLogWriter
 from pinecall_contracts.calls import CallOpen
 from pinecall_servicekit.testing.plugin import run_all_migrations
+from pinecall_testkit.call_log import Keys, bearer
+from pinecall_testkit.faults import FaultyTransport, a_batch_waits_on_a_lock
 
 
 class OwnPostgres:

@@ -13,7 +13,7 @@ from contextlib import AbstractAsyncContextManager
 
 import pytest
 
-from pinecall_call_log.testing import Keys, Replica, batch, bearer, opening
+from pinecall_testkit.call_log import Keys, Replica, batch, bearer, opening
 
 Start = Callable[[], AbstractAsyncContextManager[Replica]]
 

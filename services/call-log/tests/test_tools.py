@@ -11,8 +11,8 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
 from pinecall_call_log.service import CallLogService
-from pinecall_call_log.testing import Keys, Replica, bearer, opening
 from pinecall_contracts.calls import ToolAsked
+from pinecall_testkit.call_log import Keys, Replica, bearer, opening
 
 Start = Callable[[], AbstractAsyncContextManager[Replica]]
 TOOL = {"id": "tc_1", "name": "book_slot", "arguments": {"day": "2026-12-02"}, "timeout_s": 30}

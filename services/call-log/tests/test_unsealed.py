@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 
-from pinecall_call_log.testing import Keys, Replica, bearer, entry, opening
+from pinecall_testkit.call_log import Keys, Replica, bearer, entry, opening
 
 
 async def listed(call_log: Replica, key: str, **params: object) -> dict[str, object]:

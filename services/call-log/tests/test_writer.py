@@ -10,8 +10,6 @@ from contextlib import AbstractAsyncContextManager
 
 import pytest
 
-from pinecall_call_log.faults import FaultyTransport
-from pinecall_call_log.testing import Keys, Replica, bearer
 from pinecall_clients.calllog import Backoff, CallLogClient
 from pinecall_clients.errors import CallUnknown
 from pinecall_contracts.base import encode
@@ -23,6 +21,8 @@ from pinecall_contracts.calls import (
     ToolAsked,
     ToolCall,
 )
+from pinecall_testkit.call_log import Keys, Replica, bearer
+from pinecall_testkit.faults import FaultyTransport
 
 Start = Callable[[], AbstractAsyncContextManager[Replica]]
 QUICK = Backoff(first=0.01, most=0.02, jitter=0.0)

@@ -11,7 +11,6 @@ import httpx
 import pytest
 from livekit import api
 
-from pinecall_call_log.testing import Keys, bearer
 from pinecall_contracts.base import decode
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_labroom import LabRoom
@@ -20,6 +19,7 @@ from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, runtime_chain
 from pinecall_loadlab.scenarios.runtime_choosing import place_calls
 from pinecall_servicekit.testing.apps import Replica
+from pinecall_testkit.call_log import Keys, bearer
 
 
 @pytest.fixture

@@ -10,7 +10,6 @@ import pytest
 import sqlalchemy as sa
 from click.testing import CliRunner
 
-from pinecall_call_log.testing import Keys, bearer
 from pinecall_contracts.dispatch import Journal, JournalRequest, OffersRequest, OffersSnapshot
 from pinecall_dispatcher.main import cli
 from pinecall_dispatcher.store import RoomRow
@@ -20,6 +19,7 @@ from pinecall_loadlab.livekit.callers import sip_call
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.scenarios.chain import Chain, heard_any
 from pinecall_servicekit.errors import BadRequest, NotFound, Unauthorized
+from pinecall_testkit.call_log import Keys, bearer
 
 from .conftest import SHORT
 

@@ -10,7 +10,6 @@ import pytest
 from livekit import api
 from livekit.protocol import models
 
-from pinecall_call_log.testing import Keys, bearer
 from pinecall_contracts.base import decode
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_loadlab.livekit import StandIn
@@ -20,6 +19,7 @@ from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, runtime_chain
 from pinecall_loadlab.scenarios.runtime_choosing import place_calls
 from pinecall_servicekit.testing.apps import Replica
+from pinecall_testkit.call_log import Keys, bearer
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ import pytest
 from livekit import api
 from livekit.protocol import models
 
-from pinecall_call_log.testing import Keys, bearer
 from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts.base import decode
 from pinecall_contracts.calls import CallOpen
@@ -27,6 +26,7 @@ from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, runtime_chain
 from pinecall_loadlab.scenarios.labworkers import LabWorker
 from pinecall_loadlab.scenarios.runtime_choosing import place_calls
 from pinecall_servicekit.testing.apps import Replica
+from pinecall_testkit.call_log import Keys, bearer
 
 AGENT = models.ParticipantInfo.Kind.AGENT
 

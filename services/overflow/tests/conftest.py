@@ -11,7 +11,6 @@ from contextlib import asynccontextmanager
 import pytest
 from livekit import api
 
-from pinecall_call_log.testing import Keys, Process, make_keys, one_served
 from pinecall_contracts.base import encode
 from pinecall_contracts.calls import CallEvent
 from pinecall_contracts.dispatch import JobOffer
@@ -24,6 +23,7 @@ from pinecall_loadlab.vendors.testing import *  # noqa: F403  (the vendor fakes)
 from pinecall_overflow.server import Overflow
 from pinecall_overflow.settings import OverflowSettings
 from pinecall_servicekit.bus import Bus
+from pinecall_testkit.call_log import Keys, Process, make_keys, one_served
 
 SAYS = "Sorry, call back later."
 """A short sentence: the Cartesia fake speaks len / 15 seconds of it, in real time."""

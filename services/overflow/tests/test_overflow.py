@@ -9,13 +9,13 @@ import asyncio
 import httpx
 from livekit import api
 
-from pinecall_call_log.testing import Keys, Process, bearer
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.callers import sip_call
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.vendors import VendorFakes
 from pinecall_overflow.server import Overflow
+from pinecall_testkit.call_log import Keys, Process, bearer
 
 from .conftest import SAYS, Sealed, heard, job_offer, loud, offer_to, overflow_of, settings_for
 

@@ -10,7 +10,6 @@ import httpx
 import psycopg
 from livekit import api
 
-from pinecall_call_log.testing import Keys, Process, bearer, opening
 from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts.calls import CallOpen
 from pinecall_contracts.dispatch import JobOffer
@@ -20,6 +19,7 @@ from pinecall_loadlab.livekit.callers import sip_call
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_overflow.server import Overflow
 from pinecall_servicekit.lifecycle import ExitCode
+from pinecall_testkit.call_log import Keys, Process, bearer, opening
 
 from .conftest import SAYS, Sealed, heard, job_offer, loud, offer_to
 

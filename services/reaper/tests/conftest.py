@@ -9,7 +9,6 @@ import pytest
 
 from pinecall_call_log.app import create_app
 from pinecall_call_log.settings import CallLogSettings
-from pinecall_call_log.testing import Keys, Replica, make_keys, running
 from pinecall_clients.calllog import Backoff, CallLogClient
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit.testing import *  # noqa: F403  (the stand-in's fixtures)
@@ -17,6 +16,7 @@ from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_reaper.domain import Rules
 from pinecall_reaper.reaper import LiveKits, Reaper
 from pinecall_reaper.settings import LiveKit
+from pinecall_testkit.call_log import Keys, Replica, make_keys, running
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from pinecall_call_log.testing import Keys, Process, one_served
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_reaper.app import create_app
@@ -16,6 +15,7 @@ from pinecall_reaper.reaper import Reaper
 from pinecall_reaper.settings import ReaperSettings
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.testing.apps import Replica, running
+from pinecall_testkit.call_log import Keys, Process, one_served
 
 PROBLEM = "application/problem+json"
 

@@ -11,7 +11,6 @@ import datetime as dt
 
 from livekit import api
 
-from pinecall_call_log.testing import Keys, Replica, bearer, entry, opening
 from pinecall_labroom import LabRoom
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
@@ -20,6 +19,7 @@ from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_reaper.domain import Reap, Rules
 from pinecall_reaper.reaper import Reaper
 from pinecall_reaper.settings import LiveKit
+from pinecall_testkit.call_log import Keys, Replica, bearer, entry, opening
 
 from .conftest import log_client, on
 

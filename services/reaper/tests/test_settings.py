@@ -10,8 +10,8 @@ import pytest
 
 from pinecall_reaper.fleets import Fleets
 from pinecall_reaper.settings import LiveKit, ReaperSettings
-from pinecall_roster.testing import Keys, Replica, make_keys, replica_on
 from pinecall_servicekit.settings import SettingsError
+from pinecall_testkit.roster import Keys, Replica, make_keys, replica_on
 
 BOTH = {
     "PINECALL_LIVEKIT_KEYS": "sandbox=SK:SS",

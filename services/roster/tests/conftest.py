@@ -9,7 +9,7 @@ import pytest
 
 from pinecall_roster.app import create_app
 from pinecall_roster.settings import RosterSettings
-from pinecall_roster.testing import Keys, Replica, make_keys, running
+from pinecall_testkit.roster import Keys, Replica, make_keys, running
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pinecall_roster.testing import Keys, Replica, bearer, heartbeat
+from pinecall_testkit.roster import Keys, Replica, bearer, heartbeat
 
 
 async def test_a_heartbeat_is_counted_and_answered(roster: Replica, keys: Keys) -> None:

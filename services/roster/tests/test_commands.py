@@ -19,11 +19,11 @@ import psycopg
 import pytest
 
 from pinecall_contracts.subjects import Subjects
-from pinecall_roster.testing import Keys, Replica, bearer, heartbeat
 from pinecall_servicekit.lifecycle import ExitCode
 from pinecall_servicekit.operator import UpState
 from pinecall_servicekit.platform import Endpoints, free_port
 from pinecall_servicekit.testing.plugin import with_database
+from pinecall_testkit.roster import Keys, Replica, bearer, heartbeat
 
 
 async def cli(*args: str, env: dict[str, str]) -> tuple[int, str, str]:

@@ -11,7 +11,7 @@ from contextlib import AbstractAsyncContextManager
 
 from pinecall_contracts.ids import WorkerKey
 from pinecall_roster.service import RosterService
-from pinecall_roster.testing import Keys, Replica, bearer, heartbeat
+from pinecall_testkit.roster import Keys, Replica, bearer, heartbeat
 
 Start = Callable[[], AbstractAsyncContextManager[Replica]]
 WORKER = "pinecall/worker-a.1791067258"

@@ -8,10 +8,10 @@ import pytest
 
 from pinecall_loadlab.livekit.testing import *  # noqa: F403  (the stand-in's fixtures)
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
-from pinecall_roster.testing import Replica, running
+from pinecall_servicekit.testing.apps import Replica, running
+from pinecall_testkit.webhook_ingest import SANDBOX_KEY, SANDBOX_SECRET
 from pinecall_webhook_ingest.app import create_app
 from pinecall_webhook_ingest.settings import IngestSettings
-from pinecall_webhook_ingest.testing import SANDBOX_KEY, SANDBOX_SECRET
 
 
 @pytest.fixture
@@ -27,5 +27,5 @@ def ingest_settings(nats_url: str, nats_namespace: str) -> IngestSettings:
 
 @pytest.fixture
 async def ingest(ingest_settings: IngestSettings) -> AsyncIterator[Replica]:
-    async with running(create_app(ingest_settings)) as client:
+    async with running(create_app(ingest_settings), "http://webhook-ingest.test") as client:
         yield client

@@ -12,9 +12,9 @@ from livekit.api import CreateRoomRequest, LiveKitAPI
 
 from pinecall_contracts.livekit import LiveKitEvent, WebhookDropped
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET, WebhookSink
-from pinecall_roster.testing import Replica
 from pinecall_servicekit.bus import Bus
-from pinecall_webhook_ingest.testing import SANDBOX_KEY, SANDBOX_SECRET, agent_left, sign
+from pinecall_servicekit.testing.apps import Replica
+from pinecall_testkit.webhook_ingest import SANDBOX_KEY, SANDBOX_SECRET, agent_left, sign
 
 BASE = "/v1/livekit/webhook"
 PATH = f"{BASE}?world=production"

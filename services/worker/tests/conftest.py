@@ -12,7 +12,6 @@ import pytest
 from livekit import api
 from livekit.agents import JobExecutorType
 
-from pinecall_call_log.testing import Process, replica_env, served
 from pinecall_labroom import LabRoom
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit.callers import sip_call
@@ -22,11 +21,12 @@ from pinecall_loadlab.vendors import VendorFakes
 from pinecall_loadlab.vendors.testing import *  # noqa: F403  (the vendor fakes)
 from pinecall_roster.app import create_app
 from pinecall_roster.settings import RosterSettings
-from pinecall_roster.testing import Keys, Replica, make_keys, running
+from pinecall_testkit.call_log import Process, replica_env, served
+from pinecall_testkit.roster import Keys, Replica, make_keys, running
+from pinecall_testkit.worker import CallEvents
 from pinecall_worker.call import entrypoint, prewarm
 from pinecall_worker.server import Worker
 from pinecall_worker.settings import WorkerSettings
-from pinecall_worker.testing import CallEvents
 
 
 @pytest.fixture

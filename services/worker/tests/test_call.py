@@ -14,7 +14,6 @@ import pytest
 from livekit import api
 from livekit.protocol.agent import JobStatus
 
-from pinecall_call_log.testing import Process
 from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts.calls import CallOpen
 from pinecall_labroom import LabRoom
@@ -24,9 +23,10 @@ from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.callers import caller_token
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.vendors import Reply, ToolUse, VendorFakes
-from pinecall_roster.testing import Keys
+from pinecall_testkit.call_log import Process
+from pinecall_testkit.roster import Keys
+from pinecall_testkit.worker import CallEvents, kinds, of_kind, offer_call, read_log, serving
 from pinecall_worker.server import Worker
-from pinecall_worker.testing import CallEvents, kinds, of_kind, offer_call, read_log, serving
 
 AGENT = 4  # ParticipantInfo.Kind.AGENT
 ANSWER = "Your order arrives on Thursday."

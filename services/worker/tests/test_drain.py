@@ -10,16 +10,16 @@ from collections.abc import Awaitable, Callable
 
 from livekit import api
 
-from pinecall_call_log.testing import Process
 from pinecall_labroom import LabRoom
 from pinecall_loadlab.callers import LINES, Say, WaitForAgent, play
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.vendors import Reply, VendorFakes
-from pinecall_roster.testing import Keys, Replica
 from pinecall_servicekit.lifecycle import ExitCode
+from pinecall_testkit.call_log import Process
+from pinecall_testkit.roster import Keys, Replica
+from pinecall_testkit.worker import CallEvents, of_kind, offer_call, read_log, serving
 from pinecall_worker.server import Worker
-from pinecall_worker.testing import CallEvents, of_kind, offer_call, read_log, serving
 
 
 async def draining(roster: Replica) -> None:

@@ -13,12 +13,12 @@ import pinecall_worker.call  # noqa: F401  (every plugin loaded, as `worker star
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit.labagents import answer_and_hold
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
-from pinecall_roster.testing import Keys, Replica
 from pinecall_servicekit.platform import free_port
+from pinecall_testkit.roster import Keys, Replica
+from pinecall_testkit.worker import serving
 from pinecall_worker import domain
 from pinecall_worker.server import Worker
 from pinecall_worker.settings import WorkerSettings
-from pinecall_worker.testing import serving
 
 
 def settings(livekit_url: str, keys: Keys, tmp_path: Path) -> WorkerSettings:

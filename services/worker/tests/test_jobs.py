@@ -12,11 +12,11 @@ from collections.abc import Awaitable, Callable
 from livekit import api
 from livekit.agents import JobExecutorType
 
-from pinecall_call_log.testing import Process
 from pinecall_labroom import LabRoom
-from pinecall_roster.testing import Keys
+from pinecall_testkit.call_log import Process
+from pinecall_testkit.roster import Keys
+from pinecall_testkit.worker import CallEvents, of_kind, offer_call, read_log, serving
 from pinecall_worker.server import Worker
-from pinecall_worker.testing import CallEvents, of_kind, offer_call, read_log, serving
 
 
 async def test_a_job_process_killed_mid_call_ends_its_call_failed_and_leaves_it_unsealed(

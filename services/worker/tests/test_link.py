@@ -24,7 +24,7 @@ from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.labagents import answer_and_hold
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET, LabWorkers
-from pinecall_roster.testing import Keys, Replica
+from pinecall_testkit.roster import Keys, Replica
 from pinecall_worker.server import Worker
 from pinecall_worker.settings import WorkerSettings
 

@@ -23,15 +23,15 @@ from typing import Any
 import pytest
 from livekit import api
 
-from pinecall_call_log.testing import Process
 from pinecall_contracts.worker import TurnMeasured
 from pinecall_labroom import LabRoom
 from pinecall_loadlab.callers import LINES, Say, WaitForAgent, play
 from pinecall_loadlab.vendors import Fault, Reply, VendorFakes
-from pinecall_roster.testing import Keys, Replica, bearer, heartbeat
+from pinecall_testkit.call_log import Process
+from pinecall_testkit.roster import Keys, Replica, bearer, heartbeat
+from pinecall_testkit.worker import CallEvents, of_kind, offer_call, read_log, serving
 from pinecall_worker.measures import report
 from pinecall_worker.server import Worker
-from pinecall_worker.testing import CallEvents, of_kind, offer_call, read_log, serving
 
 
 async def fleet_list(env: dict[str, str]) -> dict[str, Any]:

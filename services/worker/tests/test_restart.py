@@ -12,13 +12,13 @@ from urllib.parse import urlparse
 
 from livekit import api
 
-from pinecall_call_log.testing import served
 from pinecall_labroom import LabRoom
 from pinecall_loadlab.callers import LINES, HangUp, Say, WaitForAgent, play
 from pinecall_loadlab.vendors import Reply, VendorFakes
-from pinecall_roster.testing import Keys
+from pinecall_testkit.call_log import served
+from pinecall_testkit.roster import Keys
+from pinecall_testkit.worker import CallEvents, kinds, of_kind, offer_call, read_log, serving
 from pinecall_worker.server import Worker
-from pinecall_worker.testing import CallEvents, kinds, of_kind, offer_call, read_log, serving
 
 ANSWERS = ["It arrives on Thursday.", "Before noon.", "You are welcome."]
 TURN = [Say(line="question"), WaitForAgent(until_quiet_s=1.0)]

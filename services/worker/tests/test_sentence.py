@@ -9,14 +9,14 @@ from collections.abc import Awaitable, Callable
 
 from livekit import api
 
-from pinecall_call_log.testing import Process
 from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts.calls import CallOpen
 from pinecall_labroom import LabRoom
 from pinecall_loadlab.vendors import VendorFakes
-from pinecall_roster.testing import Keys
+from pinecall_testkit.call_log import Process
+from pinecall_testkit.roster import Keys
+from pinecall_testkit.worker import CallEvents, kinds, of_kind, offer_call, read_log, serving
 from pinecall_worker.server import Worker
-from pinecall_worker.testing import CallEvents, kinds, of_kind, offer_call, read_log, serving
 
 DEAD = "pinecall/worker-dead.1791067258"
 

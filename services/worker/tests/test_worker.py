@@ -17,8 +17,8 @@ from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.labagents import answer_and_hold
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.scenarios.livekit_choosing import place_calls
-from pinecall_roster.testing import Keys, Replica, bearer
 from pinecall_servicekit.lifecycle import ExitCode
+from pinecall_testkit.roster import Keys, Replica, bearer
 from pinecall_worker.measures import report
 from pinecall_worker.server import Worker
 from pinecall_worker.settings import WorkerSettings

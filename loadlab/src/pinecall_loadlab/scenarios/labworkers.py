@@ -7,9 +7,9 @@ to the chain's roster through a transport that :meth:`LabWorker.vanish` cuts: Li
 socket (a ghost), the roster hears nothing, as when a machine disappears.
 
 A worker process (:func:`start_process`) is ``pinecall-runtime worker start`` itself
-(``pinecall_worker.testing.started``): the PROCESS executor, the real call (the ``answer`` job on
-the vendor fakes, the ``sentence`` job), reaching the chain's roster and call-log over loopback
-HTTP. A SIGKILL or a SIGSTOP needs one. Both kinds take their settings from :func:`settings_for`.
+(:func:`.workerprocess.started`): the PROCESS executor, the real call (the ``answer`` job on the
+vendor fakes, the ``sentence`` job), reaching the chain's roster and call-log over loopback HTTP.
+A SIGKILL or a SIGSTOP needs one. Both kinds take their settings from :func:`settings_for`.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ from pinecall_contracts.fleet import WorkerHeartbeat
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.labagents import answer_and_hold
+from pinecall_loadlab.scenarios.workerprocess import WorkerProcess, started
 from pinecall_loadlab.vendors import VendorFakes
 from pinecall_servicekit.platform import free_port
 from pinecall_servicekit.testing.apps import Replica
 from pinecall_worker.server import Worker
 from pinecall_worker.settings import WorkerSettings
-from pinecall_worker.testing import WorkerProcess, started
 
 if TYPE_CHECKING:
     from pinecall_loadlab.scenarios.chain import Chain, ChainConfig

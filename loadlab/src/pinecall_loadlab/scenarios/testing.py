@@ -3,7 +3,7 @@
     from pinecall_loadlab.livekit.testing import *  # noqa: F403  (the stand-in's)
     from pinecall_loadlab.scenarios.testing import *  # noqa: F403
 
-- `keys` → one key of each kind in the test's database (`pinecall_call_log.testing.Keys`);
+- `keys` → one key of each kind in the test's database (`pinecall_testkit.call_log.Keys`);
 - `dispatcher_numbers` → the dispatcher's settings to change (none; override it to shorten them);
 - `chain_config` → the chain's `ChainConfig` on the test's database, namespace and stand-in keys;
 - `chain` → the chain (roster, webhook-ingest, one dispatcher) on `standin`, closed after.
@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from pinecall_call_log.testing import Keys, make_keys
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, runtime_chain
+from pinecall_testkit.call_log import Keys, make_keys
 
 __all__ = ["chain", "chain_config", "dispatcher_numbers", "keys"]
 

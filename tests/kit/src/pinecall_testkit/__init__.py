@@ -1,0 +1,18 @@
+"""The services' test support: what a test needs to run a service and speak to it.
+
+One module per service, plus the call-log's faulty transport:
+
+- :mod:`.call_log`: keys of every kind, request bodies, replicas in the test's loop or as
+  ``pinecall-runtime call-log serve`` processes;
+- :mod:`.faults`: a transport that loses requests and answers on command (the writer's tests);
+- :mod:`.roster`: keys made by the roster's store, heartbeat bodies, a replica in the test's loop;
+- :mod:`.webhook_ingest`: a webhook signed as LiveKit signs one;
+- :mod:`.worker`: an offer as the dispatcher makes it, the call log's events heard on NATS, a
+  worker run until a block ends.
+
+It is test-only: no image installs this distribution (it is in the workspace's dev group and no
+service depends on it), and no library, service or the CLI imports it (``.importlinter``,
+build-support/macros.py). A service's tests reach another service through this kit (the
+service started whole, spoken to over HTTP or NATS), never through the other service's modules.
+No fixtures here: they are in each test directory's conftest.
+"""
