@@ -1,4 +1,5 @@
-"""The reaper against the LiveKit stand-in and a call-log replica on real Postgres and NATS."""
+"""The reaper against the LiveKit stand-in and a call-log replica on real Postgres and NATS
+(the call-log started whole by its test kit: the reaper's tests import nothing of the call-log)."""
 
 from __future__ import annotations
 
@@ -7,8 +8,6 @@ from collections.abc import AsyncIterator, Mapping
 import httpx
 import pytest
 
-from pinecall_call_log.app import create_app
-from pinecall_call_log.settings import CallLogSettings
 from pinecall_clients.calllog import Backoff, CallLogClient
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit.testing import *  # noqa: F403  (the stand-in's fixtures)
@@ -16,7 +15,7 @@ from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_reaper.domain import Rules
 from pinecall_reaper.reaper import LiveKits, Reaper
 from pinecall_reaper.settings import LiveKit
-from pinecall_testkit.call_log import Keys, Replica, make_keys, running
+from pinecall_testkit.call_log import Keys, Replica, make_keys, replica_on
 
 
 @pytest.fixture
@@ -26,15 +25,7 @@ async def keys(database_url: str) -> Keys:
 
 @pytest.fixture
 async def call_log(database_url: str, nats_url: str, nats_namespace: str) -> AsyncIterator[Replica]:
-    settings = CallLogSettings.from_env(
-        {},
-        database_url=database_url,
-        nats_url=nats_url,
-        nats_namespace=nats_namespace,
-        log_format="text",
-        db_pool_size=4,
-    )
-    async with running(create_app(settings)) as client:
+    async with replica_on(database_url, nats_url, nats_namespace, db_pool_size=4) as client:
         yield client
 
 

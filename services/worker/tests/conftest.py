@@ -1,5 +1,6 @@
 """The worker against the LiveKit stand-in, the vendor fakes, a real roster and a real call-log
-(a replica process of its own, on real Postgres and NATS)."""
+(a replica process of its own, on real Postgres and NATS). Both are started whole by their test
+kits (pinecall_testkit): the worker's tests import nothing of another service."""
 
 from __future__ import annotations
 
@@ -19,10 +20,8 @@ from pinecall_loadlab.livekit.testing import *  # noqa: F403  (the stand-in's fi
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.vendors import VendorFakes
 from pinecall_loadlab.vendors.testing import *  # noqa: F403  (the vendor fakes)
-from pinecall_roster.app import create_app
-from pinecall_roster.settings import RosterSettings
 from pinecall_testkit.call_log import Process, replica_env, served
-from pinecall_testkit.roster import Keys, Replica, make_keys, running
+from pinecall_testkit.roster import Keys, Replica, make_keys, replica_on
 from pinecall_testkit.worker import CallEvents
 from pinecall_worker.call import entrypoint, prewarm
 from pinecall_worker.server import Worker
@@ -31,14 +30,7 @@ from pinecall_worker.settings import WorkerSettings
 
 @pytest.fixture
 async def roster(database_url: str, nats_url: str, nats_namespace: str) -> AsyncIterator[Replica]:
-    settings = RosterSettings.from_env(
-        {},
-        database_url=database_url,
-        nats_url=nats_url,
-        nats_namespace=nats_namespace,
-        log_format="text",
-    )
-    async with running(create_app(settings)) as client:
+    async with replica_on(database_url, nats_url, nats_namespace) as client:
         yield client
 
 

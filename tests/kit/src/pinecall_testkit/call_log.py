@@ -102,6 +102,25 @@ def running(app: Litestar) -> AbstractAsyncContextManager[Replica]:
     return run_app(app, base_url="http://call-log.test")
 
 
+def replica_on(
+    database_url: str, nats_url: str, nats_namespace: str, **overrides: object
+) -> AbstractAsyncContextManager[Replica]:
+    """A call-log replica on the test's database and NATS (``overrides``: its other settings),
+    in this event loop, for another service's tests."""
+    from pinecall_call_log.app import create_app
+    from pinecall_call_log.settings import CallLogSettings
+
+    settings = CallLogSettings.from_env(
+        {},
+        database_url=database_url,
+        nats_url=nats_url,
+        nats_namespace=nats_namespace,
+        log_format="text",
+        **overrides,
+    )
+    return running(create_app(settings))
+
+
 def replica_env(database_url: str, nats_url: str, nats_namespace: str) -> dict[str, str]:
     """The environment of a replica process (:func:`served`) on a test's database and NATS."""
     return {

@@ -5,6 +5,11 @@
 are unmodified ``Worker``s on the THREAD executor. The dispatcher's numbers are shortened
 (``SHORT``): the same rules, in seconds a test can wait. ``call_log`` is a call-log replica, for
 the tests that need one (``fleet.full``, ``call.opened``).
+
+They are cross-service tests, so they live here and not in services/dispatcher/tests (which
+keeps the dispatcher's own, the pure rules): the chain is the roster, webhook-ingest and the
+call-log beside the dispatcher, and a service's tests import no other service
+(build-support/macros.py).
 """
 
 from __future__ import annotations
