@@ -12,21 +12,53 @@ evaluated with the BUILD symbols in scope and may not import anything.
   image, the image depending on the PEX).
 * ``pinecall_tool(name=..., entry=...)`` for ``pinecall_runtime`` (the CLI) and ``loadlab``: the
   same as a library, plus a PEX; the load lab's also gets an image (its stand-ins, ``command=``).
+* ``pinecall_test_kit(name=...)`` for ``tests/kit``, the services' test support: sources and
+  visibility only.
 
 A Pants image agrees with the service's ``deploy/images/<name>.Dockerfile`` (tests/deploy checks
 it): the same base, the same non-root user, the same port, an entry point that is the service's
 command group (the PEX here, ``pinecall-runtime <group>`` there) and the same default command, so
 the chart's ``args`` (``serve``, ``start``, ``migrate``) mean one thing in both.
 
-Visibility rules (shared/CONVENTIONS.md habit 10; ``.importlinter`` says the same for
-``lint-imports``): a service may import ``libs/`` and itself, nothing else, and only loadlab and the
-cross-service tests may import a service; ``libs/contracts`` imports nothing first-party;
-``libs/servicekit`` imports only contracts; the CLI imports libs only (it finds services by entry
-points); loadlab may import libs and services, and no production code imports loadlab.
+Visibility rules (shared/CONVENTIONS.md habit 10). ``.importlinter`` says the same for
+``lint-imports``, and tests/test_build.py runs both over the same pairs of modules and holds them
+to one answer. Who may import whom:
+
+====================  ===========================================================================
+importer              may import (besides the third-party requirements)
+====================  ===========================================================================
+libs/contracts        nothing first-party
+libs/servicekit       contracts
+any other library     the libraries
+a service             the libraries and itself; never another service, the CLI, the load lab
+a service's domain    contracts and itself: no I/O, so none of its service's other modules (store,
+                      api, app, ...), no other library, and none of the I/O requirements (httpx,
+                      nats-py, sqlalchemy, psycopg, aiohttp, litestar, granian, alembic)
+the CLI               the libraries (it finds services by entry points)
+loadlab               the libraries, the services and the test kit
+the lab's stand-ins   the libraries and the stand-ins (so they reach no service): LiveKit, the
+                      vendors and the callers faked on their own wire, and the LiveKit-only
+                      scenario (``scenarios/livekit_choosing.py``)
+the test kit          the libraries and the services (tests/kit, pinecall_testkit: it starts a
+                      service whole, for tests)
+a distribution's      what its sources may, and the lab's stand-ins and the test kit. Not another
+tests/                service: a test that needs one reaches it through the kit (started whole,
+                      spoken to over HTTP or NATS); a test built on several services (the
+                      dispatcher in its chain) is cross-service and lives in the root tests/
+tests/ (the root)     everything
+====================  ===========================================================================
+
+Each rule is written at both ends, as Pants checks them: a dependency needs the importer's
+``__dependencies_rules__`` and the imported's ``__dependents_rules__`` to allow it. A service is
+imported only by itself, loadlab and tests/ (the kit is under tests/); the CLI only by itself and
+tests/; loadlab only by itself and tests/, and its stand-ins also by a distribution's tests; the
+kit only by tests and loadlab (the lab's pytest fixtures make keys with it).
 
 Every dependencies rule set ends by denying each first-party tree it was not given and then
 allowing the rest, which is third-party requirements and Pants' own synthetic targets (lockfiles):
 the rules name what is first-party instead of guessing the addresses Pants gives the others.
+A rule set's selector picks the files it is for (the first that matches a file is the file's):
+``{"path": "/tests/**"}`` a distribution's tests, ``{"path": "/src/*/domain.py"}`` a domain.
 """
 
 # Every first-party tree. A dependency on one of these is allowed only if a rule allows it first.
@@ -46,27 +78,89 @@ LIBRARY_IMPORTS = {
 SERVICE_IMPORTS = ("//libs/**",)
 TOOL_IMPORTS = {
     "pinecall_runtime": ("//libs/**",),
-    "loadlab": ("//libs/**", "//services/**"),
+    "loadlab": ("//libs/**", "//services/**", "//tests/kit/**"),
 }
 
-# Who may import a service: itself, the load lab and the cross-service tests. Not another service,
-# not a library, not the CLI.
+# A service's domain: pure rules of plain values (habit 5). It may import contracts and itself
+# (and its package's __init__.py, which Pants counts as a dependency of every module in it).
+DOMAIN = ({"path": "/src/*/domain.py"}, {"path": "/src/*/domain/**"})
+DOMAIN_IMPORTS = (
+    "//libs/contracts/**",
+    "/src/*/__init__.py",
+    "/src/*/domain.py",
+    "/src/*/domain/**",
+)
+# The third-party requirements that do I/O, by the address Pants gives them (//:reqs#<name>).
+IO_REQUIREMENTS = (
+    "//reqs#httpx",
+    "//reqs#nats-py",
+    "//reqs#sqlalchemy",
+    "//reqs#psycopg",
+    "//reqs#aiohttp",
+    "//reqs#litestar",
+    "//reqs#granian",
+    "//reqs#alembic",
+)
+
+# The load lab's stand-ins, which a distribution's tests may import: they import no service.
+_LAB = "//loadlab/src/pinecall_loadlab"
+LAB_STAND_INS = (
+    _LAB + "/livekit/**",
+    _LAB + "/vendors/**",
+    _LAB + "/callers/**",
+)
+# LiveKit choosing the worker on the stand-in alone: a scenario, and no runtime service in it.
+LAB_LIVEKIT_SCENARIO = _LAB + "/scenarios/livekit_choosing.py"
+# What the stand-ins may import of the lab: each other and the packages they sit in.
+LAB_STAND_IN_IMPORTS = (
+    *LAB_STAND_INS,
+    _LAB + "/__init__.py",
+    _LAB + "/scenarios/__init__.py",
+)
+TEST_KIT = ("//tests/kit/**",)
+# A distribution's tests, by path; the root tests/ is "//tests/**".
+DISTRIBUTION_TESTS = (
+    "//libs/*/tests/**",
+    "//services/*/tests/**",
+    "//pinecall_runtime/tests/**",
+    "//loadlab/tests/**",
+)
+TESTS = {"path": "/tests/**"}
+
+# Who may import a service: itself, the load lab and tests/ (the cross-service tests, the kit).
+# Not another service, not a library, not the CLI, not another distribution's tests.
 SERVICE_DEPENDENTS = ("/**", "//loadlab/**", "//tests/**", "!*")
 # Who may import a tool (the CLI, loadlab): itself and the cross-service tests; loadlab is never
 # imported by production code, and nothing imports the CLI.
 TOOL_DEPENDENTS = ("/**", "//tests/**", "!*")
+# Who may import the lab's stand-ins: the same, and any distribution's tests.
+STAND_IN_DEPENDENTS = ("/**", "//tests/**", *DISTRIBUTION_TESTS, "!*")
+# Who may import the test kit: tests, and the load lab (its pytest fixtures).
+TEST_KIT_IMPORTS = ("//libs/**", "//services/**")
+TEST_KIT_DEPENDENTS = ("/**", "//tests/**", *DISTRIBUTION_TESTS, "//loadlab/**", "!*")
 
 
-def _dependencies_rules(allowed):
-    """One rule set for every target here: itself, ``allowed``, no other first-party tree."""
+def _deny_the_rest():
+    """Every first-party tree not allowed before, denied; then anything else (third party)."""
+    return (*["!" + tree for tree in FIRST_PARTY_TREES], "*")
+
+
+def _dependencies_rules(allowed, *first):
+    """Rule sets for every target here: ``first`` (rule sets for some of its files, such as a
+    service's domain), then its tests (``allowed``, the lab's stand-ins, the test kit), then the
+    rest (itself and ``allowed``); no other first-party tree."""
     __dependencies_rules__(
+        *first,
         (
-            "*",
+            TESTS,
             "/**",
             *allowed,
-            *["!" + tree for tree in FIRST_PARTY_TREES],
-            "*",
+            *LAB_STAND_INS,
+            LAB_LIVEKIT_SCENARIO,
+            *TEST_KIT,
+            *_deny_the_rest(),
         ),
+        ("*", "/**", *allowed, *_deny_the_rest()),
     )
 
 
@@ -152,18 +246,17 @@ def pinecall_service(name, entry, port=None, command=("serve",), data=(), test_d
     _python_targets(data, test_data)
     _pex(name, entry)
     _image(name, command, port)
-    _dependencies_rules(SERVICE_IMPORTS)
+    _dependencies_rules(
+        SERVICE_IMPORTS,
+        (DOMAIN, *DOMAIN_IMPORTS, *["!" + r for r in IO_REQUIREMENTS], *_deny_the_rest()),
+    )
     __dependents_rules__(("*", *SERVICE_DEPENDENTS))
 
 
-# The test kit (tests/kit, pinecall_testkit): it starts services whole, so it may import libraries
-# and services; only tests (and the load lab's fixtures) may import it, so no image carries it.
-TEST_KIT_IMPORTS = ("//libs/**", "//services/**")
-TEST_KIT_DEPENDENTS = ("/**", "//services/**", "//libs/**", "//loadlab/**", "//tests/**", "!*")
-
-
 def pinecall_test_kit(name):
-    """The services' test support under ``tests/<name>``: sources and visibility, no PEX."""
+    """The services' test support under ``tests/<name>`` (pinecall_testkit): sources and
+    visibility, no PEX and no image. It starts services whole, so it may import them; only tests
+    and the load lab may import it, and no image installs it."""
     _python_targets((), ())
     _dependencies_rules(TEST_KIT_IMPORTS)
     __dependents_rules__(("*", *TEST_KIT_DEPENDENTS))
@@ -180,5 +273,13 @@ def pinecall_tool(name, entry, data=(), test_data=(), command=None, port=None):
     _pex(name, entry)
     if command is not None:
         _image(name, command, port)
-    _dependencies_rules(TOOL_IMPORTS[name])
-    __dependents_rules__(("*", *TOOL_DEPENDENTS))
+    if name == "loadlab":
+        stand_ins = tuple({"path": glob} for glob in (*LAB_STAND_INS, LAB_LIVEKIT_SCENARIO))
+        _dependencies_rules(
+            TOOL_IMPORTS[name],
+            (stand_ins, "//libs/**", *LAB_STAND_IN_IMPORTS, *_deny_the_rest()),
+        )
+        __dependents_rules__((stand_ins, *STAND_IN_DEPENDENTS), ("*", *TOOL_DEPENDENTS))
+    else:
+        _dependencies_rules(TOOL_IMPORTS[name])
+        __dependents_rules__(("*", *TOOL_DEPENDENTS))
