@@ -86,15 +86,16 @@ async def test_an_answer_job_says_the_sentence_writes_the_call_back_ends_overflo
     assert callbacks == [("call_1", "+15550111"), ("call_2", "+15550102")]
 
 
-async def test_the_health_port_answers_once_livekit_registered_it(overflow: Overflow) -> None:
+async def test_the_health_port_answers_ready_once_livekit_registered_it(overflow: Overflow) -> None:
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{overflow.health.port}") as http:
         assert (await http.get("/healthz")).status_code == 200
         assert (await http.get("/readyz")).status_code == 200
-        assert (await http.get("/")).text == "OK"
+        assert (await http.get("/")).text == "ready"
     overflow.registered.clear()  # as before the registration
     async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{overflow.health.port}") as http:
-        assert (await http.get("/healthz")).status_code == 503
-        assert (await http.get("/readyz")).status_code == 503
+        assert (await http.get("/healthz")).text == "ok"  # alive: not restarted for LiveKit
+        not_ready = await http.get("/readyz")
+        assert (not_ready.status_code, not_ready.text) == (503, "not registered with LiveKit yet")
 
 
 async def test_a_call_log_that_does_not_answer_does_not_keep_the_caller_in_silence(

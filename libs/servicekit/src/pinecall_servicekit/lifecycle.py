@@ -1,4 +1,5 @@
-"""Serving and stopping: named exit codes, and Granian serving a service's app factory.
+"""Serving and stopping: named exit codes, Granian serving a service's app factory, and the
+``serve``/``migrate`` commands every HTTP service has.
 
 SIGTERM drains (``shared/CONVENTIONS.md`` habit 7): Granian stops accepting, finishes the requests
 in flight, then runs the app's lifespan exit, which drains NATS and closes the database pool.
@@ -11,7 +12,9 @@ from __future__ import annotations
 import enum
 import sys
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
+
+import click
 
 S = TypeVar("S")
 
@@ -81,3 +84,75 @@ def serve_http(target: str, *, host: str, port: int, keep_alive_s: float, worker
         ),
         log_access=False,
     ).serve()
+
+
+class Served(Protocol):
+    """What ``serve`` reads of a service's settings (``pinecall_servicekit.settings.Settings``)."""
+
+    @property
+    def host(self) -> str: ...
+    @property
+    def port(self) -> int: ...
+    @property
+    def keepalive_s(self) -> float: ...
+    @property
+    def database_url(self) -> str: ...
+
+
+def service_cli(
+    name: str,
+    *,
+    about: str,
+    app: str,
+    settings: Callable[[], Served],
+    serves: str,
+    migrate: Callable[[str], None] | None = None,
+    workers: bool = True,
+) -> click.Group:
+    """The click group ``pinecall-runtime <name>`` of an HTTP service (``shared/CONVENTIONS.md``
+    habit 4): ``serve`` (Granian on ``app``, a ``"pkg.app:create_app"`` factory; ``--workers``
+    unless ``workers`` is False) and, given ``migrate`` (a database URL → None), ``migrate``.
+
+    ``settings()`` loads and checks the settings from the environment: a ``SettingsError`` exits
+    78 before anything listens (a missing or malformed key fails at start, not at a request).
+    ``about`` is the group's help, ``serves`` the serve command's. The service adds its own
+    commands to the group it gets back.
+    """
+
+    @click.group(name=name, help=about)
+    def group() -> None:
+        pass
+
+    def serve(workers: int = 1) -> None:
+        loaded = settings_or_exit(settings)
+        serve_http(
+            app,
+            host=loaded.host,
+            port=loaded.port,
+            keep_alive_s=loaded.keepalive_s,
+            workers=workers,
+        )
+
+    command = click.Command("serve", callback=serve, help=serves)
+    if workers:
+        command.params.append(
+            click.Option(
+                ["--workers"], default=1, show_default=True, help="Granian worker processes."
+            )
+        )
+    group.add_command(command)
+    if migrate is not None:
+        run_migrations = migrate
+
+        def migrate_command() -> None:
+            run_migrations(settings_or_exit(settings).database_url)
+            click.echo(f"{name}: migrated")
+
+        group.add_command(
+            click.Command(
+                "migrate",
+                callback=migrate_command,
+                help=f"Run the {name}'s migrations on PINECALL_DATABASE_URL.",
+            )
+        )
+    return group

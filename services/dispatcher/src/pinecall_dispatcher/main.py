@@ -21,38 +21,26 @@ from pinecall_contracts.fleet import RosterSnapshot
 from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_dispatcher import domain
 from pinecall_dispatcher.settings import DispatcherSettings
-from pinecall_dispatcher.store import Store
-from pinecall_dispatcher.store import migrate as migrate_dispatcher
+from pinecall_dispatcher.store import Store, migrate
 from pinecall_servicekit import db
-from pinecall_servicekit.lifecycle import serve_http, settings_or_exit
+from pinecall_servicekit.lifecycle import service_cli
 from pinecall_servicekit.operator import OperatorSettings, run, table
 
 
-@click.group(name="dispatcher")
-def cli() -> None:
-    """The dispatcher: who answers each call, and admission at the token endpoint."""
+def _settings() -> DispatcherSettings:
+    settings = DispatcherSettings.from_env()
+    settings.keys()  # a missing or malformed key fails now, not at a ring
+    return settings
 
 
-@cli.command()
-@click.option("--workers", default=1, show_default=True, help="Granian worker processes.")
-def serve(workers: int) -> None:
-    """Serve the token endpoint and ops, consume LiveKit's events, sweep the offers."""
-    settings = settings_or_exit(DispatcherSettings.from_env)
-    settings_or_exit(settings.keys)  # a missing or malformed key fails now, not at a ring
-    serve_http(
-        "pinecall_dispatcher.app:create_app",
-        host=settings.host,
-        port=settings.port,
-        keep_alive_s=settings.keepalive_s,
-        workers=workers,
-    )
-
-
-@cli.command()
-def migrate() -> None:
-    """Run the dispatcher's migrations on PINECALL_DATABASE_URL."""
-    migrate_dispatcher(settings_or_exit(DispatcherSettings.from_env).database_url)
-    click.echo("dispatcher: migrated")
+cli = service_cli(
+    "dispatcher",
+    about="The dispatcher: who answers each call, and admission at the token endpoint.",
+    app="pinecall_dispatcher.app:create_app",
+    settings=_settings,
+    serves="Serve the token endpoint and ops, consume LiveKit's events, sweep the offers.",
+    migrate=migrate,
+)
 
 
 @cli.command()

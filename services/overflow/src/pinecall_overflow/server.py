@@ -26,18 +26,16 @@ new job (livekit-agents says ``WS_FULL`` and declines), the sentences in flight 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
-import signal
 from typing import Any
 
 from livekit.agents import AgentServer, JobExecutorType
 
 from pinecall_contracts.ids import overflow_name
+from pinecall_jobs.health import Health
 from pinecall_jobs.native import make_thread_safe
-from pinecall_jobs.server import close_server
-from pinecall_overflow.health import Health
+from pinecall_jobs.running import serve_until_stopped
 from pinecall_overflow.job import entrypoint
 from pinecall_overflow.settings import OverflowSettings
 from pinecall_servicekit.lifecycle import ExitCode
@@ -83,7 +81,7 @@ class Overflow:
         )
         self.server.rtc_session(functools.partial(entrypoint, settings), agent_name=self.name)
         self.server.on("worker_registered", self._on_registered)
-        self.health = Health(settings.host, settings.health_port, self.registered.is_set)
+        self.health = Health(settings.host, settings.health_port, self._missing)
 
     @property
     def active(self) -> int:
@@ -97,30 +95,21 @@ class Overflow:
         """Drain and exit (what SIGTERM does)."""
         self._stop.set()
 
+    async def _drain(self) -> ExitCode:
+        try:
+            await self.server.drain(timeout=int(self.settings.drain_timeout_s))
+        except TimeoutError:
+            _log.error("drain timeout: %d sentences still running end now", self.active)
+        return ExitCode.OK
+
+    def _missing(self) -> list[str]:
+        return [] if self.registered.is_set() else ["not registered with LiveKit yet"]
+
     async def run(self) -> ExitCode:
         """Take the dispatcher's jobs until told to stop; drain; return the exit code."""
         await self.health.start()
-        loop = asyncio.get_running_loop()
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signal.SIGTERM, self.stop)
-        served = asyncio.create_task(self.server.run(devmode=False), name="agent-server")
-        stopping = asyncio.create_task(self._stop.wait())
         try:
-            done, _ = await asyncio.wait({served, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if served in done:
-                served.result()
-                return ExitCode.FAILED
-            try:
-                await self.server.drain(timeout=int(self.settings.drain_timeout_s))
-            except TimeoutError:
-                _log.error("drain timeout: %d sentences still running end now", self.active)
-            return ExitCode.OK
+            code = await serve_until_stopped(self.server, self._stop, self._drain)
+            return ExitCode.FAILED if code is None else code
         finally:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signal.SIGTERM)
-            stopping.cancel()
-            await close_server(self.server)
-            served.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await served
             await self.health.aclose()

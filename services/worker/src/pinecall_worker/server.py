@@ -16,10 +16,8 @@ makes its heartbeat say no ``agent_name`` at once, and its probe 503, until it r
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import signal
 import tempfile
 import time
 from collections.abc import Awaitable, Callable
@@ -31,12 +29,13 @@ from livekit.agents import AgentServer, JobContext, JobExecutorType, JobProcess,
 
 from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts.fleet import HeartbeatReply, WorkerHeartbeat
+from pinecall_jobs.health import Health
 from pinecall_jobs.native import make_thread_safe
+from pinecall_jobs.running import serve_until_stopped
 from pinecall_jobs.server import close_server
 from pinecall_servicekit.lifecycle import ExitCode
 from pinecall_worker import domain
 from pinecall_worker.counting import CountingServer
-from pinecall_worker.health import Health
 from pinecall_worker.heartbeat import Heartbeat
 from pinecall_worker.jobs import HeldCalls
 from pinecall_worker.link import Link, LinkedServer
@@ -236,33 +235,15 @@ class Worker:
         except BaseException:
             await self.measures.close()  # the port is taken: nothing of ours is left open
             raise
-        loop = asyncio.get_running_loop()
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(signal.SIGTERM, self.stop)
-        served = asyncio.create_task(self.server.run(devmode=False), name="agent-server")
-        beating = asyncio.create_task(self.heartbeat.run(), name="heartbeat")
-        saying = asyncio.create_task(self._say_seats(), name="seats")
-        stopping = asyncio.create_task(self._stop.wait())
         try:
-            done, _ = await asyncio.wait({served, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            if served in done:
-                served.result()
-                return ExitCode.FAILED
-            return await self._drain()
+            code = await serve_until_stopped(
+                self.server,
+                self._stop,
+                self._drain,
+                alongside={"heartbeat": self.heartbeat.run(), "seats": self._say_seats()},
+            )
+            return ExitCode.FAILED if code is None else code
         finally:
-            with contextlib.suppress(NotImplementedError, RuntimeError):
-                loop.remove_signal_handler(signal.SIGTERM)
-            stopping.cancel()
-            beating.cancel()
-            saying.cancel()
-            await close_server(self.server)
-            served.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await served
-            with contextlib.suppress(asyncio.CancelledError):
-                await beating
-            with contextlib.suppress(asyncio.CancelledError):
-                await saying
             self.draining = True
             await self.heartbeat.beat()  # the last word: draining, the calls left
             await self.jobs.aclose(within_s=self.settings.seal_timeout_s)

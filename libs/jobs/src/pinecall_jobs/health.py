@@ -1,4 +1,5 @@
-"""The worker's health port (``PINECALL_HEALTH_PORT``, 8081): the probes Kubernetes asks.
+"""The health port of a process that runs jobs (``PINECALL_HEALTH_PORT``, 8081): the worker's
+and the overflow's, the probes Kubernetes asks.
 
 livekit-agents serves its own ``GET /`` on its ``port`` (``livekit/agents/worker.py``,
 ``health_check``): it answers ``OK`` from the moment the server starts, before it has registered
@@ -6,17 +7,16 @@ with LiveKit, and 503 only once the connection failed for good. That is no start
 pod would count as up while LiveKit still has nobody to give a job to, and a rolling deploy would
 stop an old worker too soon (seed 000, "Deploys drain": the new pod answers its startup probe
 before an old one is told to stop). So that server is put on a port of its own (0) and this one
-answers instead:
+answers instead, from ``missing()``, the reasons the process takes no job now (the worker's:
+``pinecall_worker.domain.not_ready``; the overflow's: not registered):
 
 =============  ==========================================================================
 route          answer
 =============  ==========================================================================
-GET /healthz   200 ``ok`` while the process runs, draining included (liveness)
-GET /readyz    200 ``ready`` while LiveKit holds the worker (registered, the proc pool's
-               warm processes started before it connects; not while its connection is gone
-               or hung: ``link``) and every plugin a call needs is loaded in this process;
-               503 with what is missing otherwise, and 503 ``draining`` once the worker
-               takes no new call (the startup probe)
+GET /healthz   200 ``ok`` while the process runs, draining and unregistered included
+               (liveness: a process waiting for LiveKit is not restarted for it)
+GET /readyz    200 ``ready`` when ``missing()`` is empty, 503 with what is missing
+               otherwise (the startup and readiness probe)
 GET /          the same as ``/readyz``
 =============  ==========================================================================
 """
@@ -30,8 +30,8 @@ from aiohttp import web
 
 
 class Health:
-    """An aiohttp server on ``host``:``port`` answering from ``missing()``: the reasons the
-    worker is not ready (empty when it is)."""
+    """An aiohttp server on ``host``:``port`` (0: any free port, then :attr:`port` says which)
+    answering from ``missing()``: the reasons the process is not ready (empty when it is)."""
 
     def __init__(self, host: str, port: int, missing: Callable[[], list[str]]) -> None:
         self.host, self.port = host, port
