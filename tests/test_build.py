@@ -311,7 +311,8 @@ def test_a_pex_entry_point_is_a_module_of_its_own_distribution(pants: Pants, dis
     module, _, function = pex["entry_point"].partition(":")
     assert function, "entry points name the click group: module:function"
     assert module.split(".")[0] in _packages(dist)
-    assert (ROOT / dist / "src" / (module.replace(".", "/") + ".py")).is_file()
+    path = ROOT / dist / "src" / module.replace(".", "/")
+    assert path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
 
 
 @pytest.mark.parametrize("service", SERVICES)

@@ -1,0 +1,118 @@
+"""``lab run SCENARIO``: an experiment on the stand-in, LiveKit choosing and the runtime choosing."""
+
+from __future__ import annotations
+
+import click
+
+from pinecall_loadlab.commands.vendors import SECONDS
+
+
+@click.command(name="run")
+@click.argument("scenario", type=click.Choice(["capacity", "ghost", "death"]))
+@click.option("--json", "as_json", is_flag=True, help="JSON for scripts.")
+@click.option(
+    "--interval",
+    type=SECONDS,
+    default=1.0,
+    show_default=True,
+    help="Seconds between calls (the seeds' a second apart).",
+)
+@click.option(
+    "--offer-deadline",
+    type=SECONDS,
+    default=10.0,
+    show_default=True,
+    help="LiveKit's offer deadline (10 measured; ~3 by the source).",
+)
+@click.option(
+    "--reoffer",
+    type=SECONDS,
+    default=12.0,
+    show_default=True,
+    help="The dispatcher's re-offer time (and a fleet's wait): 12 s, the seed's.",
+)
+@click.option(
+    "--connection-timeout",
+    type=SECONDS,
+    default=5.0,
+    show_default=True,
+    help="LiveKit's wait before a lost connection's participant_left (disconnectCleanupDuration).",
+)
+@click.option(
+    "--quiet",
+    type=SECONDS,
+    default=10.0,
+    show_default=True,
+    help="death: seconds a caller who hears nothing after the loss counts as silent.",
+)
+def run(
+    scenario: str,
+    as_json: bool,
+    interval: float,
+    offer_deadline: float,
+    reoffer: float,
+    connection_timeout: float,
+    quiet: float,
+) -> None:
+    """Run SCENARIO on the LiveKit stand-in, LiveKit choosing and the runtime choosing.
+
+    capacity: two workers of 8 seats, 18 calls; ghost: two workers of 16 seats, 16 calls, the
+    second machine gone at the 8th. Prints, for both modes, the calls placed, answered by an
+    agent, answered by the overflow, silent, and seats used. death: real worker processes, 3
+    calls answered and talked to, their worker SIGKILLed; prints the calls placed, answered,
+    sentenced, silent, logs with a gap, and the seconds from each loss's webhook to the
+    sentence's first audio. Uses the running Postgres and NATS (or embedded ones), on a database
+    and namespace of its own, removed after.
+    """
+    import asyncio
+
+    import msgspec
+
+    from pinecall_loadlab.scenarios import experiments
+    from pinecall_loadlab.scenarios.death import DeathExperiment, death_table
+    from pinecall_loadlab.scenarios.lab import lab_platform
+
+    async def main() -> experiments.Experiment | DeathExperiment:
+        async with lab_platform(
+            offer_deadline_s=offer_deadline, connection_timeout_s=connection_timeout
+        ) as (lk, config):
+            config.log_level = "WARNING"
+            setup = experiments.Setup(
+                lk=lk,
+                config=config,
+                interval_s=interval,
+                dispatcher={"reoffer_s": reoffer, "fleet_wait_s": reoffer},
+                quiet_s=quiet,
+            )
+            return await experiments.run(scenario, setup)
+
+    result = asyncio.run(main())
+    if as_json:
+        click.echo(msgspec.json.format(msgspec.json.encode(result), indent=2))
+        return
+    from pinecall_servicekit.operator import table
+
+    if isinstance(result, DeathExperiment):
+        click.echo(death_table(result))
+        return
+
+    click.echo(f"{result.experiment}:")
+    click.echo(
+        table(
+            ("mode", "placed", "agent", "overflow", "silent", "seats used"),
+            [
+                (
+                    m.mode,
+                    m.placed,
+                    m.answered_by_agent,
+                    m.answered_by_overflow,
+                    m.silent,
+                    f"{m.seats_used}/{m.seats}",
+                )
+                for m in result.modes
+            ],
+        )
+    )
+    for m in result.modes:
+        if m.detail:
+            click.echo(f"{m.mode}: " + ", ".join(f"{k} {v}" for k, v in m.detail.items()))
