@@ -162,6 +162,20 @@ class CallLogClient:
             path, request, AgentEntry, within_s=SEAL_WITHIN_S, call=request.call
         )
 
+    async def agent_entry(
+        self,
+        agent: str,
+        entry: AgentEntry,
+        *,
+        environment: str | None = None,
+        within_s: float | None = SEAL_WITHIN_S,
+    ) -> AgentEntry:
+        """``entry`` on the agent's log (``fleet.full``, ``fleet.refused``, ``agent.draining``),
+        as written. A service or operator key names the ``environment`` (a fleet key has its
+        own)."""
+        path = f"/v1/agents/{agent}/log" + (f"?environment={environment}" if environment else "")
+        return await self.request(path, entry, AgentEntry, within_s=within_s)
+
     async def reopened(self, call: str, said: Reopened) -> CallRecord:
         return await self.request(
             f"/v1/calls/{call}/reopened", said, CallRecord, within_s=SEAL_WITHIN_S, call=call
