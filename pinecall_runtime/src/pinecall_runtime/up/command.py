@@ -175,7 +175,7 @@ def _write_state(state_dir: Path, run: Run, at: Urls) -> None:
         roster_url=at.roster[0],
         urls=at.named(),
     )
-    keys = {"operator": run.operator_key}
+    keys = {"operator": run.operator_key, "service": run.service_key}
     keys |= {f"fleet-{e}": k for e, k in run.fleet_keys.items()}
     keys |= {f"app-{e}": k for e, k in run.app_keys.items()}
     (state_dir / "up.json").write_bytes(msgspec.json.format(msgspec.json.encode(state)))
