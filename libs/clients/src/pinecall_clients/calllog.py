@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TypeVar
+from urllib.parse import urlencode
 
 import httpx
 import stamina
@@ -26,8 +27,10 @@ from pinecall_clients.writer import CallLogWriter
 from pinecall_contracts.base import Contract, decode, encode
 from pinecall_contracts.calls import (
     AgentEntry,
+    AgentLog,
     CallbackRequest,
     CallEnd,
+    CallLog,
     CallOpen,
     CallRecord,
     Outcome,
@@ -161,6 +164,29 @@ class CallLogClient:
         return await self.request(
             path, request, AgentEntry, within_s=SEAL_WITHIN_S, call=request.call
         )
+
+    async def entries(
+        self, call: str, after: int = 0, *, within_s: float | None = SEAL_WITHIN_S
+    ) -> CallLog:
+        """The call's entries with seq above ``after``, in order (a fleet key of its environment,
+        or an operator's); ``CallUnknown`` if the log has no such call."""
+        path = f"/v1/calls/{call}/entries" + (f"?after={after}" if after else "")
+        return await self.request(path, None, CallLog, within_s=within_s, method="GET", call=call)
+
+    async def agent_log(
+        self,
+        agent: str,
+        *,
+        environment: str | None = None,
+        after: int = 0,
+        within_s: float | None = SEAL_WITHIN_S,
+    ) -> AgentLog:
+        """The agent's log after ``after``: the key's environment's (an operator names it)."""
+        query: dict[str, str | int] = {"after": after}
+        if environment:
+            query["environment"] = environment
+        path = f"/v1/agents/{agent}/log?{urlencode(query)}"
+        return await self.request(path, None, AgentLog, within_s=within_s, method="GET")
 
     async def agent_entry(
         self,

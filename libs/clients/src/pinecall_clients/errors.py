@@ -18,6 +18,10 @@ stamina or NATS type.
     └── RosterRefused                 4xx           the roster's answer (a problem detail): a
                                                     key refused (401, 403), a heartbeat
                                                     refused (400, 409, 422)
+
+    DispatcherError                   status
+    ├── DispatcherUnavailable         None or 5xx   as RosterUnavailable, of the dispatcher
+    └── DispatcherRefused             4xx           the dispatcher's answer (a problem detail)
 """
 
 from __future__ import annotations
@@ -99,6 +103,27 @@ class RosterUnavailable(RosterError):
 
 class RosterRefused(RosterError):
     """A 4xx; ``problem`` is the roster's problem detail."""
+
+    def __init__(self, problem: ProblemDetails) -> None:
+        super().__init__(f"{problem.status} {problem.title}: {problem.detail or ''}".strip())
+        self.problem = problem
+        self.status = problem.status
+
+
+class DispatcherError(Exception):
+    """Base of the dispatcher's tree; ``status`` as :class:`CallLogError`'s."""
+
+    status: int | None = None
+
+
+class DispatcherUnavailable(DispatcherError):
+    def __init__(self, detail: str, status: int | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+
+
+class DispatcherRefused(DispatcherError):
+    """A 4xx; ``problem`` is the dispatcher's problem detail."""
 
     def __init__(self, problem: ProblemDetails) -> None:
         super().__init__(f"{problem.status} {problem.title}: {problem.detail or ''}".strip())
