@@ -34,6 +34,8 @@ import click
 import msgspec
 import stamina
 
+from pinecall_clients.dispatcher import DispatcherClient
+from pinecall_clients.roster import RosterClient
 from pinecall_runtime.up import report as reporting
 from pinecall_runtime.up import services
 from pinecall_runtime.up.services import Urls, urls
@@ -110,8 +112,12 @@ async def _watch(
         loop.add_signal_handler(sig, stop.set)
     started = loop.time()
     calls, every = options["calls"], options["every"]
-    watch = Watch(state_dir / "callers.jsonl", run.operator_key, at.roster[0], at.dispatcher)
     bus = await Bus.connect(run.nats_url, run.namespace, name="up")
+    watch = Watch(
+        state_dir / "callers.jsonl",
+        RosterClient(run.operator_key, bus=bus),
+        DispatcherClient(at.dispatcher, run.operator_key, timeout_s=2.0),
+    )
     try:
         await watch.listen(bus)
         callers = None
