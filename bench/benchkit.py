@@ -99,6 +99,7 @@ class Bench:
     database_url: str
     env: dict[str, str]
     operator_key: str = ""
+    service_key: str = ""
     fleet_key: str = ""
     replicas: dict[str, tuple[str, subprocess.Popen[bytes]]] = field(default_factory=dict)
     exit_codes: dict[str, int | None] = field(default_factory=dict)
@@ -215,6 +216,7 @@ def bench_platform(platform: Endpoints) -> Iterator[Bench]:
             bench.operator_key = bench.cli(
                 "keys", "create", "--kind", "operator", "--name", "bench"
             )
+            bench.service_key = bench.cli("keys", "create", "--kind", "service", "--name", "bench")
             bench.fleet_key = bench.cli(
                 "keys",
                 "create",

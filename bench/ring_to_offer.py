@@ -227,7 +227,7 @@ async def run(bench: Any, args: argparse.Namespace) -> dict[str, Any]:
         "dispatcher",
         "dispatcher",
         "serve",
-        env=keys | {"PINECALL_OPERATOR_KEY": bench.operator_key},
+        env=keys | {"PINECALL_SERVICE_KEY": bench.service_key},
     )
     try:
         return await measure(bench, args, relay, urls)

@@ -16,10 +16,10 @@ import asyncio
 import time
 from typing import Any
 
-import httpx
 from benchkit import Bench, self_cpu_s
 
 from pinecall_clients.calllog import CallLogClient, CallLogWriter
+from pinecall_clients.roster import RosterClient
 from pinecall_contracts.calls import CallOpen
 from pinecall_contracts.fleet import HeartbeatReply, WorkerHeartbeat
 from pinecall_contracts.worker import TurnMeasured
@@ -41,7 +41,7 @@ async def control_overhead(
     measures = MeasuresSocket(bench.workdir / "control.sock")
     await measures.start()
     client = CallLogClient(call_log_url, bench.fleet_key)
-    roster = httpx.AsyncClient(base_url=roster_url)
+    roster = RosterClient(bench.fleet_key, base_url=roster_url)
     ids = [f"control-{i}" for i in range(calls)]
     for call in ids:
         await client.open(
@@ -66,7 +66,7 @@ async def control_overhead(
     async def answered(_: HeartbeatReply) -> None:
         return None
 
-    heartbeat = Heartbeat(roster, bench.fleet_key, state, answered, every_s=5.0)
+    heartbeat = Heartbeat(roster, state, answered, every_s=5.0)
     loop = asyncio.get_running_loop()
     end = loop.time() + seconds
 

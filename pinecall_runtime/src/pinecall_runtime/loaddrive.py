@@ -30,10 +30,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-import httpx
 import uvloop
 
 from pinecall_clients.calllog import CallLogClient
+from pinecall_clients.errors import CallLogError
 from pinecall_contracts.calls import CallOpen, ToolCall
 
 ENTRIES_PER_S = 2.1
@@ -271,6 +271,10 @@ def drive_all(
                 p.kill()
 
 
+VERIFY_WITHIN_S = 60.0
+"""A log read back is asked again this long while call-log gives no answer (or a 5xx)."""
+
+
 async def verify(url: str, key: str, calls: Sequence[tuple[str, int]]) -> list[str]:
     """Read every call's log back: the writer's entries once each, in order, and sealed. Returns
     what is wrong (nothing, when every log holds)."""
@@ -279,15 +283,15 @@ async def verify(url: str, key: str, calls: Sequence[tuple[str, int]]) -> list[s
 
         async def one(call: str, written: int) -> str | None:
             async with limit:
-                response = await client.http.get(f"/v1/calls/{call}/entries")
-            if response.status_code != httpx.codes.OK:
-                return f"{call}: {response.status_code} reading its log"
-            log = response.json()
-            counted = [e["data"]["n"] for e in log["entries"] if e["counted"] is not None]
-            seqs = [e["seq"] for e in log["entries"]]
+                try:
+                    log = await client.entries(call, within_s=VERIFY_WITHIN_S)
+                except CallLogError as exc:
+                    return f"{call}: {exc.status or 'no answer'} reading its log ({exc})"
+            counted = [e.data["n"] for e in log.entries if e.counted is not None]
+            seqs = [e.seq for e in log.entries]
             if counted != list(range(written)) or seqs != list(range(1, len(seqs) + 1)):
                 return f"{call}: the log does not hold the writer's {written} entries once each"
-            return None if log["state"] == "sealed" else f"{call}: not sealed"
+            return None if log.state == "sealed" else f"{call}: not sealed"
 
         found = await asyncio.gather(*[one(call, written) for call, written in calls])
     return [f for f in found if f is not None]

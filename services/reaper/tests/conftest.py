@@ -51,7 +51,7 @@ def on(livekits: Mapping[str, LiveKit]) -> LiveKits:
 @pytest.fixture
 async def reaper(call_log: Replica, keys: Keys, standin: StandIn) -> AsyncIterator[Reaper]:
     """A reaper of production on the stand-in, with the seeds' rules."""
-    async with log_client(call_log, keys.operator) as log:
+    async with log_client(call_log, keys.service) as log:
         livekit = LiveKit(url=standin.url, api_key=API_KEY, api_secret=API_SECRET)
         r = Reaper(log, on({"production": livekit}), Rules())
         yield r

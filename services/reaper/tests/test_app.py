@@ -40,9 +40,8 @@ def settings(
         {},
         nats_url=nats_at[0],
         nats_namespace=nats_at[1],
-        call_log_url=call_log.url,
-        roster_url="http://127.0.0.1:9",  # no roster: LIVEKIT_URL is every environment's
-        operator_key=keys.operator,
+        call_log_url=call_log.url,  # no roster answers on NATS: LIVEKIT_URL is every one's
+        service_key=keys.service,
         livekit_url=livekit_url,
         livekit_api_key=API_KEY,
         livekit_api_secret=API_SECRET,

@@ -95,7 +95,7 @@ async def test_lost_webhooks_leave_nothing_open_and_two_replicas_do_not_fight(
 
     # six minutes on, two replicas sweep at once
     later = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=6)
-    async with log_client(call_log, keys.operator) as log:
+    async with log_client(call_log, keys.service) as log:
         livekit = LiveKit(url=standin.url, api_key=API_KEY, api_secret=API_SECRET)
         other = Reaper(log, on({"production": livekit}), Rules())
         async with asyncio.timeout(60):
@@ -149,7 +149,7 @@ async def test_a_livekit_that_does_not_answer_is_no_evidence_a_room_is_gone(
     call_log: Replica, keys: Keys
 ) -> None:
     await open_call(call_log, keys, "call_x", "room-x")
-    async with log_client(call_log, keys.operator) as log:
+    async with log_client(call_log, keys.service) as log:
         nobody = LiveKit(url="http://127.0.0.1:9", api_key=API_KEY, api_secret=API_SECRET)
         blind = Reaper(log, on({"production": nobody}), Rules())
         async with asyncio.timeout(30):

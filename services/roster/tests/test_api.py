@@ -71,6 +71,70 @@ async def test_the_fleets_rows_are_served_over_nats_with_an_operator_key(
         await bus.request(bus.subjects.ops_fleet_records, FleetListRequest(), FleetRecords)
 
 
+async def test_a_service_key_reads_the_fleets_rows_and_the_roster_over_http_and_nats(
+    roster: Replica, keys: Keys
+) -> None:
+    from pinecall_contracts.fleet import FleetListRequest, FleetRecords, RosterSnapshot
+    from pinecall_servicekit.bus import Bus
+
+    await roster.post("/v1/fleet/heartbeat", json=heartbeat(), headers=bearer(keys.production))
+    rows = await roster.get("/v1/ops/fleets", headers=bearer(keys.service))
+    assert rows.status_code == 200
+    assert {f["name"] for f in rows.json()["fleets"]} == {"pinecall", "pinecall-sandbox"}
+    fleet = await roster.get("/v1/ops/fleet", headers=bearer(keys.service))
+    assert fleet.status_code == 200
+    bus: Bus = roster.app.state.roster.bus
+    records = await bus.request(
+        bus.subjects.ops_fleet_records,
+        FleetListRequest(fleet="pinecall"),
+        FleetRecords,
+        headers=bearer(keys.service),
+    )
+    assert [(f.name, f.environment) for f in records.fleets] == [("pinecall", "production")]
+    snapshot = await bus.request(
+        bus.subjects.ops_fleet_list,
+        FleetListRequest(fleet="pinecall"),
+        RosterSnapshot,
+        headers=bearer(keys.service),
+    )
+    assert [w.worker for w in snapshot.fleets[0].workers] == ["pinecall/worker-a.1791067258"]
+
+
+async def test_a_service_key_is_refused_the_operators_verbs(roster: Replica, keys: Keys) -> None:
+    """A service key is not a person's: no cordon (HTTP or NATS), no revocation, nothing set."""
+    from pinecall_contracts.fleet import CordonRequest, CordonSetting
+    from pinecall_servicekit.bus import Bus
+    from pinecall_servicekit.errors import Forbidden
+
+    await roster.post("/v1/fleet/heartbeat", json=heartbeat(), headers=bearer(keys.production))
+    refused = await roster.post(
+        "/v1/ops/fleet/pinecall/worker-a/cordon", headers=bearer(keys.service)
+    )
+    assert refused.status_code == 403
+    assert refused.headers["content-type"].startswith("application/problem+json")
+    assert refused.json()["detail"] == "a service key cannot do this (needs operator)"
+    revoke = await roster.post(
+        f"/v1/ops/keys/{keys.production_id}/revoke", headers=bearer(keys.service)
+    )
+    assert revoke.status_code == 403
+    bus: Bus = roster.app.state.roster.bus
+    with pytest.raises(Forbidden, match="a service key cannot do this"):
+        await bus.request(
+            bus.subjects.ops_fleet_cordon,
+            CordonRequest(worker="pinecall/worker-a"),
+            CordonSetting,
+            headers=bearer(keys.service),
+        )
+    reply = await roster.post(
+        "/v1/fleet/heartbeat", json=heartbeat(), headers=bearer(keys.production)
+    )
+    assert reply.json()["cordoned"] is False
+    still = await roster.post(
+        "/v1/fleet/heartbeat", json=heartbeat(), headers=bearer(keys.production)
+    )
+    assert still.status_code == 200  # the fleet key was not revoked
+
+
 async def test_wanted_counts_the_key_fleets_scaled_workers(roster: Replica, keys: Keys) -> None:
     for host, active in (("core-0", 2), ("scaled-a", 20), ("scaled-b", 4)):
         seats = 2 if host.startswith("core") else 32

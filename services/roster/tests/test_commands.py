@@ -257,6 +257,24 @@ async def test_keys_create_list_revoke(roster: Replica, keys: Keys, env: dict[st
     assert refused.status_code == 401
 
 
+async def test_keys_create_a_service_key_of_no_environment(
+    roster: Replica, env: dict[str, str]
+) -> None:
+    code, out, err = await cli(
+        "keys", "create", "--kind", "service", "--name", "dispatcher", "--environment", "sandbox",
+        env=env,
+    )  # fmt: skip
+    assert (code, out) == (ExitCode.FAILED, ""), err
+    assert "a service key acts in every environment: give no environment" in err
+    code, secret, err = await cli("keys", "create", "--kind", "service", "--name", "s", env=env)
+    assert code == 0, err
+    rows = await roster.get("/v1/ops/fleets", headers=bearer(secret.strip()))
+    assert rows.status_code == 200
+    code, out, err = await cli("keys", "list", "--json", env=env)
+    [listed] = [k for k in json.loads(out) if k["id"] == secret.split("_")[1]]
+    assert (listed["kind"], listed["environment"]) == ("service", None)
+
+
 async def test_a_cordon_delivered_and_unanswered_says_it_may_still_be_applied(
     env: dict[str, str], nats_url: str, nats_namespace: str
 ) -> None:

@@ -107,7 +107,7 @@ def worker_for(
             lab_settings(call_log_url=call_log_url, **overrides),
             entrypoint,
             prewarm=prewarm,
-            roster=roster,
+            roster_transport=roster.line,
             executor=executor,
             num_idle_processes=1,
         )

@@ -39,7 +39,11 @@ def settings(livekit_url: str, keys: Keys, tmp_path: Path) -> WorkerSettings:
 
 def worker(s: WorkerSettings, roster: Replica) -> Worker:
     return Worker(
-        s, answer_and_hold, roster=roster, executor=JobExecutorType.THREAD, num_idle_processes=0
+        s,
+        answer_and_hold,
+        roster_transport=roster.line,
+        executor=JobExecutorType.THREAD,
+        num_idle_processes=0,
     )
 
 
@@ -79,7 +83,7 @@ async def test_the_startup_probe_answers_once_registered_with_every_plugin_loade
     lacking = Worker(
         s,
         answer_and_hold,
-        roster=roster,
+        roster_transport=roster.line,
         executor=JobExecutorType.THREAD,
         num_idle_processes=0,
         plugins=domain.PLUGINS | {"livekit.plugins.elsewhere"},

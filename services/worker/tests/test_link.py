@@ -118,7 +118,7 @@ async def worker(
     w = Worker(
         settings,
         answer_and_hold,
-        roster=roster,
+        roster_transport=roster.line,
         executor=JobExecutorType.THREAD,
         num_idle_processes=1,
         start=1791067258,

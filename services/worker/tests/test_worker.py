@@ -50,7 +50,7 @@ async def worker(worker_settings: WorkerSettings, roster: Replica) -> AsyncItera
     w = Worker(
         worker_settings,
         answer_and_hold,
-        roster=roster,
+        roster_transport=roster.line,
         executor=JobExecutorType.THREAD,
         num_idle_processes=1,
         start=1791067258,

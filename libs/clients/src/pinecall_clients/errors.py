@@ -1,4 +1,5 @@
-"""The clients' errors: one small tree, so a worker never catches an httpx or stamina type.
+"""The clients' errors: one small tree per service, so a caller never catches an httpx,
+stamina or NATS type.
 
 ::
 
@@ -9,6 +10,18 @@
     └── CallLogRefused                4xx           the service's answer (a problem detail)
         ├── CallUnknown               404           the log does not hold the call
         └── BatchRefused              409           a batch refused whole; says both counts
+
+    RosterError                       status
+    ├── RosterUnavailable             None or 5xx   nothing answered in time (no replica on
+    │                                               NATS, nothing at the URL), a 5xx, or an
+    │                                               answer that is no reply of the roster's
+    └── RosterRefused                 4xx           the roster's answer (a problem detail): a
+                                                    key refused (401, 403), a heartbeat
+                                                    refused (400, 409, 422)
+
+    DispatcherError                   status
+    ├── DispatcherUnavailable         None or 5xx   as RosterUnavailable, of the dispatcher
+    └── DispatcherRefused             4xx           the dispatcher's answer (a problem detail)
 """
 
 from __future__ import annotations
@@ -68,12 +81,59 @@ def _count(problem: ProblemDetails, name: str) -> int | None:
 
 def refused(status: int, body: bytes) -> CallLogRefused:
     """The error of a 4xx answer whose body is (or should be) a problem detail."""
-    try:
-        problem = msgspec.json.decode(body, type=ProblemDetails)
-    except msgspec.MsgspecError:
-        problem = ProblemDetails(title=body[:200].decode(errors="replace"), status=status)
+    problem = problem_of(status, body)
     if status == 404:
         return CallUnknown(problem)
     if status == 409:
         return BatchRefused(problem)
     return CallLogRefused(problem)
+
+
+class RosterError(Exception):
+    """Base of the roster's tree; ``status`` as :class:`CallLogError`'s."""
+
+    status: int | None = None
+
+
+class RosterUnavailable(RosterError):
+    def __init__(self, detail: str, status: int | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+
+
+class RosterRefused(RosterError):
+    """A 4xx; ``problem`` is the roster's problem detail."""
+
+    def __init__(self, problem: ProblemDetails) -> None:
+        super().__init__(f"{problem.status} {problem.title}: {problem.detail or ''}".strip())
+        self.problem = problem
+        self.status = problem.status
+
+
+class DispatcherError(Exception):
+    """Base of the dispatcher's tree; ``status`` as :class:`CallLogError`'s."""
+
+    status: int | None = None
+
+
+class DispatcherUnavailable(DispatcherError):
+    def __init__(self, detail: str, status: int | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+
+
+class DispatcherRefused(DispatcherError):
+    """A 4xx; ``problem`` is the dispatcher's problem detail."""
+
+    def __init__(self, problem: ProblemDetails) -> None:
+        super().__init__(f"{problem.status} {problem.title}: {problem.detail or ''}".strip())
+        self.problem = problem
+        self.status = problem.status
+
+
+def problem_of(status: int, body: bytes) -> ProblemDetails:
+    """The problem detail of an error answer's ``body`` (one made of it, where it is none)."""
+    try:
+        return msgspec.json.decode(body, type=ProblemDetails)
+    except msgspec.MsgspecError:
+        return ProblemDetails(title=body[:200].decode(errors="replace"), status=status)

@@ -66,6 +66,9 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_ROSTER_URL",
         "PINECALL_CALL_LOG_URL",
         "PINECALL_HEALTH_PORT",
+        # the dispatcher and the reaper: their own key for what they read and post of the
+        # roster and call-log (never the operator's)
+        "PINECALL_SERVICE_KEY",
         # the reaper (issue 8)
         "PINECALL_LIVEKIT_URLS",
         "PINECALL_REAP_EVERY_S",

@@ -8,9 +8,11 @@ from typing import Literal
 from pinecall_contracts.base import Contract
 from pinecall_contracts.ids import EnvironmentField
 
-KeyKind = Literal["operator", "fleet", "app"]
-"""operator: the ops verbs; fleet: a worker's and KEDA's key, bound to one environment; app: an
-app's calls and tokens, bound to one environment."""
+KeyKind = Literal["operator", "fleet", "app", "service"]
+"""operator: the ops verbs, a person's; fleet: a worker's and KEDA's key, bound to one
+environment; app: an app's calls and tokens, bound to one environment; service: a service's
+reads and posts of another service in every environment (the dispatcher's and the reaper's: the
+roster's rows, call-log's ends and the agents' logs), refused the ops verbs."""
 
 
 class KeyInfo(Contract, frozen=True, kw_only=True, tag="keys.info.v1"):

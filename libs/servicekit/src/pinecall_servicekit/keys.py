@@ -1,4 +1,5 @@
-"""Keys: operator, fleet (bound to one environment) and app keys, stored hashed.
+"""Keys: operator, fleet (bound to one environment), app (bound to one environment) and service
+keys, stored hashed.
 
 A key reads ``pck_<id>_<secret>``: ``id`` (12 hex) finds the row, and only the SHA-256 of the
 secret is stored (the secret is 256 random bits, so a fast hash is enough: nothing to brute-force).
@@ -27,9 +28,14 @@ from pinecall_servicekit.db import UTC_TIMESTAMP, metadata, translate_errors
 from pinecall_servicekit.errors import Forbidden, Unauthorized
 
 OPERATOR: Final[tuple[KeyKind, ...]] = ("operator",)
-"""The ops verbs."""
+"""The ops verbs (cordons, keys, quotas, …): a person's, never a service's."""
 FLEET: Final[tuple[KeyKind, ...]] = ("fleet",)
 """A worker's heartbeat and KEDA's read of wanted workers."""
+SERVICE_OR_OPERATOR: Final[tuple[KeyKind, ...]] = ("service", "operator")
+"""What one service reads or posts of another in production (the roster's rows, call-log's
+ends, seals and agents' logs): a service's own key, or an operator doing the same by hand."""
+EVERY_ENVIRONMENT: Final[frozenset[KeyKind]] = frozenset({"operator", "service"})
+"""The kinds bound to no environment: they act in every one (and name it where it matters)."""
 
 KEY_PATTERN = re.compile(r"^pck_([0-9a-f]{12})_([A-Za-z0-9_-]{20,128})$")
 
@@ -115,7 +121,7 @@ class KeyRing:
 
         Raises ``Unauthorized`` (401) for no key, a malformed, unknown or revoked one, and
         ``Forbidden`` (403) for a key of another kind, or a fleet or app key of another environment
-        than ``environment`` (when given). Operator keys act in every environment.
+        than ``environment`` (when given). Operator and service keys act in every environment.
         """
         if not token:
             raise Unauthorized("no key: send Authorization: Bearer <key>")
@@ -145,6 +151,6 @@ class KeyRing:
             raise Forbidden(
                 f"{article} {info.kind} key cannot do this (needs {' or '.join(kinds)})"
             )
-        if environment and info.kind != "operator" and info.environment != environment:
+        if environment and info.kind not in EVERY_ENVIRONMENT and info.environment != environment:
             raise Forbidden(f"a key of {info.environment} cannot act for {environment}")
         return info

@@ -68,6 +68,9 @@ class ChainConfig:
     nats_url: str
     namespace: str
     operator_key: str
+    """An operator's key: what a scenario reads as an operator would (a call's entries)."""
+    service_key: str
+    """The services' key: the dispatcher's reads of the roster and its writes to call-log."""
     fleet_keys: dict[str, str]
     """Fleet key per environment, for the workers' heartbeats."""
     api_key: str
@@ -315,7 +318,7 @@ async def runtime_chain(
     base = _base(config)
     keys = f"production={config.api_key}:{config.api_secret},sandbox={config.api_key}:{config.api_secret}"
     settings = DispatcherSettings.from_env(
-        {}, **base, livekit_keys=keys, operator_key=config.operator_key, **config.dispatcher
+        {}, **base, livekit_keys=keys, service_key=config.service_key, **config.dispatcher
     )
     async with (
         running(roster_app(RosterSettings.from_env({}, **base, livekit_url=lk.url))) as roster,

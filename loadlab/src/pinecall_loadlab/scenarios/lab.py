@@ -28,18 +28,20 @@ from pinecall_servicekit.settings import Settings
 LAB_KEY, LAB_SECRET = "lab-key", "lab-secret-of-at-least-32-characters"
 
 
-async def _keys(url: str) -> tuple[str, dict[str, str]]:
+async def _keys(url: str) -> tuple[str, str, dict[str, str]]:
+    """An operator key, a service key (the dispatcher's) and a fleet key per environment."""
     engine = db.create_engine(url, pool_size=1)
     store = RosterStore(engine)
     try:
         operator = await store.create_key("operator", "lab", None)
+        service = await store.create_key("service", "lab", None)
         fleet = {
             env: (await store.create_key("fleet", "lab", env)).secret
             for env in ("production", "sandbox")
         }
     finally:
         await engine.dispose()
-    return operator.secret, fleet
+    return operator.secret, service.secret, fleet
 
 
 async def _delete_streams(nats_url: str, namespace: str) -> None:
@@ -70,7 +72,7 @@ async def lab_platform(
         namespace = f"lab{token}"
         try:
             await asyncio.to_thread(db.migrate_installed, url)
-            operator, fleet = await _keys(url)
+            operator, service, fleet = await _keys(url)
             config = StandInConfig(
                 keys={LAB_KEY: LAB_SECRET},
                 port=0,
@@ -86,6 +88,7 @@ async def lab_platform(
                         nats_url=platform.nats_url,
                         namespace=namespace,
                         operator_key=operator,
+                        service_key=service,
                         fleet_keys=fleet,
                         api_key=LAB_KEY,
                         api_secret=LAB_SECRET,

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, Any
 import httpx
 from livekit.agents import JobExecutorType
 
-from pinecall_contracts.base import encode
+from pinecall_clients.errors import RosterError
+from pinecall_clients.roster import RosterClient
 from pinecall_contracts.fleet import WorkerHeartbeat
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
@@ -146,12 +147,11 @@ def start_worker(
         seal_timeout_s=1,
         health_port=0,  # several workers share this process: each probe on a port of its own
     )
-    transport = Cuttable(httpx.ASGITransport(app=roster.app))  # type: ignore[arg-type]
-    client = httpx.AsyncClient(transport=transport, base_url="http://roster.lab")
+    transport = Cuttable(roster.line)
     worker = Worker(
         settings,
         answer_and_hold,
-        roster=client,
+        roster_transport=transport,
         executor=JobExecutorType.THREAD,
         num_idle_processes=2,
         start=int(time.time()),
@@ -161,15 +161,17 @@ def start_worker(
 
 
 def beat_forever(
-    roster: httpx.AsyncClient, heartbeat: WorkerHeartbeat, key: str, every_s: float
+    roster: Replica, heartbeat: WorkerHeartbeat, key: str, every_s: float
 ) -> Coroutine[Any, Any, None]:
-    """Post ``heartbeat`` every ``every_s`` until cancelled (a pretend worker's)."""
-    headers = {"authorization": f"Bearer {key}", "content-type": "application/json"}
+    """Post ``heartbeat`` every ``every_s`` until cancelled (a pretend worker's), as a worker
+    does: through the roster's client, an answer or none alike."""
 
     async def beat() -> None:
-        while True:
-            await roster.post("/v1/fleet/heartbeat", content=encode(heartbeat), headers=headers)
-            await asyncio.sleep(every_s)  # a heartbeat's cadence
+        async with RosterClient(key, base_url="http://roster.lab", transport=roster.line) as line:
+            while True:
+                with contextlib.suppress(RosterError):
+                    await line.heartbeat(heartbeat, timeout_s=every_s)
+                await asyncio.sleep(every_s)  # a heartbeat's cadence
 
     return beat()
 

@@ -48,6 +48,7 @@ def chain_config(
         nats_url=nats_url,
         namespace=nats_namespace,
         operator_key=keys.operator,
+        service_key=keys.service,
         fleet_keys={"production": keys.production, "sandbox": keys.sandbox},
         api_key=API_KEY,
         api_secret=API_SECRET,

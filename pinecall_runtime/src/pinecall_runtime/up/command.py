@@ -34,6 +34,8 @@ import click
 import msgspec
 import stamina
 
+from pinecall_clients.dispatcher import DispatcherClient
+from pinecall_clients.roster import RosterClient
 from pinecall_runtime.up import report as reporting
 from pinecall_runtime.up import services
 from pinecall_runtime.up.services import Urls, urls
@@ -110,8 +112,12 @@ async def _watch(
         loop.add_signal_handler(sig, stop.set)
     started = loop.time()
     calls, every = options["calls"], options["every"]
-    watch = Watch(state_dir / "callers.jsonl", run.operator_key, at.roster[0], at.dispatcher)
     bus = await Bus.connect(run.nats_url, run.namespace, name="up")
+    watch = Watch(
+        state_dir / "callers.jsonl",
+        RosterClient(run.operator_key, bus=bus),
+        DispatcherClient(at.dispatcher, run.operator_key, timeout_s=2.0),
+    )
     try:
         await watch.listen(bus)
         callers = None
@@ -175,7 +181,7 @@ def _write_state(state_dir: Path, run: Run, at: Urls) -> None:
         roster_url=at.roster[0],
         urls=at.named(),
     )
-    keys = {"operator": run.operator_key}
+    keys = {"operator": run.operator_key, "service": run.service_key}
     keys |= {f"fleet-{e}": k for e, k in run.fleet_keys.items()}
     keys |= {f"app-{e}": k for e, k in run.app_keys.items()}
     (state_dir / "up.json").write_bytes(msgspec.json.format(msgspec.json.encode(state)))

@@ -2,13 +2,15 @@
 
 Read once the calls ended and their logs were sealed, while the services still run:
 
-- each call's log (``GET /v1/calls/{call}`` and ``/entries``, the operator key): *verified* when
+- each call's log (``GET /v1/calls/{call}`` and ``/entries``, the operator key, through
+  :class:`~pinecall_clients.calllog.CallLogClient`): *verified* when
   it is sealed, its seqs run 1, 2, … with no gap, the writer's entries are counted 0, 1, … up to
   the record's ``written``, in order (seed 002: nothing lost, nothing doubled), and it names the
   worker whose voice the caller heard;
 - the first audio of each agent turn the log holds (``turn.agent``'s ``first_audio_s``:
   livekit-agents' ``e2e_latency``), beside the first audio each caller heard after its first line;
-- each call's offers (the dispatcher's journal, ``GET /v1/ops/calls/{call}/journal``): the lines
+- each call's offers (the dispatcher's journal, ``GET /v1/ops/calls/{call}/journal``, through
+  :class:`~pinecall_clients.dispatcher.DispatcherClient`): the lines
   that offer it to a worker or give it to the overflow;
 - each agent's log per environment (``GET /v1/agents/{agent}/log``): ``callback.requested`` for
   every phone the overflow answered (seed 000, "Full, at the endpoint").
@@ -25,11 +27,10 @@ import datetime as dt
 from collections import Counter
 from typing import Any
 
-import httpx
-
-from pinecall_contracts.base import decode
+from pinecall_clients.calllog import CallLogClient
+from pinecall_clients.dispatcher import DispatcherClient
+from pinecall_clients.errors import CallLogError, DispatcherError
 from pinecall_contracts.calls import AgentLog, CallLog, CallRecord
-from pinecall_contracts.dispatch import Journal
 from pinecall_contracts.lab import CallerReport
 from pinecall_contracts.words import counted
 from pinecall_runtime.loaddrive import quantile
@@ -63,15 +64,7 @@ def verify(record: CallRecord, log: CallLog) -> str | None:
     return None
 
 
-class Unreadable(Exception):
-    """A service answered a read of the report with an error (its status and what it said)."""
-
-    def __init__(self, what: str, status: int) -> None:
-        super().__init__(what)
-        self.status = status
-
-
-def stopped_unopened(report: CallerReport, status: int) -> bool:
+def stopped_unopened(report: CallerReport, status: int | None) -> bool:
     """Whether a caller's call the log did not serve (``status``) was only cut off by up's stop:
     stopped before any agent answered, its call never opened (404). Such a call is no fault of
     the platform: stop 12's trial saw ``up --duration`` exit 1 for a visitor who got its token
@@ -79,18 +72,15 @@ def stopped_unopened(report: CallerReport, status: int) -> bool:
     return status == 404 and report.error == "stopped" and not report.answered_by
 
 
-async def _read(http: httpx.AsyncClient, url: str, kind: type[Any]) -> Any:
-    got = await http.get(url)
-    if not got.is_success:
-        raise Unreadable(f"GET {url} answered {got.status_code}: {got.text[:200]}", got.status_code)
-    return decode(got.content, kind)
+READ_WITHIN_S = 5.0
+"""A call's record and entries are read again this long while call-log gives no answer."""
 
 
-async def _call(http: httpx.AsyncClient, call_log: str, dispatcher: str, call: str) -> Any:
-    record = await _read(http, f"{call_log}/v1/calls/{call}", CallRecord)
-    log = await _read(http, f"{call_log}/v1/calls/{call}/entries", CallLog)
-    journal = await _read(http, f"{dispatcher}/v1/ops/calls/{call}/journal", Journal)
-    return record, log, journal
+async def _call(log: CallLogClient, dispatcher: DispatcherClient, call: str) -> Any:
+    record = await log.record(call, within_s=READ_WITHIN_S)
+    entries = await log.entries(call, within_s=READ_WITHIN_S)
+    journal = await dispatcher.journal(call)
+    return record, entries, journal
 
 
 async def build(
@@ -105,9 +95,10 @@ async def build(
         if r.call or opened:
             calls[r.caller] = r.call or opened.call  # type: ignore[union-attr]
     problems: list[str] = []
-    async with httpx.AsyncClient(
-        headers={"authorization": f"Bearer {operator_key}"}, timeout=30
-    ) as http:
+    async with (
+        CallLogClient(call_log, operator_key, request_timeout_s=30.0) as log,
+        DispatcherClient(dispatcher, operator_key, timeout_s=30.0) as journals,
+    ):
         limit = asyncio.Semaphore(8)
         by_caller = {r.caller: r for r in reports}
         stopped: set[int] = set()
@@ -116,25 +107,27 @@ async def build(
         async def one(caller: int, call: str) -> Any:
             async with limit:
                 try:
-                    return await _call(http, call_log, dispatcher, call)
-                except Unreadable as exc:
+                    return await _call(log, journals, call)
+                except (CallLogError, DispatcherError) as exc:
                     if stopped_unopened(by_caller[caller], exc.status):
                         stopped.add(caller)
                     else:
                         problems.append(f"{call}: its log or journal could not be read: {exc}")
                     return None
-                except (httpx.HTTPError, ValueError) as exc:
+                except ValueError as exc:  # an answer that is no record, log or journal
                     problems.append(f"{call}: its log or journal could not be read: {exc!r}")
                     return None
 
         answers = await asyncio.gather(*(one(caller, call) for caller, call in calls.items()))
         read = {c: a for c, a in zip(calls, answers, strict=True) if c not in stopped}
-        logs = {}
+        logs: dict[str, AgentLog | None] = {}
         for environment in sorted({r.environment for r in reports}):
-            got = await http.get(
-                f"{call_log}/v1/agents/{agent}/log", params={"environment": environment}
-            )
-            logs[environment] = decode(got.content, AgentLog) if got.is_success else None
+            try:
+                logs[environment] = await log.agent_log(
+                    agent, environment=environment, within_s=READ_WITHIN_S
+                )
+            except (CallLogError, ValueError):
+                logs[environment] = None
     callbacks = {
         str(e.data.get("call")): e.data
         for log in logs.values()

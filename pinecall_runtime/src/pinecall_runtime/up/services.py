@@ -141,15 +141,16 @@ def platform(
     ]  # fmt: skip
     store.append(http("call-log", "call-log", at.call_log,
                       {"PINECALL_LOG_TOKEN_SECRET": secrets.token_urlsafe(32)}, "store"))  # fmt: skip
-    operator = {"PINECALL_OPERATOR_KEY": run.operator_key, "PINECALL_CALL_LOG_URL": at.call_log}
+    # the services' own key, never the operator's: they read the roster (over NATS) and
+    # call-log with it
+    service = {"PINECALL_SERVICE_KEY": run.service_key, "PINECALL_CALL_LOG_URL": at.call_log}
     control = [
         http("webhook-ingest", "webhook-ingest", at.webhook_ingest,
              {"PINECALL_LIVEKIT_KEYS": keys}, "control"),
         http("dispatcher", "dispatcher", at.dispatcher,
-             operator | {"PINECALL_LIVEKIT_KEYS": keys}, "control"),
+             service | {"PINECALL_LIVEKIT_KEYS": keys}, "control"),
         http("reaper", "reaper", at.reaper,
-             operator | {"PINECALL_LIVEKIT_KEYS": keys, "PINECALL_LIVEKIT_URLS": urls,
-                         "PINECALL_ROSTER_URL": at.roster[0]}, "control"),
+             service | {"PINECALL_LIVEKIT_KEYS": keys, "PINECALL_LIVEKIT_URLS": urls}, "control"),
     ]  # fmt: skip
     workers = []
     for e, fleet in ENVIRONMENTS.items():

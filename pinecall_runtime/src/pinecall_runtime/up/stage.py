@@ -50,6 +50,9 @@ class Run:
     livekit_keys: dict[str, tuple[str, str]]
     """Environment → its LiveKit's API key and secret."""
     operator_key: str = ""
+    """The operator's: the CLI's, and ``up``'s own reads for its table and report."""
+    service_key: str = ""
+    """The services': what the dispatcher and the reaper read and post of the others with."""
     fleet_keys: dict[str, str] = field(default_factory=dict)
     """Environment → its fleet key."""
     app_keys: dict[str, str] = field(default_factory=dict)
@@ -76,7 +79,7 @@ class Run:
         :class:`~pinecall_runtime.processes.StepFailed` (what it printed) when one fails."""
         env = self.env()
         run_cli("migrate", env=env)
-        asked = {"operator": ("--kind", "operator")} | {
+        asked = {"operator": ("--kind", "operator"), "service": ("--kind", "service")} | {
             f"{kind}-{e}": ("--kind", kind, "--environment", e)
             for kind in ("fleet", "app")
             for e in ENVIRONMENTS
@@ -88,6 +91,7 @@ class Run:
             }
             keys = {name: future.result() for name, future in made.items()}
         self.operator_key = keys["operator"]
+        self.service_key = keys["service"]
         self.fleet_keys = {e: keys[f"fleet-{e}"] for e in ENVIRONMENTS}
         self.app_keys = {e: keys[f"app-{e}"] for e in ENVIRONMENTS}
 

@@ -6,8 +6,9 @@ Three sources, each the one that knows:
   each change): ringing, who answered, when the agent was first heard, ended or refused;
 - the call log's events on NATS (``call.opened``, ``call.ended``, ``call.sealed``): each room's
   call id, the worker that opened it, its outcome, and when its log is sealed;
-- the dispatcher's ``GET /v1/ops/offers`` (rooms kept in offers now) and the roster's
-  ``GET /v1/ops/fleet`` (seats free), read with the operator key at each refresh of the table.
+- the dispatcher's ``GET /v1/ops/offers`` (rooms kept in offers now) and the roster's rows
+  (``fleet.list`` over NATS: seats free), read through their clients with the operator key at
+  each refresh of the table.
 
 A caller is *silent* when it heard no agent's voice within :data:`SILENT_S` of its arrival
 (issue 8); one still ringing past it counts at once.
@@ -21,9 +22,9 @@ import time
 from collections import defaultdict
 from pathlib import Path
 
-import httpx
-import msgspec
-
+from pinecall_clients.dispatcher import DispatcherClient
+from pinecall_clients.errors import DispatcherError, RosterError
+from pinecall_clients.roster import RosterClient
 from pinecall_contracts.base import decode
 from pinecall_contracts.calls import CallEvent
 from pinecall_contracts.dispatch import OffersSnapshot
@@ -66,7 +67,7 @@ class Watch:
     """The calls as ``up`` knows them; :meth:`listen` to the call log, :meth:`read_callers` and
     :meth:`refresh` at each tick."""
 
-    def __init__(self, callers_file: Path, operator_key: str, roster: str, dispatcher: str):
+    def __init__(self, callers_file: Path, roster: RosterClient, dispatcher: DispatcherClient):
         self.callers_file = callers_file
         self.reports: dict[int, CallerReport] = {}
         self.events: dict[tuple[str, str], dict[str, CallEvent]] = defaultdict(dict)
@@ -74,9 +75,6 @@ class Watch:
         self.changes = Changes()
         """Notified at each call event (:meth:`wait_sealed` awaits it)."""
         self._read = 0
-        self._http = httpx.AsyncClient(
-            headers={"authorization": f"Bearer {operator_key}"}, timeout=2
-        )
         self._roster, self._dispatcher = roster, dispatcher
         self.roster: RosterSnapshot | None = None
         self.offers: OffersSnapshot | None = None
@@ -125,19 +123,14 @@ class Watch:
     async def refresh(self) -> None:
         """Read the roster's fleets and the dispatcher's offers (kept as they were when one
         does not answer)."""
-        try:
-            r = await self._http.get(f"{self._roster}/v1/ops/fleet")
-            self.roster = decode(r.content, RosterSnapshot) if r.is_success else self.roster
-        except (httpx.HTTPError, msgspec.MsgspecError):
-            pass
-        try:
-            r = await self._http.get(f"{self._dispatcher}/v1/ops/offers")
-            self.offers = decode(r.content, OffersSnapshot) if r.is_success else self.offers
-        except (httpx.HTTPError, msgspec.MsgspecError):
-            pass
+        with contextlib.suppress(RosterError):
+            self.roster = await self._roster.rows()
+        with contextlib.suppress(DispatcherError):
+            self.offers = await self._dispatcher.offers()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._roster.aclose()
+        await self._dispatcher.aclose()
 
     def table(self, planned: int | None, rate: float) -> str:
         """The progress line and a row per environment (see the README, "Reading the table")."""

@@ -4,31 +4,32 @@
 route                                      key               answer
 =========================================  ================  ==================================
 POST /v1/calls                             fleet             CallRecord (CallOpen; idempotent)
-GET  /v1/calls?state=&after=&limit=        fleet, operator   CallPage (unsealed calls, paged)
-GET  /v1/calls/{call}                      fleet, operator   CallRecord
+GET  /v1/calls?state=&after=&limit=        fleet, serv., op. CallPage (unsealed calls, paged)
+GET  /v1/calls/{call}                      fleet, serv., op. CallRecord
 POST /v1/calls/{call}/entries              fleet             BatchWritten (EntryBatch)
 GET  /v1/calls/{call}/entries?after=<seq>  fleet, operator   CallLog
 POST /v1/calls/{call}/events               fleet             EventWritten (one Entry, not counted)
 POST /v1/calls/{call}/reopened             fleet             CallRecord (Reopened)
-POST /v1/calls/{call}/end                  fleet, operator   CallRecord (CallEnd)
-POST /v1/calls/{call}/seal                 fleet, operator   CallRecord (CallEnd or none)
+POST /v1/calls/{call}/end                  fleet, serv., op. CallRecord (CallEnd)
+POST /v1/calls/{call}/seal                 fleet, serv., op. CallRecord (CallEnd or none)
 POST /v1/calls/{call}/tools                fleet             ToolResult (ToolCall); waits
 POST /v1/calls/{call}/tools/{id}/result    app               ToolResult (ToolAnswer)
-POST /v1/callbacks                         fleet, app, op.   AgentEntry (CallbackRequest)
-POST /v1/agents/{agent}/log                fleet, operator   AgentEntry (AgentEntry)
+POST /v1/callbacks                         all four          AgentEntry (CallbackRequest)
+POST /v1/agents/{agent}/log                fleet, serv., op. AgentEntry (AgentEntry)
 GET  /v1/agents/{agent}/log?after=<seq>    fleet, app, op.   AgentLog (an operator: &environment=)
 POST /v1/calls/{call}/log-token            app, operator     LogToken
 GET  /v1/calls/{call}/stream?log_token=    the log token     Server-Sent Events (Last-Event-ID)
 =========================================  ================  ==================================
 
-Keys: the workers (and the overflow, and the dispatcher writing ``fleet.full``) use their
-environment's fleet key; the app answering a tool call, and a page's server asking a call back,
-use the app key of its environment; an operator key acts on any call (the dispatcher's, asking a
-call back for the caller of a worker that died). A fleet or app key of another environment than
-the call's is 403. An operator names the environment of an agent's log with ``?environment=``
-(422 when it does not: a log is per environment), and of a call back (production by default);
-a fleet or app key's is its own. Every error is a problem detail, and a refused
-request writes nothing: a 409 says why (sealed, or both counts of a batch). An entry whose
+Keys: the workers (and the overflow) use their environment's fleet key; the app answering a tool
+call, and a page's server asking a call back, use the app key of its environment; the dispatcher
+(``fleet.full`` on an agent's log; a dead worker's call read, ended drained and called back) and
+the reaper (unsealed calls listed, ended, sealed) use their service key, which acts on any call
+as an operator key does, on these routes only. A fleet or app key of another environment than
+the call's is 403. An operator or service key names the environment of an agent's log with
+``?environment=`` (422 when it does not: a log is per environment), and of a call back
+(production by default); a fleet or app key's is its own. Every error is a problem detail, and a
+refused request writes nothing: a 409 says why (sealed, or both counts of a batch). An entry whose
 ``data`` is over ``calls.MAX_ENTRY_BYTES`` (64 KiB as JSON) is a 422 naming the limit, and none of
 its batch is written.
 """
@@ -71,7 +72,7 @@ from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.errors import Forbidden, Unprocessable
 from pinecall_servicekit.http import problems, strict_body
-from pinecall_servicekit.keys import bearer
+from pinecall_servicekit.keys import EVERY_ENVIRONMENT, SERVICE_OR_OPERATOR, bearer
 
 AnyRequest = Request[object, object, State]
 CallPath = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")]
@@ -84,6 +85,8 @@ Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
 
 WORKER: tuple[KeyKind, ...] = ("fleet",)
 WORKER_OR_OPERATOR: tuple[KeyKind, ...] = ("fleet", "operator")
+WORKER_OR_SERVICE: tuple[KeyKind, ...] = ("fleet", *SERVICE_OR_OPERATOR)
+"""What a worker does to its call, and a service (the dispatcher, the reaper) to any call."""
 APP: tuple[KeyKind, ...] = ("app",)
 
 
@@ -100,8 +103,9 @@ async def _key(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
 
 def _environment(key: KeyInfo, environment: FromQuery[str | None] = None) -> str:
     """The environment a request acts for: the key's own (``Forbidden`` for another), or the
-    one an operator names (production when none; ``Unprocessable`` for no such environment)."""
-    if key.kind == "operator":
+    one an operator or service key names (production when none; ``Unprocessable`` for no such
+    environment)."""
+    if key.kind in EVERY_ENVIRONMENT:
         if environment is not None and environment not in ENVIRONMENTS:
             raise Unprocessable(
                 f"no environment {environment!r}: it is {' or '.join(ENVIRONMENTS)}"
@@ -113,14 +117,15 @@ def _environment(key: KeyInfo, environment: FromQuery[str | None] = None) -> str
 
 
 def _environment_named(key: KeyInfo, environment: str | None, what: str) -> str:
-    """As :func:`_environment`, but an operator key must name the environment (``what`` is
-    per environment: no default would be right for both): ``Unprocessable`` naming
-    ``?environment=`` when it does not."""
-    if key.kind == "operator" and environment is None:
+    """As :func:`_environment`, but an operator or service key must name the environment
+    (``what`` is per environment: no default would be right for both): ``Unprocessable``
+    naming ``?environment=`` when it does not."""
+    if key.kind in EVERY_ENVIRONMENT and environment is None:
+        kind = f"{'an' if key.kind == 'operator' else 'a'} {key.kind} key"
         raise Unprocessable(
-            f"an operator key names the environment of {what}: ?environment="
+            f"{kind} names the environment of {what}: ?environment="
             f"{' or ?environment='.join(ENVIRONMENTS)}",
-            errors=[{"message": "required with an operator key", "key": "environment",
+            errors=[{"message": f"required with {kind}", "key": "environment",
                      "source": "query"}],
         )  # fmt: skip
     return _environment(key, environment)
@@ -153,7 +158,7 @@ async def list_calls(
     """The environment's calls not sealed yet (``state``: ``open``, ``ended``, or both; ``open``
     when not given), in call-id order after the call ``after``, with each log's last entry time.
     An operator names the environment (production by default); a fleet key lists its own."""
-    env = _environment(await _key(request, WORKER_OR_OPERATOR), environment)
+    env = _environment(await _key(request, WORKER_OR_SERVICE), environment)
     states: set[CallState] = set(wanted or ["open"])
     return await _service(request).store.unsealed.page(env, states, after, limit)
 
@@ -161,7 +166,7 @@ async def list_calls(
 @get("/v1/calls/{call:str}", responses=problems(400, 401, 403, 404, 503))
 async def call_record(request: AnyRequest, call: CallPath) -> CallRecord:
     """What the call is and where its log stands (read now, not from memory)."""
-    await _call(request, call, WORKER_OR_OPERATOR)
+    await _call(request, call, WORKER_OR_SERVICE)
     record = await _service(request).store.calls.record(call)
     assert record is not None  # calls are never deleted
     return record
@@ -223,7 +228,7 @@ async def reopened(request: AnyRequest, call: CallPath, data: JSONBody[Reopened]
 async def end_call(request: AnyRequest, call: CallPath, data: JSONBody[CallEnd]) -> CallRecord:
     """End the call with its outcome (idempotent; 409 once sealed)."""
     data = await strict_body(request, CallEnd)
-    await _call(request, call, WORKER_OR_OPERATOR)
+    await _call(request, call, WORKER_OR_SERVICE)
     return await _service(request).end(call, data.outcome, data.reason, seal=False)
 
 
@@ -237,7 +242,7 @@ async def seal_call(
 ) -> CallRecord:
     """Seal the call (ending it first if it is open: then name the outcome). Idempotent."""
     data = await strict_body(request, CallEnd) if await request.body() else None
-    await _call(request, call, WORKER_OR_OPERATOR)
+    await _call(request, call, WORKER_OR_SERVICE)
     body = data or CallEnd()
     return await _service(request).end(call, body.outcome, body.reason, seal=True)
 
@@ -277,7 +282,7 @@ async def callbacks(
 ) -> AgentEntry:
     """Call this caller back: ``callback.requested`` on the agent's log, once per call."""
     data = await strict_body(request, CallbackRequest)
-    environment = _environment(await _key(request, ("fleet", "app", "operator")), environment)
+    environment = _environment(await _key(request, ("app", *WORKER_OR_SERVICE)), environment)
     if data.number is None and data.contact is None:
         raise Unprocessable("name the caller's number or contact")
     entry, _ = await _service(request).store.agents.callback(environment, data, utcnow())
@@ -294,7 +299,7 @@ async def agent_append(
     """An entry on the agent's log (``fleet.full``, ``agent.draining``) of the key's environment
     (an operator's names it, ``?environment=``; 422 when it does not)."""
     data = await strict_body(request, AgentEntry)
-    key = await _key(request, WORKER_OR_OPERATOR)
+    key = await _key(request, WORKER_OR_SERVICE)
     env = _environment_named(key, environment, "an agent's log")
     if (why := domain.too_large([data])) is not None:
         raise Unprocessable(why)

@@ -29,14 +29,16 @@ Errors::
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 import secrets
 
-import httpx
 from livekit import api
 from livekit.protocol.room import RoomConfiguration
 
+from pinecall_clients.calllog import CallLogClient
+from pinecall_clients.errors import CallLogError
 from pinecall_contracts.base import encode
 from pinecall_contracts.calls import AgentEntry
 from pinecall_contracts.dispatch import CallRing, TokenRequest, VisitorToken
@@ -50,6 +52,8 @@ from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.errors import TooManyRequests, Unavailable
 
 _log = logging.getLogger(__name__)
+ON_THE_LOG_WITHIN_S = 2.0
+"""How long a refusal's entry on the agent's log may hold the refused visitor's answer."""
 CALLBACKS = "POST /v1/callbacks"
 FLEET_FULL, FLEET_REFUSED = "fleet.full", "fleet.refused"
 """The agent log's kinds for a caller refused at the token endpoint: ``fleet.full`` at the line,
@@ -78,7 +82,7 @@ class Admission:
         settings: DispatcherSettings,
         store: Store,
         roster: RosterView,
-        call_log: httpx.AsyncClient,
+        call_log: CallLogClient,
         metrics: Metrics,
     ) -> None:
         self.settings = settings
@@ -192,7 +196,7 @@ class Admission:
         self, request: TokenRequest, environment: str, fleet: str, reason: str
     ) -> None:
         """``fleet.full`` (at the line) or ``fleet.refused`` with ``reason`` on the agent's log,
-        through call-log (its owner)."""
+        through call-log (its owner), with the service key naming the environment."""
         data = {"fleet": fleet, "org": request.org, "callbacks": CALLBACKS}
         entry = (
             AgentEntry(kind=FLEET_FULL, data=data)
@@ -200,22 +204,17 @@ class Admission:
             else AgentEntry(kind=FLEET_REFUSED, data=data | {"reason": reason})
         )
         try:
-            r = await self.call_log.post(
-                f"/v1/agents/{request.agent}/log",
-                params={"environment": environment},
-                content=encode(entry),
-                headers={
-                    "authorization": f"Bearer {self.settings.operator_key}",
-                    "content-type": "application/json",
-                },
-                timeout=2.0,
-            )
-        except httpx.HTTPError as exc:
+            # the visitor waits for its refusal meanwhile: retried within this, then given up
+            async with asyncio.timeout(ON_THE_LOG_WITHIN_S):
+                await self.call_log.agent_entry(
+                    request.agent, entry, environment=environment, within_s=ON_THE_LOG_WITHIN_S
+                )
+        except TimeoutError:
             _log.warning(
-                "%s of %s not written: call-log did not answer: %r", entry.kind, fleet, exc
+                "%s of %s not written: call-log did not answer in %.0f s",
+                entry.kind,
+                fleet,
+                ON_THE_LOG_WITHIN_S,
             )
-            return
-        if r.status_code != 200:
-            _log.warning(
-                "%s of %s not written: %s %s", entry.kind, fleet, r.status_code, r.text[:200]
-            )
+        except CallLogError as exc:
+            _log.warning("%s of %s not written: %s", entry.kind, fleet, exc)

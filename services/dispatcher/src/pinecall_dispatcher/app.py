@@ -31,8 +31,8 @@ def create_app(
     """The dispatcher app; connections open in its lifespan and close in its ``finally``.
 
     call-log (``fleet.full``; a dead worker's call read, ended drained, called back) is reached
-    at ``PINECALL_CALL_LOG_URL`` over HTTP, or through ``call_log`` when given (a test's
-    in-process replica).
+    at ``PINECALL_CALL_LOG_URL`` over HTTP through its one client, or through ``call_log`` when
+    given (a test's in-process replica); the roster over NATS. Both with the service key.
     """
     settings = settings or DispatcherSettings.from_env()
     state: dict[str, DispatcherService | None] = {"dispatcher": None}
@@ -46,10 +46,7 @@ def create_app(
         engine = db.create_engine(
             settings.database_url, pool_size=settings.db_pool_size, pre_ping=False
         )
-        client = httpx.AsyncClient(base_url=settings.call_log_url, transport=call_log)
-        calls = CallLogClient(
-            settings.call_log_url, settings.operator_key or "", transport=call_log
-        )
+        calls = CallLogClient(settings.call_log_url, settings.service_key or "", transport=call_log)
         service: DispatcherService | None = None
         ops = None
         try:
@@ -60,7 +57,6 @@ def create_app(
                     bus,
                     Store(engine),
                     KeyRing(engine, bus, cache_s=settings.key_cache_s),
-                    client,
                     metrics,
                     calls=calls,
                 )
@@ -76,7 +72,6 @@ def create_app(
                     await service.stop()
                 await bus.close()
         finally:
-            await client.aclose()
             await calls.aclose()
             await engine.dispose()
 

@@ -1,4 +1,5 @@
-"""The roster as the dispatcher reads it: every fleet's rows and the fleets rows, over NATS.
+"""The roster as the dispatcher reads it: every fleet's rows and the fleets rows, over NATS
+through the roster's client (:class:`pinecall_clients.roster.RosterClient`, the service key).
 
 The rows come from the roster's ops service (``fleet.list``, any replica answers), at most
 ``max_age_s`` old when an offer is made (seed 000: "at most a second"): one request refreshes them
@@ -14,19 +15,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable
 from typing import TypeVar
 
 import msgspec
 
-from pinecall_contracts.fleet import (
-    FleetListRequest,
-    FleetRecord,
-    FleetRecords,
-    RosterSnapshot,
-    WorkerRow,
-)
-from pinecall_servicekit.bus import Bus
-from pinecall_servicekit.errors import PinecallError
+from pinecall_clients.errors import RosterError
+from pinecall_clients.roster import RosterClient
+from pinecall_contracts.fleet import FleetRecord, FleetRecords, RosterSnapshot, WorkerRow
 
 _log = logging.getLogger(__name__)
 R = TypeVar("R", RosterSnapshot, FleetRecords)
@@ -36,12 +32,11 @@ MISS_RETRY_S = 1.0
 
 
 class RosterView:
-    """Fleet rows and fleets rows of the roster, read over NATS with an operator key."""
+    """Fleet rows and fleets rows of the roster, read through ``roster`` (over NATS)."""
 
-    def __init__(self, bus: Bus, operator_key: str | None, *, max_age_s: float = 1.0) -> None:
-        self.bus = bus
+    def __init__(self, roster: RosterClient, *, max_age_s: float = 1.0) -> None:
+        self.roster = roster
         self.max_age_s = max_age_s
-        self._headers = {"Authorization": f"Bearer {operator_key}"} if operator_key else {}
         self._snapshot: RosterSnapshot | None = None
         self._read_at = 0.0
         self._refresh: asyncio.Task[None] | None = None
@@ -49,18 +44,16 @@ class RosterView:
         self._records_at = -RECORDS_TTL_S
         self._missed_at = -MISS_RETRY_S
 
-    async def _ask(self, subject: str, reply: type[R]) -> R | None:
-        """The roster's answer on ``subject``, or None (logged) when it did not answer."""
+    async def _ask(self, what: str, asked: Awaitable[R]) -> R | None:
+        """The roster's answer, or None (logged) when it did not answer or refused."""
         try:
-            return await self.bus.request(
-                subject, FleetListRequest(), reply, headers=self._headers, timeout=2.0
-            )
-        except PinecallError as exc:
-            _log.warning("the roster did not answer %s: %s", subject, exc)
+            return await asked
+        except RosterError as exc:
+            _log.warning("%s not read from the roster: %s", what, exc)
             return None
 
     async def _read(self) -> None:
-        snapshot = await self._ask(self.bus.subjects.ops_fleet_list, RosterSnapshot)
+        snapshot = await self._ask("the workers' rows", self.roster.rows())
         if snapshot is not None:
             self._snapshot, self._read_at = snapshot, time.monotonic()
 
@@ -107,7 +100,7 @@ class RosterView:
         return None
 
     async def _read_records(self) -> None:
-        records = await self._ask(self.bus.subjects.ops_fleet_records, FleetRecords)
+        records = await self._ask("the fleets rows", self.roster.fleets())
         if records is not None:
             self._records = {r.name: r for r in records.fleets}
             self._records_at = time.monotonic()

@@ -16,9 +16,8 @@ import contextlib
 import logging
 import time
 
-import httpx
-
 from pinecall_clients.calllog import CallLogClient
+from pinecall_clients.roster import RosterClient
 from pinecall_contracts.calls import CallEvent
 from pinecall_contracts.dispatch import OffersSnapshot
 from pinecall_contracts.livekit import LiveKitEvent
@@ -53,24 +52,26 @@ class DispatcherService:
         bus: Bus,
         store: Store,
         keyring: KeyRing,
-        call_log: httpx.AsyncClient,
         metrics: Metrics | None = None,
         *,
         calls: CallLogClient,
     ) -> None:
-        """``call_log`` is where admission writes ``fleet.full``; ``calls`` is call-log with the
-        operator key, for the death handler (read, end drained, call back)."""
+        """``calls`` is call-log with the service key: admission's ``fleet.full``, and the
+        death handler's reads, ends and call backs. The roster is read over ``bus`` with the
+        same key."""
         self.settings = settings
         self.bus = bus
         self.store = store
         self.keyring = keyring
         self.metrics = metrics or Metrics()
         self.livekits = LiveKits(settings.keys())
-        self.roster = RosterView(bus, settings.operator_key, max_age_s=settings.roster_max_age_s)
+        self.roster = RosterView(
+            RosterClient(settings.service_key, bus=bus), max_age_s=settings.roster_max_age_s
+        )
         self.offering = Offering(settings, store, self.livekits, self.roster, self.metrics)
         self.deaths = Deaths(store, self.offering, calls)
         self.placing = Placing(store, self.livekits, self.roster, self.offering, self.deaths)
-        self.admission = Admission(settings, store, self.roster, call_log, self.metrics)
+        self.admission = Admission(settings, store, self.roster, calls, self.metrics)
         self.consuming = asyncio.Event()
         """Set once the LiveKit stream's consumer is bound."""
         self._tasks: list[asyncio.Task[None]] = []

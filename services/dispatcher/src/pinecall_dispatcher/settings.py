@@ -16,10 +16,11 @@ class DispatcherSettings(LiveKitSettings, frozen=True, kw_only=True):
 
     host: str = "127.0.0.1"
     port: int = 8103
-    operator_key: str | None = None
-    """``PINECALL_OPERATOR_KEY``: the dispatcher's key for the roster's ops verbs (the fleet's
-    rows, the fleets rows) and for call-log: ``fleet.full``, and a dead worker's calls read,
-    ended drained and called back (the death handler)."""
+    service_key: str | None = None
+    """``PINECALL_SERVICE_KEY``: the dispatcher's own key (``keys create --kind service``, never
+    a person's operator key) for the roster's rows and fleets rows, and for call-log:
+    ``fleet.full``, and a dead worker's calls read, ended drained and called back (the death
+    handler)."""
     call_log_url: str = "http://127.0.0.1:8102"
     key_cache_s: float = 5.0
     """Seconds a verified key is remembered (seed 000, "Three planes")."""

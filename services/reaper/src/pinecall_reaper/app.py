@@ -14,11 +14,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import httpx
 from litestar import Litestar
 from litestar.datastructures import State
 
 from pinecall_clients.calllog import CallLogClient
+from pinecall_clients.roster import RosterClient
 from pinecall_reaper.domain import Rules
 from pinecall_reaper.fleets import Fleets
 from pinecall_reaper.metrics import registry_for
@@ -47,11 +47,9 @@ def create_app(settings: ReaperSettings | None = None) -> Litestar:
                 bus.subjects.reaper_service, version=VERSION, description="the calls nobody runs"
             )
             state["bus"] = bus
-            async with (
-                CallLogClient(settings.call_log_url, settings.operator_key or "") as log,
-                httpx.AsyncClient(base_url=settings.roster_url) as roster,
-            ):
-                fleets = Fleets(settings, roster)
+            key = settings.service_key
+            async with CallLogClient(settings.call_log_url, key or "") as log:
+                fleets = Fleets(settings, RosterClient(key, bus=bus))
                 reaper = Reaper(log, fleets.livekits, rules, every_s=settings.reap_every_s)
                 app.state.reaper = state["reaper"] = reaper
                 loop = asyncio.create_task(reaper.run(), name="reaper-loop")

@@ -1,5 +1,5 @@
 """The calls as the reaper reads and closes them: only through call-log's REST (only call-log
-touches its tables), with the operator's key.
+touches its tables), with the reaper's service key.
 
 ``GET /v1/calls?environment=&state=open&state=ended&after=&limit=`` a page at a time;
 ``POST /v1/calls/{call}/end`` and ``/seal`` through :class:`pinecall_clients.calllog.CallLogClient`

@@ -3,19 +3,17 @@
 000, "Who takes a call": "A room is dispatched on the LiveKit of its fleet's environment, which
 the fleets row says"), else ``LIVEKIT_URL``.
 
-The rows are read from the roster (``GET /v1/ops/fleets``, the operator's key) at every sweep;
-a roster that does not answer leaves the rows last read, so a sweep goes on with what it knew.
+The rows are read from the roster (``fleet.records`` over NATS, through the roster's client with
+the reaper's service key, as the dispatcher reads them) at every sweep; a roster that does not
+answer leaves the rows last read, so a sweep goes on with what it knew.
 """
 
 from __future__ import annotations
 
 import logging
 
-import httpx
-import msgspec
-
-from pinecall_contracts.base import decode
-from pinecall_contracts.fleet import FleetRecords
+from pinecall_clients.errors import RosterError
+from pinecall_clients.roster import RosterClient
 from pinecall_reaper.settings import LiveKit, ReaperSettings
 from pinecall_servicekit.settings import by_environment, livekit_keys
 
@@ -23,15 +21,15 @@ _log = logging.getLogger(__name__)
 
 
 class Fleets:
-    """Resolves ``{environment: LiveKit}``; ``roster`` is a client of the roster's base URL."""
+    """Resolves ``{environment: LiveKit}``; ``roster`` reads the roster's fleets rows (None:
+    none are read)."""
 
-    def __init__(self, settings: ReaperSettings, roster: httpx.AsyncClient | None) -> None:
+    def __init__(self, settings: ReaperSettings, roster: RosterClient | None) -> None:
         self.keys = livekit_keys(
             settings.livekit_keys, settings.livekit_api_key, settings.livekit_api_secret
         )
         self.urls = by_environment(settings.livekit_urls, "PINECALL_LIVEKIT_URLS")
         self.default_url = settings.livekit_url
-        self.operator_key = settings.operator_key or ""
         self.roster = roster
         self.rows: dict[str, str] = {}
         """The environment → LiveKit URL the roster's fleets rows last said."""
@@ -49,13 +47,10 @@ class Fleets:
             for env, (key, secret) in self.keys.items()
         }
 
-    async def _read_rows(self, roster: httpx.AsyncClient) -> None:
-        auth = {"Authorization": f"Bearer {self.operator_key}"}
+    async def _read_rows(self, roster: RosterClient) -> None:
         try:
-            r = await roster.get("/v1/ops/fleets", headers=auth, timeout=5.0)
-            r.raise_for_status()
-            records = decode(r.content, FleetRecords)
-        except (httpx.HTTPError, msgspec.MsgspecError) as exc:
-            _log.warning("the roster's fleets rows were not read (%r); kept %s", exc, self.rows)
+            records = await roster.fleets()
+        except RosterError as exc:
+            _log.warning("the roster's fleets rows were not read (%s); kept %s", exc, self.rows)
             return
         self.rows = {f.environment: f.livekit_url for f in records.fleets}

@@ -37,11 +37,10 @@ class ReaperSettings(Settings, frozen=True, kw_only=True):
     host: str = "127.0.0.1"
     port: int = 8105
     call_log_url: str = "http://127.0.0.1:8102"
-    roster_url: str = "http://127.0.0.1:8101"
-    """Where the fleets rows are read (each environment's LiveKit URL)."""
-    operator_key: str | None = None
-    """``PINECALL_OPERATOR_KEY``: the reaper lists, ends and seals calls of every environment and
-    reads the fleets rows, as an operator does."""
+    service_key: str | None = None
+    """``PINECALL_SERVICE_KEY``: the reaper's own key (``keys create --kind service``, never a
+    person's operator key): it lists, ends and seals calls of every environment through
+    call-log, and reads the fleets rows from the roster over NATS."""
     reap_every_s: float = 60.0
     """Seconds between two sweeps (seed 002, "The reaper looks every minute")."""
     quiet_s: float = 300.0
@@ -60,8 +59,10 @@ class ReaperSettings(Settings, frozen=True, kw_only=True):
 
     def check(self) -> ReaperSettings:
         """These settings, or ``SettingsError`` naming what the reaper cannot run without."""
-        if not self.operator_key:
-            raise SettingsError("the reaper needs PINECALL_OPERATOR_KEY")
+        if not self.service_key:
+            raise SettingsError(
+                "the reaper needs PINECALL_SERVICE_KEY (pinecall-runtime keys create --kind service)"
+            )
         livekit_keys(self.livekit_keys, self.livekit_api_key, self.livekit_api_secret)
         by_environment(self.livekit_urls, "PINECALL_LIVEKIT_URLS")
         return self

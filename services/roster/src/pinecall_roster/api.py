@@ -1,16 +1,21 @@
 """The roster's HTTP API (seed 000, "The gateway hears every worker", "The burst").
 
-==========================================  =========  ========================================
-route                                       key        answer
-==========================================  =========  ========================================
-POST /v1/fleet/heartbeat                    fleet      HeartbeatReply
-GET  /v1/fleet/wanted?scaled&seats&most     fleet      Wanted (422 without scaled and seats)
-GET  /v1/ops/fleet[?fleet=]                 operator   RosterSnapshot
-GET  /v1/ops/fleets                         operator   FleetRecords
-POST /v1/ops/fleet/{fleet}/{worker}/cordon  operator   CordonSetting (body: CordonRequest or none)
-POST /v1/ops/fleet/{fleet}/{worker}/uncordon operator  CordonSetting
-POST /v1/ops/keys/{key_id}/revoke           operator   KeyInfo; every replica forgets it at once
-==========================================  =========  ========================================
+==========================================  ==========  =======================================
+route                                       key         answer
+==========================================  ==========  =======================================
+POST /v1/fleet/heartbeat                    fleet       HeartbeatReply
+GET  /v1/fleet/wanted?scaled&seats&most     fleet       Wanted (422 without scaled and seats)
+GET  /v1/ops/fleet[?fleet=]                 service or  RosterSnapshot
+                                            operator
+GET  /v1/ops/fleets                         service or  FleetRecords
+                                            operator
+POST /v1/ops/fleet/{fleet}/{worker}/cordon  operator    CordonSetting (body: CordonRequest or none)
+POST /v1/ops/fleet/{fleet}/{worker}/uncordon operator   CordonSetting
+POST /v1/ops/keys/{key_id}/revoke           operator    KeyInfo; every replica forgets it at once
+==========================================  ==========  =======================================
+
+A service key reads what the operator's key reads, and is refused (403) what only an operator
+does: a cordon, a revocation.
 
 A worker is named in a path as ``<fleet>/<worker>`` (the cordon's name, start left out or not).
 Every error is a problem detail; nothing is recorded on an error. A heartbeat whose ``worker`` or
@@ -43,7 +48,7 @@ from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_roster.service import RosterService
 from pinecall_servicekit.errors import BadRequest, Unprocessable
 from pinecall_servicekit.http import problems, strict_body
-from pinecall_servicekit.keys import FLEET, OPERATOR, bearer
+from pinecall_servicekit.keys import FLEET, OPERATOR, SERVICE_OR_OPERATOR, bearer
 
 AnyRequest = Request[object, object, State]
 
@@ -120,14 +125,14 @@ async def wanted(
 @get("/v1/ops/fleet", responses=problems(400, 401, 403, 503))
 async def fleet(request: AnyRequest, fleet: FromQuery[str | None] = None) -> RosterSnapshot:
     """Every fleet with its workers and totals (or only ``fleet``)."""
-    await _key(request, OPERATOR)
+    await _key(request, SERVICE_OR_OPERATOR)
     return _service(request.app.state).snapshot(fleet)
 
 
 @get("/v1/ops/fleets", responses=problems(401, 403, 503))
 async def fleets(request: AnyRequest) -> FleetRecords:
     """The fleets rows: name, environment, the LiveKit each dispatches on."""
-    await _key(request, OPERATOR)
+    await _key(request, SERVICE_OR_OPERATOR)
     service = _service(request.app.state)
     await service.reload_fleets()
     return FleetRecords(fleets=list(service.fleets.values()))

@@ -11,7 +11,7 @@ key at once.
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from typing import get_args
 
 import click
 import msgspec
@@ -21,7 +21,7 @@ from pinecall_contracts.base import to_builtins
 from pinecall_contracts.dispatch import OffersRequest, OffersSnapshot
 from pinecall_contracts.fleet import CordonRequest, CordonSetting, FleetListRequest, RosterSnapshot
 from pinecall_contracts.ids import ENVIRONMENTS, WorkerNameError, worker_key
-from pinecall_contracts.keys import KeyRevoked
+from pinecall_contracts.keys import KeyKind, KeyRevoked
 from pinecall_roster import listing
 from pinecall_roster.store import Store
 from pinecall_servicekit import db
@@ -176,11 +176,17 @@ async def fleet_uncordon(worker: str) -> None:
 
 @click.group()
 def keys() -> None:
-    """Operator, fleet (per environment) and app keys."""
+    """Operator, fleet (per environment), app (per environment) and service keys."""
 
 
 @keys.command(name="create")
-@click.option("--kind", type=click.Choice(["operator", "fleet", "app"]), required=True)
+@click.option(
+    "--kind",
+    type=click.Choice(get_args(KeyKind)),
+    required=True,
+    help="operator: a person's, for the ops verbs; service: the dispatcher's and the reaper's "
+    "(PINECALL_SERVICE_KEY), refused the ops verbs; fleet, app: per environment.",
+)
 @click.option("--name", required=True, help="Who or what holds it.")
 @click.option(
     "--environment",
@@ -189,9 +195,7 @@ def keys() -> None:
     help="For fleet and app keys.",
 )
 @run
-async def keys_create(
-    kind: Literal["operator", "fleet", "app"], name: str, environment: str | None
-) -> None:
+async def keys_create(kind: KeyKind, name: str, environment: str | None) -> None:
     """Make a key and print its secret (shown this once)."""
     engine = db.create_engine(OperatorSettings.load().database_url, pool_size=1)
     try:

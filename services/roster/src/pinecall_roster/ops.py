@@ -1,9 +1,10 @@
 """The roster's ops verbs over NATS: a ``nats.micro`` service on every replica (NATS ADR-32).
 
-``<ns>.ops.fleet.list`` (FleetListRequest → RosterSnapshot), ``<ns>.ops.fleet.records``
-(FleetListRequest → FleetRecords: the fleets rows, which the dispatcher reads) and
-``<ns>.ops.fleet.cordon`` (CordonRequest → CordonSetting), each with an operator key in the
-``Authorization`` header, so
+``<ns>.ops.fleet.list`` (FleetListRequest → RosterSnapshot) and ``<ns>.ops.fleet.records``
+(FleetListRequest → FleetRecords: the fleets rows), each with a service or an operator key in
+the ``Authorization`` header (the dispatcher and the reaper read them with their service key,
+through :class:`pinecall_clients.roster.RosterClient`), and ``<ns>.ops.fleet.cordon``
+(CordonRequest → CordonSetting) with an operator key only (a service key: 403), so
 ``pinecall-runtime fleet …`` works from any machine that reaches NATS. Replicas share a queue
 group: one answers each request. ``$SRV.PING.<ns>-roster`` finds them all.
 """
@@ -22,7 +23,7 @@ from pinecall_contracts.fleet import (
 from pinecall_contracts.ids import WorkerNameError
 from pinecall_roster.service import RosterService
 from pinecall_servicekit.errors import BadRequest
-from pinecall_servicekit.keys import OPERATOR, bearer
+from pinecall_servicekit.keys import OPERATOR, SERVICE_OR_OPERATOR, bearer
 
 VERSION = "0.1.0"
 
@@ -35,12 +36,17 @@ async def start_ops(service: RosterService) -> Service:
         info = await service.keyring.verify(bearer(headers.get("Authorization")), kinds=OPERATOR)
         return info.name
 
+    async def reader(headers: dict[str, str]) -> None:
+        await service.keyring.verify(
+            bearer(headers.get("Authorization")), kinds=SERVICE_OR_OPERATOR
+        )
+
     async def fleet_list(request: FleetListRequest, headers: dict[str, str]) -> RosterSnapshot:
-        await operator(headers)
+        await reader(headers)
         return service.snapshot(request.fleet)
 
     async def fleet_records(request: FleetListRequest, headers: dict[str, str]) -> FleetRecords:
-        await operator(headers)
+        await reader(headers)
         await service.reload_fleets()
         return FleetRecords(
             fleets=[r for n, r in service.fleets.items() if request.fleet in (None, n)]

@@ -18,7 +18,7 @@ from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_contracts.keys import KeyCreated, KeyInfo, KeyKind
 from pinecall_servicekit import db
 from pinecall_servicekit.errors import NotFound, Unprocessable
-from pinecall_servicekit.keys import KEYS, key_info, new_secret
+from pinecall_servicekit.keys import EVERY_ENVIRONMENT, KEYS, key_info, new_secret
 from pinecall_servicekit.migrations import Migrations
 
 SCHEMA = "roster"
@@ -77,14 +77,17 @@ class Store:
     async def create_key(self, kind: KeyKind, name: str, environment: str | None) -> KeyCreated:
         """A new key; its secret is in the answer and nowhere else.
 
-        Fleet and app keys need an environment (``production`` or ``sandbox``); operator keys
-        take none. Raises ``Unprocessable`` otherwise.
+        Fleet and app keys need an environment (``production`` or ``sandbox``); operator and
+        service keys take none. Raises ``Unprocessable`` otherwise.
         """
         if not (0 < len(name) <= 200 and name.isprintable() and name.strip() == name):
             raise Unprocessable("a key's name is 1 to 200 printable characters, no edge spaces")
-        if kind == "operator" and environment is not None:
-            raise Unprocessable("an operator key acts in every environment: give no environment")
-        if kind != "operator" and environment not in ENVIRONMENTS:
+        if kind in EVERY_ENVIRONMENT and environment is not None:
+            article = "an" if kind == "operator" else "a"
+            raise Unprocessable(
+                f"{article} {kind} key acts in every environment: give no environment"
+            )
+        if kind not in EVERY_ENVIRONMENT and environment not in ENVIRONMENTS:
             raise Unprocessable(
                 f"{'an' if kind == 'app' else 'a'} {kind} key needs an environment: "
                 f"{' or '.join(ENVIRONMENTS)}"

@@ -1,4 +1,5 @@
-"""The worker's heartbeat: every 5 s from its start, to the roster, with its fleet key.
+"""The worker's heartbeat: every 5 s from its start, to the roster, with its fleet key, through
+the roster's client (:class:`pinecall_clients.roster.RosterClient`, over HTTP).
 
 ``{fleet, worker, agent_name, active, max_jobs, load, draining}`` and the last minute (seed 000,
 "The gateway hears every worker"). A heartbeat that gets no answer is not retried: the next one is
@@ -13,29 +14,26 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 
-import httpx
-import msgspec
-
-from pinecall_contracts.base import decode, encode
+from pinecall_clients.errors import RosterRefused, RosterUnavailable
+from pinecall_clients.roster import RosterClient
 from pinecall_contracts.fleet import HeartbeatReply, WorkerHeartbeat
 
 _log = logging.getLogger(__name__)
 
 
 class Heartbeat:
-    """Posts ``state()`` every ``every_s`` seconds; hands each answer to ``on_reply``."""
+    """Posts ``state()`` every ``every_s`` seconds through ``roster`` (with the worker's fleet
+    key); hands each answer to ``on_reply``."""
 
     def __init__(
         self,
-        client: httpx.AsyncClient,
-        key: str | None,
+        roster: RosterClient,
         state: Callable[[], WorkerHeartbeat],
         on_reply: Callable[[HeartbeatReply], Awaitable[None]],
         *,
         every_s: float = 5.0,
     ) -> None:
-        self.client = client
-        self.key = key
+        self.roster = roster
         self.state = state
         self.on_reply = on_reply
         self.every_s = every_s
@@ -49,27 +47,14 @@ class Heartbeat:
 
     async def beat(self) -> HeartbeatReply | None:
         """One heartbeat; its answer, or None when the roster did not answer or refused."""
-        headers = {"content-type": "application/json"}
-        if self.key:
-            headers["authorization"] = f"Bearer {self.key}"
         self.sent += 1
         try:
-            r = await self.client.post(
-                "/v1/fleet/heartbeat",
-                content=encode(self.state()),
-                headers=headers,
-                timeout=self.every_s,
-            )
-        except httpx.HTTPError as exc:
-            _log.warning("heartbeat: the roster did not answer: %r", exc)
+            reply = await self.roster.heartbeat(self.state(), timeout_s=self.every_s)
+        except RosterUnavailable as exc:
+            _log.warning("heartbeat: the roster did not answer: %s", exc)
             return None
-        if r.status_code != 200:
-            _log.error("heartbeat refused: %s %s", r.status_code, r.text[:300])
-            return None
-        try:
-            reply = decode(r.content, HeartbeatReply)
-        except msgspec.MsgspecError as exc:
-            _log.error("heartbeat: a malformed answer: %s", exc)
+        except RosterRefused as exc:
+            _log.error("heartbeat refused: %s", exc)
             return None
         self.answered += 1
         await self.on_reply(reply)

@@ -28,6 +28,7 @@ import httpx
 from livekit.agents import AgentServer, JobContext, JobExecutorType, JobProcess, Plugin
 
 from pinecall_clients.calllog import CallLogClient
+from pinecall_clients.roster import RosterClient
 from pinecall_contracts.fleet import HeartbeatReply, WorkerHeartbeat
 from pinecall_jobs.health import Health
 from pinecall_jobs.native import make_thread_safe
@@ -58,7 +59,11 @@ def _seconds(s: float | None) -> float | None:
 
 
 class Worker:
-    """A worker of ``settings.fleet``; :meth:`run` returns its exit code."""
+    """A worker of ``settings.fleet``; :meth:`run` returns its exit code.
+
+    It beats to the roster at ``settings.roster_url``, or through ``roster_transport`` (a test's
+    in-process replica, or a line a test cuts) when given.
+    """
 
     def __init__(
         self,
@@ -66,7 +71,7 @@ class Worker:
         entrypoint: Entrypoint,
         *,
         prewarm: Callable[[JobProcess], None] | None = None,
-        roster: httpx.AsyncClient | None = None,
+        roster_transport: httpx.AsyncBaseTransport | None = None,
         executor: JobExecutorType = JobExecutorType.PROCESS,
         num_idle_processes: int | None = None,
         start: int | None = None,
@@ -84,8 +89,9 @@ class Worker:
         self.draining = False
         self.cordoned = False
         self._stop = asyncio.Event()
-        self._roster = roster or httpx.AsyncClient(base_url=settings.roster_url)
-        self._own_roster = roster is None
+        self._roster = RosterClient(
+            settings.fleet_key, base_url=settings.roster_url, transport=roster_transport
+        )
         self.measures = MeasuresSocket(
             Path(settings.measures_socket)
             if settings.measures_socket
@@ -140,7 +146,6 @@ class Worker:
         self.server.on("worker_registered", self._on_registered)
         self.heartbeat = Heartbeat(
             self._roster,
-            settings.fleet_key,
             self.state,
             self._on_reply,
             every_s=settings.heartbeat_s,
@@ -247,8 +252,7 @@ class Worker:
             self.draining = True
             await self.heartbeat.beat()  # the last word: draining, the calls left
             await self.jobs.aclose(within_s=self.settings.seal_timeout_s)
-            if self._own_roster:
-                await self._roster.aclose()
+            await self._roster.aclose()
             if self.call_log is not None:
                 await self.call_log.aclose()
             await self.health.aclose()

@@ -29,6 +29,7 @@ class Keys(msgspec.Struct, frozen=True, kw_only=True):
     sandbox: str
     app: str
     app_sandbox: str
+    service: str
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -46,6 +47,7 @@ async def make_keys(database_url: str) -> Keys:
         "sandbox": ("fleet", "sandbox"),
         "app": ("app", "production"),
         "app_sandbox": ("app", "sandbox"),
+        "service": ("service", None),
     }
     try:
         async with engine.begin() as conn:

@@ -18,11 +18,12 @@ class Keys(msgspec.Struct, frozen=True):
     sandbox: str
     app: str
     production_id: str
+    service: str
 
 
 async def make_keys(database_url: str) -> Keys:
-    """An operator key, a fleet key per environment and an app key, in the database at
-    ``database_url`` (a test's own)."""
+    """An operator key, a fleet key per environment, an app key and a service key, in the
+    database at ``database_url`` (a test's own)."""
     from pinecall_roster.store import Store
     from pinecall_servicekit import db
 
@@ -33,9 +34,17 @@ async def make_keys(database_url: str) -> Keys:
         production = await store.create_key("fleet", "workers", "production")
         sandbox = await store.create_key("fleet", "workers", "sandbox")
         app = await store.create_key("app", "an app", "production")
+        service = await store.create_key("service", "services", None)
     finally:
         await engine.dispose()
-    return Keys(operator.secret, production.secret, sandbox.secret, app.secret, production.key.id)
+    return Keys(
+        operator.secret,
+        production.secret,
+        sandbox.secret,
+        app.secret,
+        production.key.id,
+        service.secret,
+    )
 
 
 def bearer(key: str) -> dict[str, str]:

@@ -1,0 +1,77 @@
+"""The dispatcher's client: what an operator's tools read of it over HTTP, with an operator key.
+
+``GET /v1/ops/offers`` (each fleet's rooms in offers, the rooms kept past a minute) and
+``GET /v1/ops/calls/{call}/journal`` (a call's offers and why), as ``up`` reads them for its table
+and its report. Nothing is retried: a read that gets no answer is read again at the next tick, or
+said as a problem of the report. Every failure is a
+:class:`~pinecall_clients.errors.DispatcherError` (``DispatcherUnavailable``: nothing answered in
+time, a 5xx, or an answer that is no reply; ``DispatcherRefused``: a 4xx, with its problem
+detail). A web visitor's token (``POST /v1/tokens``) is the tenant's page's to ask, not ours.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+import httpx
+import msgspec
+
+from pinecall_clients.errors import DispatcherRefused, DispatcherUnavailable, problem_of
+from pinecall_contracts.base import decode
+from pinecall_contracts.dispatch import Journal, OffersSnapshot
+
+R = TypeVar("R", Journal, OffersSnapshot)
+
+
+class DispatcherClient:
+    """The dispatcher at ``base_url`` with one ``key`` (``transport``: a test's in-process
+    replica instead of the network); each read waits ``timeout_s`` at most. Close with
+    :meth:`aclose` (or ``async with``)."""
+
+    def __init__(
+        self,
+        base_url: str,
+        key: str,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        timeout_s: float = 5.0,
+    ) -> None:
+        self.http = httpx.AsyncClient(
+            base_url=base_url,
+            transport=transport,
+            headers={"Authorization": f"Bearer {key}"},
+            timeout=timeout_s,
+        )
+
+    async def __aenter__(self) -> DispatcherClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.http.aclose()
+
+    async def offers(self) -> OffersSnapshot:
+        """Every fleet's rooms in offers and refusals in ten minutes; the rooms kept."""
+        return await self._get("/v1/ops/offers", OffersSnapshot)
+
+    async def journal(self, call: str) -> Journal:
+        """``call``'s offers, oldest first (``DispatcherRefused``, 404, for a call never
+        offered)."""
+        return await self._get(f"/v1/ops/calls/{call}/journal", Journal)
+
+    async def _get(self, path: str, reply: type[R]) -> R:
+        try:
+            r = await self.http.get(path)
+        except httpx.HTTPError as exc:
+            raise DispatcherUnavailable(f"nothing answered at {path}: {exc!r}") from exc
+        if r.status_code != 200:
+            problem = problem_of(r.status_code, r.content)
+            if r.status_code >= 500:
+                raise DispatcherUnavailable(f"{r.status_code} {problem.title}", r.status_code)
+            raise DispatcherRefused(problem)
+        try:
+            return decode(r.content, reply)
+        except msgspec.MsgspecError as exc:
+            raise DispatcherUnavailable(f"{path} answered no {reply.__name__}: {exc}") from exc

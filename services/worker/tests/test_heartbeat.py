@@ -1,0 +1,67 @@
+"""The worker's heartbeat through the roster's client, to a real roster: counted and answered with
+the fleet key; refused, or unanswered, it is logged and the next beat says everything again."""
+
+from __future__ import annotations
+
+import logging
+
+import httpx
+import pytest
+
+from pinecall_clients.roster import RosterClient
+from pinecall_contracts.fleet import HeartbeatReply, WorkerHeartbeat
+from pinecall_testkit.roster import Keys, Replica
+from pinecall_worker.heartbeat import Heartbeat
+
+NAME = "pinecall/worker-h.1791067258"
+STATE = WorkerHeartbeat(
+    fleet="pinecall", worker=NAME, agent_name=NAME, active=3, max_jobs=4, load=0.75
+)
+
+
+async def test_a_heartbeat_through_the_roster_client_is_counted_and_answered(
+    roster: Replica, keys: Keys
+) -> None:
+    replies: list[HeartbeatReply] = []
+
+    async def on_reply(reply: HeartbeatReply) -> None:
+        replies.append(reply)
+
+    line = RosterClient(keys.production, base_url="http://roster.test", transport=roster.line)
+    async with line:
+        heartbeat = Heartbeat(line, lambda: STATE, on_reply)
+        reply = await heartbeat.beat()
+    assert reply == HeartbeatReply(cordoned=False, fleet_full=False)
+    assert replies == [reply]
+    assert (heartbeat.sent, heartbeat.answered) == (1, 1)
+    [row] = roster.app.state.roster.view("pinecall").workers
+    assert (row.worker, row.active, row.seats) == (NAME, 3, 4)
+
+
+async def test_a_heartbeat_refused_or_unanswered_is_logged_and_nothing_is_answered(
+    roster: Replica, keys: Keys, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def on_reply(reply: HeartbeatReply) -> None:
+        raise AssertionError("no answer to hand on")
+
+    sandbox = RosterClient(keys.sandbox, base_url="http://roster.test", transport=roster.line)
+
+    def gone(request: httpx.Request) -> httpx.Response:
+        raise httpx.ConnectError("the roster is gone", request=request)
+
+    nobody = RosterClient(
+        keys.production, base_url="http://roster.test", transport=httpx.MockTransport(gone)
+    )
+    with caplog.at_level(logging.WARNING, logger="pinecall_worker.heartbeat"):
+        async with sandbox, nobody:
+            refused = Heartbeat(sandbox, lambda: STATE, on_reply)
+            assert await refused.beat() is None
+            unanswered = Heartbeat(nobody, lambda: STATE, on_reply)
+            assert await unanswered.beat() is None
+    assert (refused.sent, refused.answered, unanswered.sent, unanswered.answered) == (1, 0, 1, 0)
+    said = [(r.levelname, r.getMessage()) for r in caplog.records]
+    assert said[0][0] == "ERROR"
+    assert said[0][1].startswith("heartbeat refused: 403")
+    assert said[1][0] == "WARNING"
+    assert said[1][1].startswith("heartbeat: the roster did not answer")
+    assert roster.app.state.roster.view("pinecall").workers == []
