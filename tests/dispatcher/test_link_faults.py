@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
 from pinecall_contracts.fleet import WorkerRow
+from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
-from pinecall_loadlab.scenarios.chain import Chain
+from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, runtime_chain
 from pinecall_loadlab.scenarios.runtime_choosing import place_calls
 
 
@@ -46,3 +48,35 @@ async def test_a_worker_livekit_does_not_hold_is_offered_no_caller_until_it_regi
     assert [c.by for c in after] == [lost.name]
     for caller in callers + more:
         await caller.leave()
+
+
+async def test_a_caller_who_rings_as_a_workers_link_is_cut_is_not_offered_to_it(
+    standin: StandIn, chain_config: ChainConfig
+) -> None:
+    """The dispatcher keeps its rows 60 s here (1 s in production), so only the heartbeat it hears
+    itself on NATS can tell it, before its next read, that LiveKit dropped the worker, and that
+    LiveKit holds it again (issue 14, item 7: a caller 0.1 s after a cut was offered to it)."""
+    slow_rows = chain_config.dispatcher | {"roster_max_age_s": 60.0}
+    async with runtime_chain(standin, replace(chain_config, dispatcher=slow_rows)) as chain:
+        lost = await chain.worker("worker-lost", seats=8)
+        held = await chain.worker("worker-held", seats=4)
+        await chain.heard()  # the rows, as of now, name both workers registered
+        view = chain.dispatchers[0].app.state.dispatcher.roster
+
+        def newest_says(registered: bool) -> bool:
+            newest = view.newest(lost.name)
+            return newest is not None and (newest.agent_name is not None) is registered
+
+        chain.lk.cut_link(lost.name, 600)
+        await view.said.wait_for(lambda: newest_says(False), timeout=30)
+        async with asyncio.timeout(90):
+            calls, callers = await place_calls(chain, prefix="cut-now", calls=2, interval_s=0.2)
+        assert [c.by for c in calls] == [held.name] * 2
+        assert chain.lk.events.of(ev.DispatchCreated, lambda e: e.agent_name == lost.name) == []
+        chain.lk.mend_link(lost.name)
+        await view.said.wait_for(lambda: newest_says(True), timeout=60)
+        async with asyncio.timeout(60):
+            after, more = await place_calls(chain, prefix="mended-now", calls=1)
+        assert [c.by for c in after] == [lost.name]
+        for caller in callers + more:
+            await caller.leave()

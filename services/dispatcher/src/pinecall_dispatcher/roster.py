@@ -8,6 +8,13 @@ snapshot, so a cached row never reads fresher than it is. When the roster does n
 last rows are used, aging: past 12 s nobody reads as heard, and rooms wait, then overflow. The
 fleets rows (each fleet's environment and LiveKit) come from ``fleet.records`` and are read again
 every minute, or at once for a fleet not known yet.
+
+Whether LiveKit holds a worker is also heard first-hand: every replica follows the heartbeats the
+roster fans out on NATS (``fleet.heartbeat.*``), and a worker whose newest heartbeat came after
+the snapshot was read is given that heartbeat's ``agent_name`` (None: LiveKit does not hold it).
+A worker says a lost or regained registration at once (``pinecall_worker.link``), so a caller who
+rings in the ``max_age_s`` after a worker's link to LiveKit is cut is not offered to it (issue 14,
+item 7: 1 of 8 such callers waited the 12 s re-offer while the rows were a second old).
 """
 
 from __future__ import annotations
@@ -22,7 +29,15 @@ import msgspec
 
 from pinecall_clients.errors import RosterError
 from pinecall_clients.roster import RosterClient
-from pinecall_contracts.fleet import FleetRecord, FleetRecords, RosterSnapshot, WorkerRow
+from pinecall_contracts.fleet import (
+    FleetRecord,
+    FleetRecords,
+    RosterSnapshot,
+    WorkerHeartbeat,
+    WorkerRow,
+)
+from pinecall_servicekit.bus import Bus
+from pinecall_servicekit.changes import Changes
 
 _log = logging.getLogger(__name__)
 R = TypeVar("R", RosterSnapshot, FleetRecords)
@@ -43,6 +58,30 @@ class RosterView:
         self._records: dict[str, FleetRecord] = {}
         self._records_at = -RECORDS_TTL_S
         self._missed_at = -MISS_RETRY_S
+        self._said: dict[str, tuple[float, WorkerHeartbeat]] = {}
+        """Per worker, when its newest heartbeat was heard (monotonic), and that heartbeat."""
+        self.said = Changes()
+        """Notified at each heartbeat heard (what a test awaits instead of a sleep)."""
+
+    async def follow(self, bus: Bus) -> None:
+        """Hear every heartbeat the roster fans out on ``bus`` from now on."""
+        await bus.subscribe(bus.subjects.heartbeats, WorkerHeartbeat, self.heard)
+
+    async def heard(self, heartbeat: WorkerHeartbeat) -> None:
+        """A worker's heartbeat, as a roster replica received it."""
+        self._said[heartbeat.worker] = (time.monotonic(), heartbeat)
+        await self.said.notify()
+
+    def newest(self, worker: str) -> WorkerHeartbeat | None:
+        """``worker``'s newest heartbeat heard since the rows were read, if any."""
+        said = self._said.get(worker)
+        return said[1] if said else None
+
+    def _now(self, row: WorkerRow, age: float) -> WorkerRow:
+        said = self._said.get(row.worker)
+        if said and said[0] > self._read_at and said[1].agent_name != row.agent_name:
+            row = msgspec.structs.replace(row, agent_name=said[1].agent_name)
+        return msgspec.structs.replace(row, last_heard_s=row.last_heard_s + age)
 
     async def _ask(self, what: str, asked: Awaitable[R]) -> R | None:
         """The roster's answer, or None (logged) when it did not answer or refused."""
@@ -53,16 +92,20 @@ class RosterView:
             return None
 
     async def _read(self) -> None:
+        asked_at = time.monotonic()  # the rows are as of the ask, or later
         snapshot = await self._ask("the workers' rows", self.roster.rows())
         if snapshot is not None:
-            self._snapshot, self._read_at = snapshot, time.monotonic()
+            self._snapshot, self._read_at = snapshot, asked_at
+            # a heartbeat heard before the ask is in the rows: only newer ones are kept
+            self._said = {w: said for w, said in self._said.items() if said[0] > asked_at}
 
     async def refresh(self) -> None:
         """Read the rows now, whatever their age (a test that just heard a worker)."""
         await self._read()
 
     async def rows(self, fleet: str) -> list[WorkerRow]:
-        """``fleet``'s workers, at most ``max_age_s`` old (or the last known, aged)."""
+        """``fleet``'s workers, at most ``max_age_s`` old (or the last known, aged), each with
+        its registration as its newest heartbeat says."""
         if time.monotonic() - self._read_at > self.max_age_s:
             if self._refresh is None or self._refresh.done():
                 self._refresh = asyncio.create_task(self._read())
@@ -72,10 +115,7 @@ class RosterView:
         age = time.monotonic() - self._read_at
         for view in self._snapshot.fleets:
             if view.fleet == fleet:
-                return [
-                    msgspec.structs.replace(r, last_heard_s=r.last_heard_s + age)
-                    for r in view.workers
-                ]
+                return [self._now(r, age) for r in view.workers]
         return []
 
     async def fleets(self) -> dict[str, FleetRecord]:

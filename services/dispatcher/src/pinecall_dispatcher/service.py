@@ -79,6 +79,7 @@ class DispatcherService:
     async def start(self) -> None:
         subjects = self.bus.subjects
         await self.keyring.start()
+        await self.roster.follow(self.bus)
         await self.bus.ensure_stream(
             subjects.livekit_stream,
             [subjects.livekit_events],
