@@ -84,3 +84,16 @@ async def test_a_server_closed_while_it_warms_a_job_thread_waits_for_it_then_clo
     for thread in job_threads() - before:
         await asyncio.to_thread(thread.join, 10)
         assert not thread.is_alive()
+
+
+def test_the_framework_still_has_what_close_server_reads_and_sets() -> None:
+    """``close_server`` reads and sets livekit-agents' private pool members: an upgrade that
+    renames them fails here, not in a drain that hangs."""
+    import inspect
+
+    from livekit.agents.ipc.proc_pool import ProcPool
+
+    main_task = inspect.getsource(ProcPool._main_task)
+    assert "min(self._target_idle_processes, self._default_num_idle_processes)" in main_task
+    assert "self._spawn_tasks.add(task)" in main_task
+    assert "self._proc_pool = ipc.proc_pool.ProcPool(" in inspect.getsource(AgentServer.run)

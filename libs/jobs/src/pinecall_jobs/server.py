@@ -45,7 +45,15 @@ async def settled(server: AgentServer, *, within_s: float = SPAWN_S) -> bool:
 
 async def close_server(server: AgentServer, *, within_s: float = SPAWN_S) -> None:
     """``server.aclose()``, once the job processes or threads it is warming are ready (see the
-    module docstring); after ``within_s`` seconds of warming it closes anyway, and says so."""
+    module docstring); after ``within_s`` seconds of warming it closes anyway, and says so.
+
+    The pool is first told to keep no process warm (``ProcPool._default_num_idle_processes``,
+    the cap of its ``_main_task``'s target), so it starts no new warm-up between the wait and the
+    close: its main task ticks every 0.1 s, and a warm-up it began there was cancelled by the
+    close and hung it (``tests/dispatcher/test_offers.py`` hung once in teardown so, at load 4)."""
+    pool = getattr(server, "_proc_pool", None)  # made by run(); no public handle in 1.8.9
+    if pool is not None:
+        pool._default_num_idle_processes = 0
     if not await settled(server, within_s=within_s):
         _log.error("a job process still starting after %.0f s: closing anyway", within_s)
     await server.aclose()
