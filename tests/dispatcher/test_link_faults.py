@@ -80,3 +80,24 @@ async def test_a_caller_who_rings_as_a_workers_link_is_cut_is_not_offered_to_it(
         assert [c.by for c in after] == [lost.name]
         for caller in callers + more:
             await caller.leave()
+
+
+async def test_a_caller_offered_to_a_worker_whose_link_hung_is_offered_again_once_it_says_so(
+    standin: StandIn, chain_config: ChainConfig
+) -> None:
+    """The worker notices a hung LiveKit in 3 s; a caller who rang meanwhile was offered to it and
+    LiveKit will never give it that job. The re-offer waits 60 s here: the caller is answered
+    only because the worker's heartbeat saying LiveKit dropped it makes its room due at once."""
+    slow_reoffer = chain_config.dispatcher | {"reoffer_s": 60.0, "fleet_wait_s": 60.0}
+    async with runtime_chain(standin, replace(chain_config, dispatcher=slow_reoffer)) as chain:
+        lost = await chain.worker("worker-lost", seats=8)
+        held = await chain.worker("worker-held", seats=4)
+        await chain.heard()
+        chain.lk.hang_link(lost.name, 600)
+        async with asyncio.timeout(45):
+            calls, callers = await place_calls(chain, prefix="hung", calls=1)
+        offered = chain.lk.events.of(ev.DispatchCreated, lambda e: e.room == "hung-1")
+        assert [e.agent_name for e in offered] == [lost.name, held.name]
+        assert [c.by for c in calls] == [held.name]
+        for caller in callers:
+            await caller.leave()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -71,6 +72,32 @@ def test_reoffer_after_12_s_to_another_and_overflow_after_three() -> None:
         offered_at=24.0,
     )
     assert domain.decide(third, rows, {}, now=36.0) == Overflow(reason="three_offers")
+
+
+def test_a_room_offered_to_a_worker_livekit_no_longer_holds_is_offered_again_at_once() -> None:
+    """Its job will never come (issue 14, items 6 and 7): no 12 s wait, never to that worker, and
+    it counts as an offer (the third such goes to the overflow)."""
+    rows = [row("a", registered=False), row("b", seats=4)]
+    offered = Room(name="r", arrived_at=0, tried=("pinecall/a.100",), offered_at=0.0)
+    assert domain.decide(offered, rows, {}, now=1.0) == Wait(until=12.0)
+    again = domain.decide(msgspec.structs.replace(offered, unheld=True), rows, {}, now=1.0)
+    assert isinstance(again, Offer)
+    assert (again.worker, again.number) == ("pinecall/b.100", 2)
+    third = Room(
+        name="r",
+        arrived_at=0,
+        tried=("pinecall/a.100", "pinecall/b.100", "pinecall/c.100"),
+        offered_at=1.0,
+        unheld=True,
+    )
+    assert domain.decide(third, rows, {}, now=2.0) == Overflow(reason="three_offers")
+    sentence = Room(
+        name="s", arrived_at=0, tried=("pinecall/x.100", "pinecall/a.100"), offered_at=0.0
+    )
+    sentence = msgspec.structs.replace(sentence, job="sentence", unheld=True)
+    assert domain.decide(sentence, rows, {}, now=1.0) == Offer(
+        worker="pinecall/b.100", seats_free=4, heard_s=1.0, number=3
+    )
 
 
 def test_no_seat_overflows_at_once_and_a_fleet_nobody_heard_waits_12_s() -> None:

@@ -102,6 +102,11 @@ class Room(msgspec.Struct, frozen=True, kw_only=True):
     job: Literal["answer", "sentence"] = "answer"
     """``sentence``: the room of a worker that died; ``tried[0]`` is that worker (it opened the
     call), the rest are the workers offered the sentence; ``offered_at`` is None until then."""
+    unheld: bool = False
+    """The worker of its last offer is one LiveKit does not hold now (its heartbeat says so):
+    that offer's job will never come, so the room is offered again now, not ``reoffer_s`` after
+    the offer (issue 14, items 6 and 7: a worker whose link hung was offered callers for the 3 s it
+    took to notice, and each waited the 12 s re-offer)."""
 
 
 class Offer(msgspec.Struct, frozen=True, kw_only=True):
@@ -214,7 +219,7 @@ def decide(
         return _decide_sentence(room, rows, pending, now, rules)
     if room.tried:
         last_at = room.offered_at if room.offered_at is not None else room.arrived_at
-        if now - last_at < rules.reoffer_s:
+        if now - last_at < rules.reoffer_s and not room.unheld:
             return Wait(until=last_at + rules.reoffer_s)
         if len(room.tried) >= rules.most_offers:
             return Overflow(reason="three_offers")
@@ -242,7 +247,7 @@ def _decide_sentence(
     rules: Rules,
 ) -> Decision:
     """A dead worker's room (see the module's docstring): offers count from the lost worker on."""
-    if room.offered_at is not None and now - room.offered_at < rules.reoffer_s:
+    if room.offered_at is not None and now - room.offered_at < rules.reoffer_s and not room.unheld:
         return Wait(until=room.offered_at + rules.reoffer_s)
     if len(room.tried) - 1 >= rules.most_offers:
         return Overflow(reason="three_offers")

@@ -24,6 +24,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections import deque
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -204,10 +205,12 @@ class Offering:
                 offered, held = await tx.promised(self.settings.max_call_s)
                 pending = domain.not_counted(rows, offered, held)
                 if arrivals is None:
+                    unheld = {r.worker for r in rows if r.agent_name is None}
                     due = {
-                        r.call: r for r in await tx.due(self.settings.sweep_s, self.rules.reoffer_s)
+                        r.call: r
+                        for r in await tx.due(self.settings.sweep_s, self.rules.reoffer_s, unheld)
                     }
-                    rooms = [self._room(r, now.timestamp()) for r in due.values()]
+                    rooms = [self._room(r, now.timestamp(), unheld) for r in due.values()]
                 else:
                     rang = {a.call: a for a in arrivals}  # a room twice in one batch: once
                     rooms = [domain.Room(name=c, arrived_at=now.timestamp()) for c in rang]
@@ -265,13 +268,14 @@ class Offering:
         return await tx.offer(offers) + await tx.overflow(overflows)
 
     @staticmethod
-    def _room(r: RoomRow, now: float) -> domain.Room:
+    def _room(r: RoomRow, now: float, unheld: Collection[str]) -> domain.Room:
         return domain.Room(
             name=r.call,
             arrived_at=r.arrived_at.timestamp() if r.arrived_at else now,
             tried=tuple(r.tried),
             offered_at=r.offered_at.timestamp() if r.offered_at else None,
             job="sentence" if r.job == "sentence" else "answer",
+            unheld=r.offered_at is not None and r.worker in unheld,
         )
 
     async def _dispatch_all(self, taken: list[Taken], fresh: dict[str, _Ring]) -> None:

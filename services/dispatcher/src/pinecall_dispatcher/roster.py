@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import msgspec
@@ -62,6 +62,9 @@ class RosterView:
         """Per worker, when its newest heartbeat was heard (monotonic), and that heartbeat."""
         self.said = Changes()
         """Notified at each heartbeat heard (what a test awaits instead of a sleep)."""
+        self.on_unheld: Callable[[str], None] | None = None
+        """Called with the fleet when a worker's heartbeat says LiveKit no longer holds it (the
+        rooms offered to it are offered again at once: :attr:`domain.Room.unheld`)."""
 
     async def follow(self, bus: Bus) -> None:
         """Hear every heartbeat the roster fans out on ``bus`` from now on."""
@@ -69,8 +72,21 @@ class RosterView:
 
     async def heard(self, heartbeat: WorkerHeartbeat) -> None:
         """A worker's heartbeat, as a roster replica received it."""
+        was = self._agent_name(heartbeat.fleet, heartbeat.worker)
         self._said[heartbeat.worker] = (time.monotonic(), heartbeat)
+        if was is not None and heartbeat.agent_name is None and self.on_unheld is not None:
+            self.on_unheld(heartbeat.fleet)
         await self.said.notify()
+
+    def _agent_name(self, fleet: str, worker: str) -> str | None:
+        """``worker``'s registration as known before this heartbeat."""
+        said = self._said.get(worker)
+        if said is not None:
+            return said[1].agent_name
+        for view in self._snapshot.fleets if self._snapshot else ():
+            if view.fleet == fleet:
+                return next((r.agent_name for r in view.workers if r.worker == worker), None)
+        return None
 
     def newest(self, worker: str) -> WorkerHeartbeat | None:
         """``worker``'s newest heartbeat heard since the rows were read, if any."""

@@ -75,10 +75,12 @@ class DispatcherService:
         self.consuming = asyncio.Event()
         """Set once the LiveKit stream's consumer is bound."""
         self._tasks: list[asyncio.Task[None]] = []
+        self._soon: set[asyncio.Task[None]] = set()
 
     async def start(self) -> None:
         subjects = self.bus.subjects
         await self.keyring.start()
+        self.roster.on_unheld = self._sweep_soon
         await self.roster.follow(self.bus)
         await self.bus.ensure_stream(
             subjects.livekit_stream,
@@ -113,9 +115,9 @@ class DispatcherService:
             await self.consuming.wait()
 
     async def stop(self) -> None:
-        for task in self._tasks:
+        for task in [*self._tasks, *self._soon]:
             task.cancel()
-        for task in self._tasks:
+        for task in [*self._tasks, *self._soon]:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.offering.aclose()
@@ -142,6 +144,20 @@ class DispatcherService:
         for fleet in await self.store.offers.fleets_waiting():
             await self.offering.sweep(fleet)
         self.metrics.waiting(await self.store.views.fleets(utcnow(), self.settings.reoffer_s))
+
+    def _sweep_soon(self, fleet: str) -> None:
+        """Sweep ``fleet`` now, not at the next tick: a worker LiveKit dropped was offered rooms
+        whose jobs will never come (:attr:`domain.Room.unheld`)."""
+
+        async def sweep() -> None:
+            try:
+                await self.offering.sweep(fleet)
+            except PinecallError as exc:
+                _log.warning("sweep of %s: %s", fleet, exc)
+
+        task = asyncio.create_task(sweep(), name=f"sweep-{fleet}")
+        self._soon.add(task)
+        task.add_done_callback(self._soon.discard)
 
     async def _sweeping(self) -> None:
         pruned = time.monotonic()

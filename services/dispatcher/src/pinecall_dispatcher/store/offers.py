@@ -13,7 +13,7 @@ the last batch was decided are decided together. The dispatches are made after t
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Collection, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -140,11 +140,14 @@ class FleetOffers:
         """The fleet's seats promised, read under its lock (see :func:`promised`)."""
         return await promised(self.conn, self.fleet, self.now, max_call_s)
 
-    async def due(self, grace_s: float, reoffer_s: float) -> list[RoomRow]:
+    async def due(
+        self, grace_s: float, reoffer_s: float, unheld: Collection[str] = ()
+    ) -> list[RoomRow]:
         """The fleet's rooms the sweep decides now: every waiting room never offered that
         arrived ``grace_s`` ago (its ring's own offer has had its chance) or offered ``reoffer_s``
-        ago, and every dead worker's room whose sentence is not offered yet (it waits for a
-        worker to be heard, looked at again by every sweep)."""
+        ago, or offered to a worker of ``unheld`` (LiveKit does not hold it: that offer's job
+        never comes), and every dead worker's room whose sentence is not offered yet (it waits
+        for a worker to be heard, looked at again by every sweep)."""
         where = sa.and_(
             ROOMS.c.fleet == self.fleet,
             ROOMS.c.state == "waiting",
@@ -154,6 +157,7 @@ class FleetOffers:
                     ROOMS.c.arrived_at <= self.now - dt.timedelta(seconds=grace_s),
                 ),
                 ROOMS.c.offered_at <= self.now - dt.timedelta(seconds=reoffer_s),
+                sa.and_(ROOMS.c.offered_at.is_not(None), ROOMS.c.worker.in_(list(unheld))),
                 sa.and_(ROOMS.c.job == "sentence", ROOMS.c.offered_at.is_(None)),
             ),
         )
