@@ -198,6 +198,17 @@ async def test_health_readiness_and_openapi(roster: Replica) -> None:
     assert {"/v1/fleet/heartbeat", "/v1/ops/fleet", "/v1/fleet/wanted"} <= set(paths)
     refused = paths["/v1/fleet/heartbeat"]["post"]["responses"]["401"]["content"]
     assert list(refused) == ["application/problem+json"]
+    # the bodies are decoded by a DTO (servicekit.body), their schemas still the contracts'
+    bodies = {
+        path: paths[path]["post"]["requestBody"]["content"]["application/json"]["schema"]
+        for path in ("/v1/fleet/heartbeat", "/v1/ops/fleet/{fleet_name}/{worker}/cordon")
+    }
+    assert bodies == {
+        "/v1/fleet/heartbeat": {"$ref": "#/components/schemas/WorkerHeartbeat"},
+        "/v1/ops/fleet/{fleet_name}/{worker}/cordon": {
+            "oneOf": [{"$ref": "#/components/schemas/CordonRequest"}, {"type": "null"}]
+        },
+    }
 
 
 async def test_a_revoked_key_is_refused_at_once(roster: Replica, keys: Keys) -> None:

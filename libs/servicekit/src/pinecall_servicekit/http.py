@@ -5,6 +5,8 @@
 (Prometheus text from the service's registry), OpenAPI at ``/schema``, OpenTelemetry spans, and
 problem details (RFC 9457) for every error: a :class:`~pinecall_servicekit.errors.PinecallError`,
 Litestar's own (malformed JSON, wrong types, unknown route), or an unexpected one (500, logged).
+A JSON body is decoded once, strictly, into the handler's declared type
+(:class:`~pinecall_servicekit.body.StrictBody`).
 Once started, what the process holds is frozen out of the garbage collector's walks
 (:func:`freeze_what_started`).
 """
@@ -15,7 +17,7 @@ import gc
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
-from typing import Any, TypeVar
+from typing import Any
 
 import msgspec
 import sqlalchemy as sa
@@ -28,11 +30,11 @@ from litestar.types import ControllerRouterHandler
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
 from pinecall_contracts.problems import ProblemDetails
+from pinecall_servicekit.body import StrictBody
 from pinecall_servicekit.db import unstorable
 from pinecall_servicekit.errors import BadRequest, PinecallError
 
 PROBLEM_JSON = "application/problem+json"
-T = TypeVar("T")
 Readiness = Callable[[State], Awaitable[dict[str, bool]]]
 """Names each dependency and whether it answers now (``{"postgres": True, "nats": False}``)."""
 
@@ -72,20 +74,6 @@ def problems(*statuses: int) -> dict[int, ResponseSpec]:
         )
         for status in statuses
     }
-
-
-async def strict_body(request: Request[Any, Any, Any], kind: type[T]) -> T:
-    """The request's JSON body as ``kind``, decoded strictly (``"2"`` is not an ``int``).
-
-    Litestar converts a body leniently; a handler that declares the body for OpenAPI also calls
-    this, so a wrong type is a 400 problem, never coerced. Raises ``BadRequest``.
-    """
-    try:
-        return msgspec.json.decode(await request.body(), type=kind)
-    except msgspec.ValidationError as exc:
-        raise BadRequest(f"not a {kind.__name__}: {exc}") from exc
-    except msgspec.DecodeError as exc:
-        raise BadRequest(f"malformed JSON: {exc}") from exc
 
 
 def _pinecall_error(request: Request[Any, Any, Any], exc: PinecallError) -> Response[bytes]:
@@ -214,6 +202,9 @@ def service_app(
         route_handlers=[*route_handlers, *_health_routes(registry, readiness)],
         lifespan=list(lifespan),
         on_startup=[freeze_what_started],
+        # every JSON body decoded once, strictly, from its bytes; responses are Litestar's
+        dto=StrictBody,
+        return_dto=None,
         exception_handlers={
             PinecallError: _pinecall_error,
             ValidationException: _validation_error,

@@ -71,7 +71,7 @@ from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.errors import Forbidden, Unprocessable
-from pinecall_servicekit.http import problems, strict_body
+from pinecall_servicekit.http import problems
 from pinecall_servicekit.keys import EVERY_ENVIRONMENT, SERVICE_OR_OPERATOR, bearer
 
 AnyRequest = Request[object, object, State]
@@ -142,7 +142,6 @@ async def _call(request: AnyRequest, call: str, kinds: Collection[KeyKind]) -> C
 @post("/v1/calls", status_code=200, responses=problems(400, 401, 403, 409, 422, 503))
 async def open_call(request: AnyRequest, data: JSONBody[CallOpen]) -> CallRecord:
     """Open a call: the worker that took the job, with its environment's fleet key."""
-    data = await strict_body(request, CallOpen)
     _environment(await _key(request, WORKER), data.environment)
     return await _service(request).open(data)
 
@@ -186,7 +185,6 @@ async def write_entries(
     request: AnyRequest, call: CallPath, data: JSONBody[EntryBatch]
 ) -> BatchWritten:
     """A batch of the call's writer: written whole, answered as a replay, or 409."""
-    data = await strict_body(request, EntryBatch)
     await _call(request, call, WORKER)
     _writers(data.entries)
     return await _service(request).write(call, data.after, data.entries)
@@ -206,7 +204,6 @@ async def read_entries(request: AnyRequest, call: CallPath, after: After = 0) ->
 )
 async def write_event(request: AnyRequest, call: CallPath, data: JSONBody[Entry]) -> EventWritten:
     """One entry from a worker of an older release: takes a seq, counts nothing."""
-    data = await strict_body(request, Entry)
     await _call(request, call, WORKER)
     _writers([data])
     return EventWritten(seq=await _service(request).event(call, data))
@@ -215,7 +212,6 @@ async def write_event(request: AnyRequest, call: CallPath, data: JSONBody[Entry]
 @post("/v1/calls/{call:str}/reopened", status_code=200, responses=problems(400, 401, 403, 422, 503))
 async def reopened(request: AnyRequest, call: CallPath, data: JSONBody[Reopened]) -> CallRecord:
     """A call an older release opened, said again once: no quota, no second ``call.ringing``."""
-    data = await strict_body(request, Reopened)
     environment = _environment(await _key(request, WORKER))
     return await _service(request).reopen(call, data, environment)
 
@@ -227,7 +223,6 @@ async def reopened(request: AnyRequest, call: CallPath, data: JSONBody[Reopened]
 )
 async def end_call(request: AnyRequest, call: CallPath, data: JSONBody[CallEnd]) -> CallRecord:
     """End the call with its outcome (idempotent; 409 once sealed)."""
-    data = await strict_body(request, CallEnd)
     await _call(request, call, WORKER_OR_SERVICE)
     return await _service(request).end(call, data.outcome, data.reason, seal=False)
 
@@ -241,7 +236,6 @@ async def seal_call(
     request: AnyRequest, call: CallPath, data: JSONBody[CallEnd | None] = None
 ) -> CallRecord:
     """Seal the call (ending it first if it is open: then name the outcome). Idempotent."""
-    data = await strict_body(request, CallEnd) if await request.body() else None
     await _call(request, call, WORKER_OR_SERVICE)
     body = data or CallEnd()
     return await _service(request).end(call, body.outcome, body.reason, seal=True)
@@ -254,7 +248,6 @@ async def seal_call(
 )
 async def run_tool(request: AnyRequest, call: CallPath, data: JSONBody[ToolCall]) -> ToolResult:
     """Run a tool once per id: a retry joins the round trip or gets the logged result."""
-    data = await strict_body(request, ToolCall)
     await _call(request, call, WORKER)
     return await _service(request).run_tool(call, data)
 
@@ -271,7 +264,6 @@ async def answer_tool(
     data: JSONBody[ToolAnswer],
 ) -> ToolResult:
     """The app's answer to a tool call (its app key); a second answer gets the first."""
-    data = await strict_body(request, ToolAnswer)
     await _call(request, call, APP)
     return await _service(request).answer_tool(call, tool_id, data.result, data.error)
 
@@ -281,7 +273,6 @@ async def callbacks(
     request: AnyRequest, data: JSONBody[CallbackRequest], environment: FromQuery[str | None] = None
 ) -> AgentEntry:
     """Call this caller back: ``callback.requested`` on the agent's log, once per call."""
-    data = await strict_body(request, CallbackRequest)
     environment = _environment(await _key(request, ("app", *WORKER_OR_SERVICE)), environment)
     if data.number is None and data.contact is None:
         raise Unprocessable("name the caller's number or contact")
@@ -298,7 +289,6 @@ async def agent_append(
 ) -> AgentEntry:
     """An entry on the agent's log (``fleet.full``, ``agent.draining``) of the key's environment
     (an operator's names it, ``?environment=``; 422 when it does not)."""
-    data = await strict_body(request, AgentEntry)
     key = await _key(request, WORKER_OR_SERVICE)
     env = _environment_named(key, environment, "an agent's log")
     if (why := domain.too_large([data])) is not None:

@@ -35,7 +35,7 @@ from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_dispatcher.service import DispatcherService
 from pinecall_servicekit.errors import Unprocessable
-from pinecall_servicekit.http import problems, strict_body
+from pinecall_servicekit.http import problems
 from pinecall_servicekit.keys import OPERATOR, bearer
 
 AnyRequest = Request[object, object, State]
@@ -57,9 +57,8 @@ async def _key(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
 @post("/v1/tokens", status_code=200, responses=problems(400, 401, 403, 429, 503))
 async def token(request: AnyRequest, data: JSONBody[TokenRequest]) -> VisitorToken:
     """A web visitor's token for an agent, in the app key's environment."""
-    body = await strict_body(request, TokenRequest)
     key = await _key(request, APP)
-    return await _service(request).admission.token(body, key)
+    return await _service(request).admission.token(data, key)
 
 
 @get("/v1/ops/offers", responses=problems(401, 403, 503))
@@ -80,11 +79,10 @@ async def journal(request: AnyRequest, call: CallPath) -> Journal:
 @post("/v1/ops/quotas", status_code=200, responses=problems(400, 401, 403, 422, 503))
 async def set_quota(request: AnyRequest, data: JSONBody[Quota]) -> Quota:
     """Set an org's concurrent_calls in one environment (held at the token endpoint)."""
-    body = await strict_body(request, Quota)
     await _key(request, OPERATOR)
-    if body.environment not in ENVIRONMENTS:
+    if data.environment not in ENVIRONMENTS:
         raise Unprocessable(f"a quota's environment is {' or '.join(ENVIRONMENTS)}")
-    return await _service(request).store.admissions.set_quota(body)
+    return await _service(request).store.admissions.set_quota(data)
 
 
 ROUTES = [token, offers, journal, set_quota]

@@ -46,8 +46,9 @@ from pinecall_contracts.fleet import (
 from pinecall_contracts.ids import WorkerNameError, parse_worker_name
 from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_roster.service import RosterService
-from pinecall_servicekit.errors import BadRequest, Unprocessable
-from pinecall_servicekit.http import problems, strict_body
+from pinecall_servicekit.body import StrictBody
+from pinecall_servicekit.errors import BadRequest, PinecallError, Unprocessable
+from pinecall_servicekit.http import problems
 from pinecall_servicekit.keys import FLEET, OPERATOR, SERVICE_OR_OPERATOR, bearer
 
 AnyRequest = Request[object, object, State]
@@ -65,40 +66,44 @@ async def _key(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
 
 
 class _Names(msgspec.Struct):
-    """A heartbeat's names alone, read leniently (every other field is strict_body's)."""
+    """A heartbeat's names alone, read leniently (every other field is the strict decoding's)."""
 
     worker: object = None
     agent_name: object = None
 
 
-async def _names_in_the_grammar(request: AnyRequest) -> None:
-    """``Unprocessable`` naming the rule for a heartbeat whose ``worker`` or ``agent_name`` is a
-    string but no worker name; anything else malformed is left to the body's decoding (400).
-    Runs before Litestar decodes the body (``before_request``), whose pattern error would be a
-    400 quoting the regex."""
-    try:
-        names = msgspec.json.decode(await request.body(), type=_Names)
-    except (msgspec.DecodeError, msgspec.ValidationError):
-        return
-    for field, value in (("worker", names.worker), ("agent_name", names.agent_name)):
-        if isinstance(value, str):
-            try:
-                parse_worker_name(value)
-            except WorkerNameError as exc:
-                raise Unprocessable(f"{field}: {exc}") from exc
+class _HeartbeatBody(StrictBody):
+    """A heartbeat's body, decoded once and strictly (:class:`StrictBody`); one refused and
+    whose ``worker`` or ``agent_name`` is a string but no worker name is ``Unprocessable``
+    naming the rule, not the 400 quoting the contract's pattern. A body that decodes holds
+    names of the grammar (the contract's patterns are its own), so only a refused one is read
+    again."""
+
+    @classmethod
+    def refused(cls, body: bytes, problem: BadRequest) -> PinecallError:
+        try:
+            names = msgspec.json.decode(body, type=_Names)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            return problem
+        for field, value in (("worker", names.worker), ("agent_name", names.agent_name)):
+            if isinstance(value, str):
+                try:
+                    parse_worker_name(value)
+                except WorkerNameError as exc:
+                    return Unprocessable(f"{field}: {exc}")
+        return problem
 
 
 @post(
     "/v1/fleet/heartbeat",
     status_code=200,
     responses=problems(400, 401, 403, 409, 422, 503),
-    before_request=_names_in_the_grammar,
+    dto=_HeartbeatBody,
 )
 async def heartbeat(request: AnyRequest, data: JSONBody[WorkerHeartbeat]) -> HeartbeatReply:
     """A worker's heartbeat, every 5 s, with its environment's fleet key."""
-    heartbeat = await strict_body(request, WorkerHeartbeat)
     key = await _key(request, FLEET)
-    return await _service(request.app.state).heartbeat(heartbeat, key)
+    return await _service(request.app.state).heartbeat(data, key)
 
 
 @get("/v1/fleet/wanted", responses=problems(400, 401, 403, 422, 503))
@@ -162,7 +167,7 @@ async def cordon(
     data: JSONBody[CordonRequest | None] = None,
 ) -> CordonSetting:
     """Cordon a worker: it takes no new call, finishes what it holds and exits 3."""
-    body = await strict_body(request, CordonRequest) if await request.body() else CordonRequest()
+    body = data or CordonRequest()
     return await _cordon(request, f"{fleet_name}/{worker}", body.cordoned, body.reason, body.force)
 
 

@@ -1,0 +1,111 @@
+"""Request bodies: decoded once, strictly, straight from the bytes (issue 15, item 7).
+
+A handler declares its body as ``data: JSONBody[SomeStruct]`` (or ``SomeStruct | None = None``
+where it may be left out), so OpenAPI names its schema. Litestar alone would parse the JSON into
+Python objects and then convert them to the Struct leniently (``"2"`` is an ``int`` there): the
+runtime's contracts are strict, and a handler used to decode the raw body a second time to say so.
+:class:`StrictBody`, the data DTO of every service app (:func:`~pinecall_servicekit.http.service_app`),
+takes the body's bytes and decodes them once with msgspec, strictly, into the declared type; Litestar
+then takes the value as it is (its signature model types a DTO's ``data`` as ``Any``).
+
+A body that does not decode is a ``BadRequest`` (400, ``bad_request``): ``malformed JSON: …`` or
+``not a <Struct>: … - at `$.field```. A route that can say more about a refused body (the roster's
+422 for a worker name outside the grammar) gives its own subclass, whose :meth:`StrictBody.refused`
+runs only for a refused body, never on the way of a good one. An empty body is no ``data``: the
+handler's default (``None``), or Litestar's 400 where the body is required.
+
+Litestar's custom DTOs: ``docs/usage/dto/2-creating-custom-dto-classes.rst``; the DTO extractor
+that hands a DTO the raw bytes is ``litestar/_kwargs/extractors.py`` (``create_dto_extractor``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Generator
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import msgspec
+from litestar.dto import AbstractDTO
+from litestar.typing import FieldDefinition
+
+from pinecall_servicekit.errors import BadRequest, PinecallError
+
+if TYPE_CHECKING:
+    from litestar._openapi.schema_generation import SchemaCreator
+    from litestar.dto._backend import DTOBackend
+    from litestar.dto.data_structures import DTOFieldDefinition
+    from litestar.openapi.spec import Reference, Schema
+
+
+def _body_type(field: FieldDefinition) -> Any:
+    """The type a body decodes to: the declared one, without its ``| None`` (a body of ``null``
+    is refused like any other non-object; leaving the body out is how ``None`` is said)."""
+    if field.is_optional:
+        return next(t for t in field.inner_types if not t.is_none_type).annotation
+    return field.annotation
+
+
+class StrictBody(AbstractDTO[Any]):
+    """Litestar's data DTO for JSON bodies: msgspec decodes the raw bytes once, strictly, into
+    the handler's declared ``data`` type. It only decodes: responses are Litestar's to encode
+    (the app sets no return DTO)."""
+
+    _decoders: ClassVar[dict[Any, msgspec.json.Decoder[Any]]] = {}
+    """One decoder a body type, shared by every app and handler that takes it."""
+
+    @classmethod
+    def refused(cls, body: bytes, problem: BadRequest) -> PinecallError:
+        """The error for ``body``, which did not decode (``problem`` says why): ``problem``
+        itself here; a route whose refusals say more overrides it."""
+        return problem
+
+    def decode_bytes(self, value: bytes) -> Any:
+        """``value`` as the route's body type; raises :meth:`refused`'s error (400 by default)."""
+        field = self.asgi_connection.route_handler.parsed_data_field
+        assert field is not None  # Litestar calls a data DTO only for a handler that takes data
+        kind = _body_type(field)
+        decoder = self._decoders.get(kind) or self._decoder(kind)
+        try:
+            return decoder.decode(value)
+        except msgspec.ValidationError as exc:
+            name = getattr(kind, "__name__", str(kind))
+            raise self.refused(value, BadRequest(f"not a {name}: {exc}")) from exc
+        except msgspec.DecodeError as exc:
+            raise self.refused(value, BadRequest(f"malformed JSON: {exc}")) from exc
+
+    @classmethod
+    def _decoder(cls, kind: Any) -> msgspec.json.Decoder[Any]:
+        decoder = cls._decoders[kind] = msgspec.json.Decoder(kind)  # strict: msgspec's default
+        return decoder
+
+    @classmethod
+    def create_for_field_definition(
+        cls,
+        field_definition: FieldDefinition,
+        handler_id: str,
+        backend_cls: type[DTOBackend] | None = None,
+    ) -> None:
+        """At registration: the body type's decoder, built once (a type msgspec cannot decode
+        fails the app's start, not its first request). No transfer models: nothing is copied."""
+        kind = _body_type(field_definition)
+        if kind not in cls._decoders:
+            cls._decoder(kind)
+
+    @classmethod
+    def create_openapi_schema(
+        cls, field_definition: FieldDefinition, handler_id: str, schema_creator: SchemaCreator
+    ) -> Reference | Schema:
+        """The declared type's schema, as Litestar makes it for a handler without a DTO: the
+        request body names the Struct (``#/components/schemas/WorkerHeartbeat``)."""
+        return schema_creator.for_field_definition(field_definition)
+
+    @classmethod
+    def generate_field_definitions(
+        cls, model_type: type[Any]
+    ) -> Generator[DTOFieldDefinition, None, None]:
+        """Never called: this DTO builds no transfer model (``create_for_field_definition``)."""
+        yield from ()
+
+    @classmethod
+    def detect_nested_field(cls, field_definition: FieldDefinition) -> bool:
+        """Never called, as :meth:`generate_field_definitions`."""
+        return False

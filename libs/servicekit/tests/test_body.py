@@ -1,0 +1,130 @@
+"""A request body is decoded once, strictly, and its route's OpenAPI still names its schema
+(issue 15, item 7; ``pinecall_servicekit.body``)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import msgspec
+import pytest
+from litestar import Request, post
+from litestar.params import JSONBody
+from litestar.testing import AsyncTestClient
+from prometheus_client import CollectorRegistry
+
+from pinecall_servicekit.body import StrictBody
+from pinecall_servicekit.errors import BadRequest, PinecallError, Unprocessable
+from pinecall_servicekit.http import service_app
+
+
+class Order(msgspec.Struct, frozen=True, kw_only=True):
+    """A body that counts how often it is made: once per decoding."""
+
+    seats: int
+    made: ClassVar[int] = 0
+
+    def __post_init__(self) -> None:
+        type(self).made += 1
+
+
+class _NoSevens(StrictBody):
+    @classmethod
+    def refused(cls, body: bytes, problem: BadRequest) -> PinecallError:
+        return Unprocessable("seven is said in words") if b"7" in body else problem
+
+
+@post("/orders", status_code=200)
+async def order(data: JSONBody[Order]) -> dict[str, int]:
+    return {"seats": data.seats}
+
+
+@post("/maybe", status_code=200)
+async def maybe(data: JSONBody[Order | None] = None) -> dict[str, int | None]:
+    return {"seats": None if data is None else data.seats}
+
+
+@post("/sevens", status_code=200, dto=_NoSevens)
+async def sevens(data: JSONBody[Order]) -> dict[str, int]:
+    return {"seats": data.seats}
+
+
+def app() -> Any:
+    return service_app(
+        service="test",
+        version="0",
+        route_handlers=[order, maybe, sevens],
+        lifespan=[],
+        registry=CollectorRegistry(),
+    )
+
+
+async def test_a_body_is_decoded_once_from_its_bytes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Litestar's own parse (``Request.json``, then a lenient conversion) is never called, and
+    the Struct is made once a request: the old way made it twice and parsed the JSON twice."""
+
+    async def litestar_parses(self: Request[Any, Any, Any]) -> Any:
+        raise AssertionError("Litestar parsed the body")
+
+    monkeypatch.setattr(Request, "json", litestar_parses)
+    monkeypatch.setattr(Order, "made", 0)
+    async with AsyncTestClient(app()) as client:
+        r = await client.post("/orders", json={"seats": 3})
+        assert (r.status_code, r.json()) == (200, {"seats": 3})
+        assert Order.made == 1
+        r = await client.post("/maybe", json={"seats": 4})
+        assert (r.status_code, r.json()) == (200, {"seats": 4})
+        assert Order.made == 2
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "detail"),
+    [
+        (
+            "/orders",
+            b'{"seats": "3"}',
+            400,
+            "not a Order: Expected `int`, got `str` - at `$.seats`",
+        ),
+        ("/orders", b'{"seats": 3', 400, "malformed JSON: Input data was truncated"),
+        ("/orders", b"[" * 100_000, 400, "not a Order: Expected `object`, got `array`"),
+        ("/maybe", b"null", 400, "not a Order: Expected `object`, got `null`"),
+        ("/sevens", b'{"seats": "7"}', 422, "seven is said in words"),
+        (
+            "/sevens",
+            b'{"seats": "8"}',
+            400,
+            "not a Order: Expected `int`, got `str` - at `$.seats`",
+        ),
+    ],
+)
+async def test_a_body_that_does_not_decode_strictly_is_a_problem(
+    path: str, body: bytes, status: int, detail: str
+) -> None:
+    async with AsyncTestClient(app()) as client:
+        r = await client.post(path, content=body, headers={"content-type": "application/json"})
+    assert r.status_code == status
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert (r.json()["status"], r.json()["detail"]) == (status, detail)
+
+
+async def test_a_body_left_out_is_the_default_or_refused() -> None:
+    async with AsyncTestClient(app()) as client:
+        left_out = await client.post("/maybe")
+        assert (left_out.status_code, left_out.json()) == (200, {"seats": None})
+        required = await client.post("/orders")
+        assert (required.status_code, required.json()["code"]) == (400, "bad_request")
+
+
+def test_the_openapi_names_each_routes_body_schema() -> None:
+    """The decoding is the DTO's, the schema still the Struct's, as without a DTO."""
+    schema = app().openapi_schema.to_schema()
+    body = {
+        path: ops["post"]["requestBody"]["content"]["application/json"]["schema"]
+        for path, ops in schema["paths"].items()
+    }
+    assert body == {
+        "/orders": {"$ref": "#/components/schemas/Order"},
+        "/maybe": {"oneOf": [{"$ref": "#/components/schemas/Order"}, {"type": "null"}]},
+        "/sevens": {"$ref": "#/components/schemas/Order"},
+    }
+    assert schema["components"]["schemas"]["Order"]["properties"] == {"seats": {"type": "integer"}}
