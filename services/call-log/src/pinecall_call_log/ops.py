@@ -18,7 +18,8 @@ from nats.micro.service import Service
 from pinecall_call_log.service import CallLogService
 from pinecall_contracts.base import encode
 from pinecall_contracts.calls import OMITTED, CallLogPage, CallLogRequest, LoggedEntry
-from pinecall_servicekit.keys import OPERATOR, bearer
+from pinecall_contracts.keys import KeyInfo
+from pinecall_servicekit.verbs import Verb, serve_verbs
 
 
 def page_of(entries: list[LoggedEntry], budget: int) -> tuple[list[LoggedEntry], bool]:
@@ -51,8 +52,7 @@ async def start_ops(service: CallLogService, version: str) -> Service:
     """Serve the ops verbs of ``service``; stop the returned service on shutdown."""
     bus = service.bus
 
-    async def calls_log(request: CallLogRequest, headers: dict[str, str]) -> CallLogPage:
-        await service.keyring.verify(bearer(headers.get("Authorization")), kinds=OPERATOR)
+    async def calls_log(request: CallLogRequest, key: KeyInfo) -> CallLogPage:
         # NotFound for a call this log does not hold; one entry more than asked says `more`
         log = await service.store.calls.read(request.call, request.after, request.limit + 1)
         record = await service.store.calls.record(request.call)
@@ -65,14 +65,11 @@ async def start_ops(service: CallLogService, version: str) -> Service:
             more=cut or len(log.entries) > request.limit,
         )
 
-    micro = await bus.add_service(
-        bus.subjects.call_log_service, version=version, description="call-log's verbs"
+    return await serve_verbs(
+        bus,
+        service.keyring,
+        name=bus.subjects.call_log_service,
+        version=version,
+        description="call-log's verbs",
+        verbs=[Verb("calls-log", bus.subjects.ops_calls_log, CallLogRequest, calls_log)],
     )
-    await bus.add_endpoint(
-        micro,
-        name="calls-log",
-        subject=bus.subjects.ops_calls_log,
-        kind=CallLogRequest,
-        handler=calls_log,
-    )
-    return micro

@@ -12,8 +12,9 @@ from __future__ import annotations
 from nats.micro.service import Service
 
 from pinecall_contracts.dispatch import Journal, JournalRequest, OffersRequest, OffersSnapshot
+from pinecall_contracts.keys import KeyInfo
 from pinecall_dispatcher.service import DispatcherService
-from pinecall_servicekit.keys import OPERATOR, bearer
+from pinecall_servicekit.verbs import Verb, serve_verbs
 
 VERSION = "0.1.0"
 
@@ -22,32 +23,20 @@ async def start_ops(service: DispatcherService) -> Service:
     """Serve the ops verbs of ``service``; stop the returned service on shutdown."""
     bus = service.bus
 
-    async def operator(headers: dict[str, str]) -> None:
-        await service.keyring.verify(bearer(headers.get("Authorization")), kinds=OPERATOR)
-
-    async def offers(request: OffersRequest, headers: dict[str, str]) -> OffersSnapshot:
-        await operator(headers)
+    async def offers(request: OffersRequest, key: KeyInfo) -> OffersSnapshot:
         return await service.offers(request.fleet)
 
-    async def journal(request: JournalRequest, headers: dict[str, str]) -> Journal:
-        await operator(headers)
+    async def journal(request: JournalRequest, key: KeyInfo) -> Journal:
         return await service.store.views.journal(request.call)
 
-    micro = await bus.add_service(
-        bus.subjects.dispatch_service, version=VERSION, description="the dispatcher's verbs"
+    return await serve_verbs(
+        bus,
+        service.keyring,
+        name=bus.subjects.dispatch_service,
+        version=VERSION,
+        description="the dispatcher's verbs",
+        verbs=[
+            Verb("dispatch-offers", bus.subjects.ops_dispatch_offers, OffersRequest, offers),
+            Verb("dispatch-journal", bus.subjects.ops_dispatch_journal, JournalRequest, journal),
+        ],
     )
-    await bus.add_endpoint(
-        micro,
-        name="dispatch-offers",
-        subject=bus.subjects.ops_dispatch_offers,
-        kind=OffersRequest,
-        handler=offers,
-    )
-    await bus.add_endpoint(
-        micro,
-        name="dispatch-journal",
-        subject=bus.subjects.ops_dispatch_journal,
-        kind=JournalRequest,
-        handler=journal,
-    )
-    return micro

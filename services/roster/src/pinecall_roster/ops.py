@@ -21,9 +21,11 @@ from pinecall_contracts.fleet import (
     RosterSnapshot,
 )
 from pinecall_contracts.ids import WorkerNameError
+from pinecall_contracts.keys import KeyInfo
 from pinecall_roster.service import RosterService
 from pinecall_servicekit.errors import BadRequest
-from pinecall_servicekit.keys import OPERATOR, SERVICE_OR_OPERATOR, bearer
+from pinecall_servicekit.keys import OPERATOR, SERVICE_OR_OPERATOR
+from pinecall_servicekit.verbs import Verb, serve_verbs
 
 VERSION = "0.1.0"
 
@@ -32,63 +34,42 @@ async def start_ops(service: RosterService) -> Service:
     """Serve the ops verbs of ``service``; stop the returned service on shutdown."""
     bus = service.bus
 
-    async def operator(headers: dict[str, str]) -> str:
-        info = await service.keyring.verify(bearer(headers.get("Authorization")), kinds=OPERATOR)
-        return info.name
-
-    async def reader(headers: dict[str, str]) -> None:
-        await service.keyring.verify(
-            bearer(headers.get("Authorization")), kinds=SERVICE_OR_OPERATOR
-        )
-
-    async def fleet_list(request: FleetListRequest, headers: dict[str, str]) -> RosterSnapshot:
-        await reader(headers)
+    async def fleet_list(request: FleetListRequest, key: KeyInfo) -> RosterSnapshot:
         return service.snapshot(request.fleet)
 
-    async def fleet_records(request: FleetListRequest, headers: dict[str, str]) -> FleetRecords:
-        await reader(headers)
+    async def fleet_records(request: FleetListRequest, key: KeyInfo) -> FleetRecords:
         await service.reload_fleets()
         return FleetRecords(
             fleets=[r for n, r in service.fleets.items() if request.fleet in (None, n)]
         )
 
-    async def fleet_cordon(request: CordonRequest, headers: dict[str, str]) -> CordonSetting:
-        by = await operator(headers)
+    async def fleet_cordon(request: CordonRequest, key: KeyInfo) -> CordonSetting:
         if request.worker is None:
             raise BadRequest("name the worker: <fleet>/<worker>")
         try:
             return await service.cordon(
                 request.named or request.worker,
                 request.cordoned,
-                by,
+                key.name,
                 request.reason,
                 force=request.force,
             )
         except WorkerNameError as exc:
             raise BadRequest(str(exc)) from exc
 
-    micro = await bus.add_service(
-        bus.subjects.ops_service, version=VERSION, description="the roster's fleet verbs"
+    subjects = bus.subjects
+    reader = SERVICE_OR_OPERATOR  # a service reads what an operator reads; a cordon is a person's
+    return await serve_verbs(
+        bus,
+        service.keyring,
+        name=subjects.ops_service,
+        version=VERSION,
+        description="the roster's fleet verbs",
+        verbs=[
+            Verb("fleet-list", subjects.ops_fleet_list, FleetListRequest, fleet_list, reader),
+            Verb(
+                "fleet-records", subjects.ops_fleet_records, FleetListRequest, fleet_records, reader
+            ),
+            Verb("fleet-cordon", subjects.ops_fleet_cordon, CordonRequest, fleet_cordon, OPERATOR),
+        ],
     )
-    await bus.add_endpoint(
-        micro,
-        name="fleet-list",
-        subject=bus.subjects.ops_fleet_list,
-        kind=FleetListRequest,
-        handler=fleet_list,
-    )
-    await bus.add_endpoint(
-        micro,
-        name="fleet-records",
-        subject=bus.subjects.ops_fleet_records,
-        kind=FleetListRequest,
-        handler=fleet_records,
-    )
-    await bus.add_endpoint(
-        micro,
-        name="fleet-cordon",
-        subject=bus.subjects.ops_fleet_cordon,
-        kind=CordonRequest,
-        handler=fleet_cordon,
-    )
-    return micro
