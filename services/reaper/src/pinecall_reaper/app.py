@@ -8,12 +8,6 @@ answer ``$SRV.PING.<ns>-reaper`` (nats.micro), which is how ``doctor`` finds one
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
-
 from litestar import Litestar
 from litestar.datastructures import State
 
@@ -26,47 +20,35 @@ from pinecall_reaper.reaper import Reaper
 from pinecall_reaper.settings import ReaperSettings
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.http import service_app
-from pinecall_servicekit.telemetry import configure_telemetry
+from pinecall_servicekit.lifespan import Held, Opened, service_lifespan
 
 VERSION = "0.1.0"
 
 
 def create_app(settings: ReaperSettings | None = None) -> Litestar:
-    """The reaper's app; the loop starts in its lifespan and is cancelled in its ``finally``."""
+    """The reaper's app; the loop starts in its lifespan and is cancelled when it ends."""
     settings = (settings or ReaperSettings.from_env()).check()
-    state: dict[str, Any] = {"reaper": None, "bus": None}
+    held: Held[Reaper] = Held()
+    connected: Held[Bus] = Held()
 
-    @asynccontextmanager
-    async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        configure_telemetry("reaper", level=settings.log_level, fmt=settings.log_format)
+    async def start(app: Litestar, opened: Opened) -> None:
         rules = Rules(quiet_s=settings.quiet_s, max_call_s=settings.max_call_seconds)
-        bus = await Bus.connect(settings.nats_url, settings.nats_namespace, name="reaper")
-        try:
-            # it serves no verb: its nats.micro service is how doctor finds it up ($SRV.PING)
-            await bus.add_service(
-                bus.subjects.reaper_service, version=VERSION, description="the calls nobody runs"
-            )
-            state["bus"] = bus
-            key = settings.service_key
-            async with CallLogClient(settings.call_log_url, key or "") as log:
-                fleets = Fleets(settings, RosterClient(key, bus=bus))
-                reaper = Reaper(log, fleets.livekits, rules, every_s=settings.reap_every_s)
-                app.state.reaper = state["reaper"] = reaper
-                loop = asyncio.create_task(reaper.run(), name="reaper-loop")
-                try:
-                    yield
-                finally:
-                    state["reaper"] = None
-                    loop.cancel()
-                    with contextlib.suppress(asyncio.CancelledError):
-                        await loop
-                    await reaper.aclose()
-        finally:
-            state["bus"] = None
-            await bus.close()
+        bus = opened.bus
+        # it serves no verb: its nats.micro service is how doctor finds it up ($SRV.PING)
+        await bus.add_service(
+            bus.subjects.reaper_service, version=VERSION, description="the calls nobody runs"
+        )
+        opened.hold(connected, bus)
+        key = settings.service_key
+        log = await opened.enter(CallLogClient(settings.call_log_url, key or ""))
+        fleets = Fleets(settings, RosterClient(key, bus=bus))
+        reaper = Reaper(log, fleets.livekits, rules, every_s=settings.reap_every_s)
+        opened.on_close(reaper.aclose)
+        opened.run(reaper.run(), name="reaper-loop")
+        app.state.reaper = opened.hold(held, reaper)
 
     async def readiness(app_state: State) -> dict[str, bool]:
-        reaper, bus = state["reaper"], state["bus"]
+        reaper, bus = held.now, connected.now
         last = reaper.last if reaper else None
         return {"swept": last is not None and not last.failed, "nats": bool(bus and bus.connected)}
 
@@ -74,7 +56,7 @@ def create_app(settings: ReaperSettings | None = None) -> Litestar:
         service="reaper",
         version=VERSION,
         route_handlers=[],
-        lifespan=[lifespan],
-        registry=registry_for(lambda: state["reaper"]),
+        lifespan=[service_lifespan("reaper", settings, start)],
+        registry=registry_for(lambda: held.now),
         readiness=readiness,
     )

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
 from litestar import Litestar
 from litestar.datastructures import State
 
@@ -16,48 +13,31 @@ from pinecall_roster.service import RosterService
 from pinecall_roster.settings import RosterSettings
 from pinecall_roster.store import Store
 from pinecall_servicekit import db
-from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.http import service_app
-from pinecall_servicekit.keys import KeyRing
-from pinecall_servicekit.telemetry import configure_telemetry
+from pinecall_servicekit.lifespan import Held, Opened, service_lifespan
 
 
 def create_app(settings: RosterSettings | None = None) -> Litestar:
-    """The roster app; connections open in its lifespan and close in its ``finally``."""
+    """The roster app; connections open in its lifespan and close when it ends."""
     settings = settings or RosterSettings.from_env()
-    state: dict[str, RosterService | None] = {"roster": None}
+    held: Held[RosterService] = Held()
 
-    @asynccontextmanager
-    async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        configure_telemetry("roster", level=settings.log_level, fmt=settings.log_format)
-        engine = db.create_engine(settings.database_url)
-        bus = await Bus.connect(settings.nats_url, settings.nats_namespace, name="roster")
-        service: RosterService | None = None
-        ops = None
-        try:
-            kv = await bus.key_value(bus.subjects.cordons_bucket)
-            service = RosterService(
-                settings,
-                bus,
-                Store(engine),
-                KeyRing(engine, bus, cache_s=settings.key_cache_s),
-                CordonBook(kv, bus.subjects),
-            )
-            await service.start()
-            ops = await start_ops(service)
-            app.state.roster = state["roster"] = service
-            yield
-        finally:
-            state["roster"] = None
-            if ops is not None:
-                await ops.stop()
-            if service is not None:
-                await service.stop()
-            await bus.close()
-            await engine.dispose()
+    async def start(app: Litestar, opened: Opened) -> None:
+        bus = opened.bus
+        kv = await bus.key_value(bus.subjects.cordons_bucket)
+        service = RosterService(
+            settings,
+            bus,
+            Store(opened.engine),
+            opened.keyring(cache_s=settings.key_cache_s),
+            CordonBook(kv, bus.subjects),
+        )
+        await opened.start(service)
+        opened.on_close((await start_ops(service)).stop)
+        app.state.roster = opened.hold(held, service)
 
     async def readiness(app_state: State) -> dict[str, bool]:
-        service: RosterService | None = state["roster"]
+        service = held.now
         return {
             "postgres": bool(service and await service.store.answers()),
             "nats": bool(service and service.bus.connected),
@@ -68,7 +48,7 @@ def create_app(settings: RosterSettings | None = None) -> Litestar:
         service="roster",
         version=VERSION,
         route_handlers=api.ROUTES,
-        lifespan=[lifespan],
-        registry=registry_for(lambda: state["roster"]),
+        lifespan=[service_lifespan("roster", settings, start, engine=db.create_engine)],
+        registry=registry_for(lambda: held.now),
         readiness=readiness,
     )

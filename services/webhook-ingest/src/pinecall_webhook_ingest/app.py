@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-
 from litestar import Litestar
 from litestar.datastructures import State
 from prometheus_client import CollectorRegistry
 
-from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.http import service_app
-from pinecall_servicekit.telemetry import configure_telemetry
+from pinecall_servicekit.lifespan import Opened, service_lifespan
 from pinecall_webhook_ingest import api
 from pinecall_webhook_ingest.ingest import Ingest, ensure_drops_stream
 from pinecall_webhook_ingest.settings import IngestSettings
@@ -25,29 +21,21 @@ def create_app(settings: IngestSettings | None = None) -> Litestar:
     keys = settings.keys()
     registry = CollectorRegistry()
 
-    @asynccontextmanager
-    async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        configure_telemetry("webhook-ingest", level=settings.log_level, fmt=settings.log_format)
-        bus = await Bus.connect(settings.nats_url, settings.nats_namespace, name="webhook-ingest")
-        try:
-            await bus.ensure_stream(
-                bus.subjects.livekit_stream,
-                [bus.subjects.livekit_events],
-                duplicate_window_s=settings.stream_duplicate_window_s,
-                max_age_s=settings.stream_max_age_s,
-            )
-            await ensure_drops_stream(bus)
-            # no verb: the nats.micro service says a replica is up ($SRV.PING, for doctor)
-            micro = await bus.add_service(
-                bus.subjects.ingest_service, version=VERSION, description="LiveKit's webhooks"
-            )
-            try:
-                app.state.ingest = Ingest(bus, keys, registry)
-                yield
-            finally:
-                await micro.stop()
-        finally:
-            await bus.close()
+    async def start(app: Litestar, opened: Opened) -> None:
+        bus = opened.bus
+        await bus.ensure_stream(
+            bus.subjects.livekit_stream,
+            [bus.subjects.livekit_events],
+            duplicate_window_s=settings.stream_duplicate_window_s,
+            max_age_s=settings.stream_max_age_s,
+        )
+        await ensure_drops_stream(bus)
+        # no verb: the nats.micro service says a replica is up ($SRV.PING, for doctor)
+        micro = await bus.add_service(
+            bus.subjects.ingest_service, version=VERSION, description="LiveKit's webhooks"
+        )
+        opened.on_close(micro.stop)
+        app.state.ingest = Ingest(bus, keys, registry)
 
     async def readiness(state: State) -> dict[str, bool]:
         ingest: Ingest | None = state.get("ingest")
@@ -57,7 +45,7 @@ def create_app(settings: IngestSettings | None = None) -> Litestar:
         service="webhook-ingest",
         version=VERSION,
         route_handlers=api.ROUTES,
-        lifespan=[lifespan],
+        lifespan=[service_lifespan("webhook-ingest", settings, start)],
         registry=registry,
         readiness=readiness,
     )
