@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import gc
 import logging
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
@@ -29,10 +29,12 @@ from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlu
 from litestar.types import ControllerRouterHandler
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 
+from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_contracts.problems import ProblemDetails
 from pinecall_servicekit.body import StrictBody
 from pinecall_servicekit.db import unstorable
 from pinecall_servicekit.errors import BadRequest, PinecallError
+from pinecall_servicekit.keys import KeyRing, bearer
 
 PROBLEM_JSON = "application/problem+json"
 Readiness = Callable[[State], Awaitable[dict[str, bool]]]
@@ -74,6 +76,15 @@ def problems(*statuses: int) -> dict[int, ResponseSpec]:
         )
         for status in statuses
     }
+
+
+async def request_key(
+    request: Request[Any, Any, Any], keyring: KeyRing, kinds: Collection[KeyKind]
+) -> KeyInfo:
+    """The key the request's ``Authorization: Bearer <key>`` header names, if it may act as one
+    of ``kinds``: ``Unauthorized`` (401) for none or one that is not good, ``Forbidden`` (403)
+    for another kind (:meth:`KeyRing.verify <pinecall_servicekit.keys.KeyRing.verify>`)."""
+    return await keyring.verify(bearer(request.headers.get("authorization")), kinds=kinds)
 
 
 def _pinecall_error(request: Request[Any, Any, Any], exc: PinecallError) -> Response[bytes]:

@@ -71,8 +71,8 @@ from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.errors import Forbidden, Unprocessable
-from pinecall_servicekit.http import problems
-from pinecall_servicekit.keys import EVERY_ENVIRONMENT, SERVICE_OR_OPERATOR, bearer
+from pinecall_servicekit.http import problems, request_key
+from pinecall_servicekit.keys import EVERY_ENVIRONMENT, SERVICE_OR_OPERATOR
 
 AnyRequest = Request[object, object, State]
 CallPath = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")]
@@ -96,9 +96,7 @@ def _service(request: AnyRequest) -> CallLogService:
 
 
 async def _key(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
-    return await _service(request).keyring.verify(
-        bearer(request.headers.get("authorization")), kinds=kinds
-    )
+    return await request_key(request, _service(request).keyring, kinds)
 
 
 def _environment(key: KeyInfo, environment: FromQuery[str | None] = None) -> str:

@@ -35,8 +35,8 @@ from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_dispatcher.service import DispatcherService
 from pinecall_servicekit.errors import Unprocessable
-from pinecall_servicekit.http import problems
-from pinecall_servicekit.keys import OPERATOR, bearer
+from pinecall_servicekit.http import problems, request_key
+from pinecall_servicekit.keys import OPERATOR
 
 AnyRequest = Request[object, object, State]
 CallPath = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")]
@@ -49,9 +49,7 @@ def _service(request: AnyRequest) -> DispatcherService:
 
 
 async def _key(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
-    return await _service(request).keyring.verify(
-        bearer(request.headers.get("authorization")), kinds=kinds
-    )
+    return await request_key(request, _service(request).keyring, kinds)
 
 
 @post("/v1/tokens", status_code=200, responses=problems(400, 401, 403, 429, 503))

@@ -48,8 +48,8 @@ from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_roster.service import RosterService
 from pinecall_servicekit.body import StrictBody
 from pinecall_servicekit.errors import BadRequest, PinecallError, Unprocessable
-from pinecall_servicekit.http import problems
-from pinecall_servicekit.keys import FLEET, OPERATOR, SERVICE_OR_OPERATOR, bearer
+from pinecall_servicekit.http import problems, request_key
+from pinecall_servicekit.keys import FLEET, OPERATOR, SERVICE_OR_OPERATOR
 
 AnyRequest = Request[object, object, State]
 
@@ -60,9 +60,7 @@ def _service(state: State) -> RosterService:
 
 
 async def _key(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
-    return await _service(request.app.state).keyring.verify(
-        bearer(request.headers.get("authorization")), kinds=kinds
-    )
+    return await request_key(request, _service(request.app.state).keyring, kinds)
 
 
 class _Names(msgspec.Struct):
