@@ -41,14 +41,15 @@ def entry_bytes(data: dict[str, Any]) -> int:
 
 
 CallIdField = Annotated[
-    str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$", examples=["call_7Qm2x"])
+    str,
+    msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$(?![\s\S])", examples=["call_7Qm2x"]),
 ]
 AgentField = Annotated[
-    str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_.-]{0,127}$", examples=["support-bot"])
+    str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_.-]{0,127}$(?![\s\S])", examples=["support-bot"])
 ]
 Kind = Annotated[
     str,
-    msgspec.Meta(pattern=r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+){0,4}$", max_length=64),
+    msgspec.Meta(pattern=r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+){0,4}$(?![\s\S])", max_length=64),
 ]
 """An entry's kind: ``transcript.user``, ``tool.call``, ``call.ended``."""
 Timestamp = Annotated[dt.datetime, msgspec.Meta(tz=True)]
@@ -208,8 +209,8 @@ class CallEnd(Contract, frozen=True, kw_only=True, tag="calls.end.v1"):
 class ToolCall(Contract, frozen=True, kw_only=True, tag="calls.tool_call.v1"):
     """``POST /v1/calls/{call}/tools``: run ``name`` once per ``id``; answers its ToolResult."""
 
-    id: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")]
-    name: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.-]{1,128}$")]
+    id: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:-]{1,128}$(?![\s\S])")]
+    name: Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.-]{1,128}$(?![\s\S])")]
     arguments: dict[str, Any] = {}
     timeout_s: TimeoutS = 10.0
     """The tool's deadline, counted from its ``tool.call`` on the log."""
@@ -252,7 +253,7 @@ class CallbackRequest(Contract, frozen=True, kw_only=True, tag="calls.callback_r
     """
 
     agent: AgentField
-    number: Annotated[str, msgspec.Meta(pattern=r"^\+?[0-9]{3,20}$")] | None = None
+    number: Annotated[str, msgspec.Meta(pattern=r"^\+?[0-9]{3,20}$(?![\s\S])")] | None = None
     contact: Text | None = None
     reason: Text = ""
     call: CallIdField | None = None

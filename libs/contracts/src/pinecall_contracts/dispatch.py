@@ -42,7 +42,7 @@ CallerKind = Literal["sip", "web", "outbound", "simulated"]
 """Who rang: a phone through LiveKit SIP, a web visitor with a token, an outbound call, a
 simulated caller of the load lab."""
 
-Number = Annotated[str, msgspec.Meta(pattern=r"^\+?[0-9]{3,20}$")]
+Number = Annotated[str, msgspec.Meta(pattern=r"^\+?[0-9]{3,20}$(?![\s\S])")]
 
 
 class CallRing(Contract, frozen=True, kw_only=True, tag="dispatch.ring.v1"):
@@ -98,7 +98,7 @@ class JobOffer(Contract, frozen=True, kw_only=True, tag="dispatch.offer.v1"):
     agents (``pinecall_worker.domain.opens_first``)."""
 
 
-Identity = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")]
+Identity = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$(?![\s\S])")]
 Org = Annotated[str, msgspec.Meta(max_length=128)]
 
 

@@ -40,7 +40,7 @@ class LiveKitEvent(Contract, frozen=True, kw_only=True, tag="livekit.event.v1"):
     """The webhook's body as LiveKit sent it (protojson)."""
 
 
-DropReason = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,31}$")]
+DropReason = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,31}$(?![\s\S])")]
 """Why a webhook was not passed on: a refusal of its signature (``unsigned``,
 ``malformed_token``, ``forged``, ``expired``, ``hash_mismatch``, ``no_hash``, ``not_utf8``,
 ``unknown_key``), a signed body that is no webhook (``not_a_webhook``), an environment with no

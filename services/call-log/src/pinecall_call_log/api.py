@@ -75,10 +75,12 @@ from pinecall_servicekit.http import problems, request_key
 from pinecall_servicekit.keys import EVERY_ENVIRONMENT, SERVICE_OR_OPERATOR
 
 AnyRequest = Request[object, object, State]
-CallPath = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")]
-AgentPath = Annotated[str, PathParameter(pattern=r"^[a-z0-9][a-z0-9_.-]{0,127}$")]
+CallPath = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$(?![\s\S])")]
+AgentPath = Annotated[str, PathParameter(pattern=r"^[a-z0-9][a-z0-9_.-]{0,127}$(?![\s\S])")]
 After = Annotated[int, QueryParameter(ge=0, le=2**31 - 1)]
-AfterCall = Annotated[str, QueryParameter(pattern=r"^$|^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")]
+AfterCall = Annotated[
+    str, QueryParameter(pattern=r"^$(?![\s\S])|^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$(?![\s\S])")
+]
 Unsealed = Annotated[list[Literal["open", "ended"]] | None, QueryParameter(name="state")]
 """``?state=`` (Litestar reserves the name ``state`` for the app's state)."""
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
@@ -258,7 +260,7 @@ async def run_tool(request: AnyRequest, call: CallPath, data: JSONBody[ToolCall]
 async def answer_tool(
     request: AnyRequest,
     call: CallPath,
-    tool_id: Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9_.:-]{1,128}$")],
+    tool_id: Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9_.:-]{1,128}$(?![\s\S])")],
     data: JSONBody[ToolAnswer],
 ) -> ToolResult:
     """The app's answer to a tool call (its app key); a second answer gets the first."""

@@ -39,7 +39,7 @@ from pinecall_servicekit.http import problems, request_key
 from pinecall_servicekit.keys import OPERATOR
 
 AnyRequest = Request[object, object, State]
-CallPath = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")]
+CallPath = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$(?![\s\S])")]
 APP: tuple[KeyKind, ...] = ("app",)
 
 

@@ -22,7 +22,9 @@ from pinecall_webhook_ingest.ingest import Ingest
 @post("/v1/livekit/webhook", status_code=200, responses=problems(400, 401, 404, 503))
 async def webhook(
     request: Request[object, object, State],
-    world: Annotated[str | None, QueryParameter(pattern=r"^[a-z][a-z0-9-]{0,31}$")] = None,
+    world: Annotated[
+        str | None, QueryParameter(pattern=r"^[a-z][a-z0-9-]{0,31}$(?![\s\S])")
+    ] = None,
 ) -> dict[str, object]:
     """Verify LiveKit's webhook on its raw body and pass it on once."""
     body = await request.body()

@@ -23,7 +23,7 @@ from pinecall_contracts.dispatch import JobOffer
 _CALL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 
 
-class ReadOffer(msgspec.Struct, frozen=True, kw_only=True):
+class JobsOffer(msgspec.Struct, frozen=True, kw_only=True):
     """A job's offer and whether it came with the dispatch (``derived`` False) or was made up
     from the job; ``why`` says why a metadata document was not read as an offer."""
 
@@ -35,12 +35,12 @@ class ReadOffer(msgspec.Struct, frozen=True, kw_only=True):
 def derived_call_id(job_id: str) -> str:
     """A call id for a job that carries none: the LiveKit job id (``AJ_…``), or ``job_<id>``
     made to fit the call id's pattern."""
-    if _CALL_ID.match(job_id):
+    if _CALL_ID.fullmatch(job_id):
         return job_id
     return "job_" + re.sub(r"[^A-Za-z0-9_.:-]", "_", job_id)[:120]
 
 
-def read_offer(
+def offer_of_job(
     metadata: str,
     *,
     job_id: str,
@@ -48,19 +48,19 @@ def read_offer(
     fleet: str,
     environment: str,
     now: dt.datetime,
-) -> ReadOffer:
+) -> JobsOffer:
     """The job's offer: ``metadata`` decoded as a JobOffer, or one derived from the job.
 
     Never raises: a malformed or foreign metadata document (a ``CallRing``, an app's own JSON)
-    gives a derived offer and says why in :attr:`ReadOffer.why`.
+    gives a derived offer and says why in :attr:`JobsOffer.why`.
     """
     why = None
     if metadata.strip():
         try:
-            return ReadOffer(offer=decode(metadata, JobOffer))
+            return JobsOffer(offer=decode(metadata, JobOffer))
         except msgspec.MsgspecError as exc:
             why = f"the job's metadata is not a JobOffer: {exc}"
-    return ReadOffer(
+    return JobsOffer(
         offer=JobOffer(
             call=derived_call_id(job_id),
             fleet=fleet,
