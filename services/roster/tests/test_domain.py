@@ -45,7 +45,7 @@ SLOW = WorkerMinute(turns=20, first_audio_p95_s=5.01)
 
 
 def states(*workers: tuple[domain.Heard, bool]) -> list[str]:
-    return [p.state for p in domain.place(list(workers), NOW)]
+    return [p.state for p in domain.standings(list(workers), NOW)]
 
 
 # heard, silent, forgotten
@@ -62,9 +62,9 @@ def test_a_forgotten_worker_leaves_the_roster() -> None:
     roster.hear(hb("old"), NOW - 3600)
     roster.hear(hb("new"), NOW - 10)
     assert roster.forget_silent(NOW) == 1
-    assert [p.heard.heartbeat.worker for p in roster.placed("pinecall", NOW, lambda _: False)] == [
-        "pinecall/new.100"
-    ]
+    assert [
+        p.heard.heartbeat.worker for p in roster.standing("pinecall", NOW, lambda _: False)
+    ] == ["pinecall/new.100"]
 
 
 # full
@@ -76,7 +76,7 @@ def test_full_at_the_last_seat_or_a_load_of_one() -> None:
 
 
 def test_totals_count_seats_of_accepting_and_full_workers_and_calls_of_every_worker_heard() -> None:
-    placed = domain.place(
+    standing = domain.standings(
         [
             (heard(hb("a", active=2)), False),
             (heard(hb("b", active=8)), False),
@@ -85,10 +85,10 @@ def test_totals_count_seats_of_accepting_and_full_workers_and_calls_of_every_wor
         ],
         NOW,
     )
-    t = domain.totals(placed)
+    t = domain.totals(standing)
     assert (t.accepting, t.full, t.seats, t.seats_free, t.calls) == (1, 1, 16, 6, 11)
     assert not domain.fleet_is_full(t)
-    assert domain.fleet_is_full(domain.totals(placed[1:]))
+    assert domain.fleet_is_full(domain.totals(standing[1:]))
 
 
 # failing, with the minimum counts
@@ -155,19 +155,19 @@ def test_property_the_line_never_leaves_a_fleet_without_a_seat_it_had(workers: l
         )
         for i, (a, s, bad, cordoned, ago, drain) in enumerate(workers)
     ]
-    placed = domain.place(pairs, NOW)
+    standing = domain.standings(pairs, NOW)
     without_line = [
         p
-        for p in placed
+        for p in standing
         if p.state == "accepting"
         or (p.state == "failing" and not domain.is_full(p.heard.heartbeat))
     ]
     # if any worker would accept without the line, some worker still accepts with it
     if without_line:
-        assert any(p.state == "accepting" for p in placed)
+        assert any(p.state == "accepting" for p in standing)
     # a failing worker is only ever set aside for a healthy accepting one
-    if any(p.state == "failing" for p in placed):
-        assert any(p.state == "accepting" and not p.failing for p in placed)
+    if any(p.state == "failing" for p in standing):
+        assert any(p.state == "accepting" and not p.failing for p in standing)
 
 
 # the newest start replaces; the dead registration is never counted
@@ -176,8 +176,8 @@ def test_a_worker_back_under_its_name_with_a_newer_start_replaces_the_old() -> N
     assert roster.hear(hb("w1", start=100, active=3), NOW - 2)
     assert roster.hear(hb("w1", start=200, active=0), NOW - 1)
     assert not roster.hear(hb("w1", start=100, active=3), NOW)  # a late beat of the dead one
-    placed = roster.placed("pinecall", NOW, lambda _: False)
-    assert [p.heard.heartbeat.worker for p in placed] == ["pinecall/w1.200"]
+    standing = roster.standing("pinecall", NOW, lambda _: False)
+    assert [p.heard.heartbeat.worker for p in standing] == ["pinecall/w1.200"]
 
 
 # LiveKit's registration
@@ -194,31 +194,31 @@ def test_a_row_says_how_long_livekit_has_not_held_the_worker_as_of_now() -> None
 
 
 # wanted
-def placed_fleet(*workers: WorkerHeartbeat, ago: float = 1.0) -> list[domain.Placed]:
-    return domain.place([(heard(w, ago), False) for w in workers], NOW)
+def fleet_standings(*workers: WorkerHeartbeat, ago: float = 1.0) -> list[domain.Standing]:
+    return domain.standings([(heard(w, ago), False) for w in workers], NOW)
 
 
 def test_wanted_fits_the_scaled_calls_at_sixty_percent() -> None:
-    fleet = placed_fleet(
+    fleet = fleet_standings(
         hb("core-1", active=1, seats=2),
         hb("scaled-a", active=20, seats=32),
         hb("scaled-b", active=5, seats=32),
     )
     assert domain.wanted_workers(fleet, prefix="scaled", seats=32, most=None) == (2, 25, 64)
     assert domain.wanted_workers(fleet, prefix="scaled", seats=32, most=1)[0] == 1
-    quiet = placed_fleet(hb("core-1", seats=2), hb("scaled-a", seats=32))
+    quiet = fleet_standings(hb("core-1", seats=2), hb("scaled-a", seats=32))
     assert domain.wanted_workers(quiet, prefix="scaled", seats=32, most=None)[0] == 0
 
 
 def test_wanted_never_asks_twice_for_a_booting_pod() -> None:
-    full_core = placed_fleet(hb("core-1", active=2, seats=2), hb("core-2", active=2, seats=2))
+    full_core = fleet_standings(hb("core-1", active=2, seats=2), hb("core-2", active=2, seats=2))
     first = domain.wanted_workers(full_core, prefix="scaled", seats=32, most=35)[0]
     assert first == 1
     # the pod KEDA made boots and is not heard yet: the same answer, again and again
     for _ in range(3):
         assert domain.wanted_workers(full_core, prefix="scaled", seats=32, most=35)[0] == first
     # heard with its seats free: the fleet is not full, one is still enough
-    booted = placed_fleet(
+    booted = fleet_standings(
         hb("core-1", active=2, seats=2),
         hb("core-2", active=2, seats=2),
         hb("scaled-x", active=0, seats=32),
@@ -240,7 +240,7 @@ def test_wanted_matches_the_prefix_on_the_host_or_the_whole_name() -> None:
 def test_property_wanted_never_exceeds_most_and_holds_the_calls(
     scaled: list[tuple[int, bool]], seats: int, most: int
 ) -> None:
-    fleet = placed_fleet(
+    fleet = fleet_standings(
         *(hb(f"scaled-{i}", active=min(a, seats), seats=seats) for i, (a, _) in enumerate(scaled))
     )
     wanted, calls, _ = domain.wanted_workers(fleet, prefix="scaled", seats=seats, most=most)

@@ -18,7 +18,7 @@ from pinecall_contracts.base import encode
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_worker import domain
 from pinecall_worker.measures import MeasuresSocket
-from pinecall_worker.offer import derived_call_id, read_offer
+from pinecall_worker.offer import derived_call_id, offer_of_job
 from pinecall_worker.settings import WorkerSettings
 
 
@@ -113,7 +113,7 @@ def test_a_job_offer_in_the_metadata_is_the_jobs_offer() -> None:
         written=17,
         arrived_at=NOW,
     )
-    read = read_offer(
+    read = offer_of_job(
         encode(offer).decode(),
         job_id="AJ_1",
         room="call-7Qm2x",
@@ -128,7 +128,7 @@ def test_a_job_offer_in_the_metadata_is_the_jobs_offer() -> None:
     "metadata", ["", "  ", '{"type": "dispatch.ring.v1", "agent": "support-bot"}', "not json"]
 )
 def test_a_job_without_a_job_offer_gets_one_derived_from_the_job(metadata: str) -> None:
-    read = read_offer(
+    read = offer_of_job(
         metadata,
         job_id="AJ_x9",
         room="call-1",

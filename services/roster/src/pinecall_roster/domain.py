@@ -55,7 +55,7 @@ class Heard(msgspec.Struct, frozen=True, kw_only=True):
     heard_at: float
 
 
-class Placed(msgspec.Struct, frozen=True, kw_only=True):
+class Standing(msgspec.Struct, frozen=True, kw_only=True):
     """A worker's state as the roster counts it, with the facts it was read from."""
 
     heard: Heard
@@ -137,9 +137,9 @@ def _base_state(heard: Heard, now: float, cordoned: bool, silent_s: float) -> Wo
     return "full" if is_full(heard.heartbeat) else "accepting"
 
 
-def place(
+def standings(
     workers: Sequence[tuple[Heard, bool]], now: float, silent_s: float = SILENT_S
-) -> list[Placed]:
+) -> list[Standing]:
     """The state of each worker of one fleet, given ``(heard, cordoned)`` pairs.
 
     A worker past the failing line reads ``failing`` (and stops counting) only while another
@@ -150,19 +150,19 @@ def place(
         for h, c in workers
     ]
     healthy_accepting = sum(1 for _, _, s, f in base if s == "accepting" and not f)
-    placed = []
+    standing = []
     for heard, cordoned, state, failing in base:
         if failing and state in ("accepting", "full") and healthy_accepting > 0:
             state = "failing"
-        placed.append(Placed(heard=heard, state=state, failing=failing, cordoned=cordoned))
-    return placed
+        standing.append(Standing(heard=heard, state=state, failing=failing, cordoned=cordoned))
+    return standing
 
 
-def totals(placed: Iterable[Placed]) -> FleetTotals:
+def totals(standing: Iterable[Standing]) -> FleetTotals:
     """A fleet's totals: workers accepting and full, their seats and free seats, and the calls
     of every worker not silent."""
     accepting = full = seats = free = calls = 0
-    for p in placed:
+    for p in standing:
         hb = p.heard.heartbeat
         if p.state != "silent":
             calls += hb.active
@@ -191,7 +191,7 @@ def is_scaled(worker: str, prefix: str) -> bool:
 
 
 def wanted_workers(
-    placed: Iterable[Placed],
+    standing: Iterable[Standing],
     *,
     prefix: str,
     seats: int,
@@ -208,15 +208,15 @@ def wanted_workers(
     """
     if seats < 1:
         raise ValueError("seats must be 1 or more")
-    placed = list(placed)
-    live = [p for p in placed if p.state != "silent"]
+    standing = list(standing)
+    live = [p for p in standing if p.state != "silent"]
     scaled = [p for p in live if is_scaled(p.heard.heartbeat.worker, prefix)]
     core = [p for p in live if not is_scaled(p.heard.heartbeat.worker, prefix)]
     calls = sum(p.heard.heartbeat.active for p in scaled)
     seats_heard = sum(p.heard.heartbeat.max_jobs for p in scaled)
     next_call = 1 if fleet_is_full(totals(core)) else 0
     wanted = math.ceil((calls + next_call) / (target * seats))
-    if fleet_is_full(totals(placed)):
+    if fleet_is_full(totals(standing)):
         wanted = max(wanted, len(scaled) + 1)
     if most is not None:
         wanted = min(wanted, most)

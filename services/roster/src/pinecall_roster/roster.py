@@ -60,15 +60,15 @@ class Roster:
     def fleets(self) -> set[str]:
         return {h.heartbeat.fleet for h in self._workers.values()}
 
-    def placed(
+    def standing(
         self, fleet: str, now: float, cordoned: Callable[[WorkerKey], bool]
-    ) -> list[domain.Placed]:
+    ) -> list[domain.Standing]:
         """The fleet's workers with their states, by name."""
         workers = sorted(
             ((k, h) for k, h in self._workers.items() if h.heartbeat.fleet == fleet),
             key=lambda kh: kh[0],
         )
-        return domain.place([(h, cordoned(k)) for k, h in workers], now, self.silent_s)
+        return domain.standings([(h, cordoned(k)) for k, h in workers], now, self.silent_s)
 
     def view(
         self,
@@ -78,16 +78,16 @@ class Roster:
         environments: Mapping[str, str] | None = None,
     ) -> FleetView:
         """The fleet as ``GET /v1/ops/fleet`` shows it."""
-        placed = self.placed(fleet, now, cordoned)
+        standing = self.standing(fleet, now, cordoned)
         return FleetView(
             fleet=fleet,
             environment=(environments or {}).get(fleet),
-            workers=[_row(p, now) for p in placed],
-            totals=domain.totals(placed),
+            workers=[_row(p, now) for p in standing],
+            totals=domain.totals(standing),
         )
 
 
-def _row(p: domain.Placed, now: float) -> WorkerRow:
+def _row(p: domain.Standing, now: float) -> WorkerRow:
     hb = p.heard.heartbeat
     return WorkerRow(
         worker=hb.worker,

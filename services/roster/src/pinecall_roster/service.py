@@ -139,7 +139,7 @@ class RosterService:
         cached = self._totals.get(fleet)
         if cached and now - cached[0] < TOTALS_TTL_S:
             return cached[1]
-        totals = domain.totals(self.roster.placed(fleet, time.time(), self.cordons.is_cordoned))
+        totals = domain.totals(self.roster.standing(fleet, time.time(), self.cordons.is_cordoned))
         self._totals[fleet] = (now, totals)
         return totals
 
@@ -194,7 +194,7 @@ class RosterService:
         return setting
 
     def wanted(self, fleet: str, prefix: str, seats: int, most: int | None) -> Wanted:
-        placed = self.roster.placed(fleet, time.time(), self.cordons.is_cordoned)
+        placed = self.roster.standing(fleet, time.time(), self.cordons.is_cordoned)
         wanted, calls, seats_heard = domain.wanted_workers(
             placed, prefix=prefix, seats=seats, most=most, target=self.settings.wanted_target
         )

@@ -33,7 +33,7 @@ from pinecall_clients.errors import CallLogError
 from pinecall_contracts.calls import Outcome
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_worker.measures import MeasuresSocket
-from pinecall_worker.offer import read_offer
+from pinecall_worker.offer import offer_of_job
 
 _log = logging.getLogger(__name__)
 
@@ -93,7 +93,7 @@ class HeldCalls:
         if info is None:
             return
         job = info.job
-        read = read_offer(
+        read = offer_of_job(
             job.metadata,
             job_id=job.id,
             room=job.room.name,

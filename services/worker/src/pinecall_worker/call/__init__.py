@@ -23,7 +23,7 @@ from livekit.agents import JobContext
 from pinecall_worker.call.answer import answer
 from pinecall_worker.call.sentence import sentence_job
 from pinecall_worker.call.session import prewarm
-from pinecall_worker.offer import read_offer
+from pinecall_worker.offer import offer_of_job
 from pinecall_worker.settings import WorkerSettings
 
 _log = logging.getLogger(__name__)
@@ -34,7 +34,7 @@ __all__ = ["entrypoint", "prewarm"]
 async def entrypoint(ctx: JobContext) -> None:
     """Run the job ``ctx`` was given: answer its caller, or say the sentence into its room."""
     settings = WorkerSettings.of_job(ctx.proc)
-    read = read_offer(
+    read = offer_of_job(
         ctx.job.metadata,
         job_id=ctx.job.id,
         room=ctx.job.room.name,
