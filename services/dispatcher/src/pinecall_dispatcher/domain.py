@@ -227,6 +227,14 @@ def decide(
         if now - room.arrived_at < rules.fleet_wait_s:
             return Wait(until=room.arrived_at + rules.fleet_wait_s)
         return Overflow(reason="nobody_heard")
+    return _to_the_best(room, rows, pending, rules)
+
+
+def _to_the_best(
+    room: Room, rows: Sequence[WorkerRow], pending: Mapping[str, int], rules: Rules
+) -> Offer | Overflow:
+    """The offer of ``room`` to the worker with the most seats free it was not offered before;
+    the overflow when none has a seat."""
     chosen = candidates(rows, pending, frozenset(room.tried), rules)
     if not chosen:
         return Overflow(reason="no_seat")
@@ -254,16 +262,7 @@ def _decide_sentence(
     lost = room.tried[:1]
     if not any(r.last_heard_s < rules.heard_s and r.worker not in lost for r in rows):
         return Wait(until=now)  # not full: looked at again by every sweep, however long
-    chosen = candidates(rows, pending, frozenset(room.tried), rules)
-    if not chosen:
-        return Overflow(reason="no_seat")
-    best = chosen[0]
-    return Offer(
-        worker=best.worker,
-        seats_free=seats_free(best, pending),
-        heard_s=best.last_heard_s,
-        number=len(room.tried) + 1,
-    )
+    return _to_the_best(room, rows, pending, rules)
 
 
 def sentence_due(job: str, state: LogState | None, outcome: str | None, caller_here: bool) -> bool:
