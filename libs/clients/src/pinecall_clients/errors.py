@@ -1,5 +1,5 @@
 """The clients' errors: one small tree per service, so a caller never catches an httpx,
-stamina or NATS type.
+stamina, NATS, aiohttp or livekit-api type.
 
 ::
 
@@ -22,11 +22,24 @@ stamina or NATS type.
     DispatcherError                   status
     ├── DispatcherUnavailable         None or 5xx   as RosterUnavailable, of the dispatcher
     └── DispatcherRefused             4xx           the dispatcher's answer (a problem detail)
+
+    LiveKitError                      status        retryable
+    ├── LiveKitUnavailable            None, 408,    yes   LiveKit did not answer in time, the
+    │                                 429 or 5xx          connection failed, or it answered that
+    │                                                     it cannot now (the same request may
+    │                                                     pass later)
+    └── LiveKitRefused                4xx           no    LiveKit's answer: a bad key, a grant
+        │                                                 missing, a request it does not take
+        └── RoomGone                  404                 Twirp ``not_found``: the room (or the
+                                                          dispatch) is not there
+
+The LiveKit tree is :mod:`pinecall_clients.livekit`'s; ``code`` names each kind as the runtime's
+own errors do (``livekit_unavailable``, ``livekit_refused``, ``room_gone``).
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import msgspec
 
@@ -129,6 +142,29 @@ class DispatcherRefused(DispatcherError):
         super().__init__(f"{problem.status} {problem.title}: {problem.detail or ''}".strip())
         self.problem = problem
         self.status = problem.status
+
+
+class LiveKitError(Exception):
+    """Base of the LiveKit tree; ``status`` is LiveKit's HTTP status (None: nothing answered)."""
+
+    code: ClassVar[str] = "livekit_error"
+    retryable: ClassVar[bool] = False
+
+    def __init__(self, detail: str, status: int | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+
+
+class LiveKitUnavailable(LiveKitError):
+    code, retryable = "livekit_unavailable", True
+
+
+class LiveKitRefused(LiveKitError):
+    code = "livekit_refused"
+
+
+class RoomGone(LiveKitRefused):
+    code = "room_gone"
 
 
 def problem_of(status: int, body: bytes) -> ProblemDetails:

@@ -1,0 +1,283 @@
+"""One LiveKit's server API as the runtime calls it: Twirp RoomService and AgentDispatchService
+through livekit-api (``shared/reference/livekit-protocol.md`` §4), for the dispatcher, the reaper
+and the sentence job.
+
+    async with LiveKit(LiveKitAccess(url=url, api_key=key, api_secret=secret)) as lk:
+        people = await lk.participants("call-1")     # RoomGone if LiveKit has no such room
+
+A LiveKit is reached with one :class:`LiveKitAccess` (its URL, an API key and its secret); the
+key needs the grants of the methods called (§4.2: ``roomList`` for ListRooms, ``roomCreate`` for
+DeleteRoom, ``roomAdmin`` of the room for ListParticipants and the dispatches). Answers are this
+module's own small types (:class:`Room`, :class:`Participant`, :class:`Dispatch`), with LiveKit's
+enum names as strings (a participant's kind ``STANDARD``, ``SIP``, ``AGENT``, as
+:class:`pinecall_contracts.livekit.LiveKitEvent` names it).
+
+Errors (:mod:`pinecall_clients.errors`, the LiveKit tree): :class:`LiveKitUnavailable` (retryable:
+nothing answered within the timeout, the connection failed, or LiveKit answered 408, 429 or 5xx)
+and :class:`LiveKitRefused` (not: any other 4xx, or an access with no key); Twirp ``not_found`` is
+:class:`RoomGone`, a refusal. No aiohttp or livekit-api exception escapes.
+
+Nothing here retries unless asked: :meth:`LiveKit.delete_room` with ``retry_s`` retries a
+connection error (stamina).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from types import TracebackType
+from typing import TypeVar
+
+import aiohttp
+import stamina
+from livekit import api
+
+from pinecall_clients.errors import LiveKitError, LiveKitRefused, LiveKitUnavailable, RoomGone
+
+T = TypeVar("T")
+
+TIMEOUT_S = 10.0
+"""livekit-api's own total timeout of one request, in seconds."""
+RETRYABLE_STATUSES = frozenset({408, 429})
+"""4xx answers that say "not now" rather than "no" (Twirp ``deadline_exceeded``, ``canceled``,
+``resource_exhausted``); every 5xx is retryable too."""
+
+__all__ = [
+    "Dispatch",
+    "LiveKit",
+    "LiveKitAccess",
+    "LiveKitError",
+    "LiveKitRefused",
+    "LiveKitUnavailable",
+    "Participant",
+    "Room",
+    "RoomGone",
+]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LiveKitAccess:
+    """A LiveKit's URL (``http(s)://`` or ``ws(s)://``), an API key and its secret."""
+
+    url: str
+    api_key: str
+    api_secret: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Room:
+    """A room as ListRooms gives it."""
+
+    name: str
+    sid: str
+    created_at: dt.datetime
+    """When LiveKit made it (UTC; its ``creation_time_ms``, else ``creation_time``)."""
+    participants: int
+    """How many participants LiveKit counts in it."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Participant:
+    """Someone in a room as ListParticipants gives them."""
+
+    identity: str
+    kind: str
+    """LiveKit's ``ParticipantInfo.Kind`` name: ``STANDARD``, ``SIP``, ``AGENT``, …"""
+    attributes: Mapping[str, str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Dispatch:
+    """An agent dispatch of a room as ListDispatch gives it."""
+
+    id: str
+    agent_name: str
+    metadata: str
+    created_at_ns: int
+    """When LiveKit made it, Unix nanoseconds (its ``state.created_at``)."""
+    jobs: int
+    """How many jobs LiveKit made of it so far (0: no worker has taken it)."""
+
+
+def _kind(kind: int) -> str:
+    return str(api.ParticipantInfo.Kind.Name(kind))
+
+
+def _created(room: api.Room) -> dt.datetime:
+    seconds = room.creation_time_ms / 1000 if room.creation_time_ms else room.creation_time
+    return dt.datetime.fromtimestamp(seconds, dt.UTC)
+
+
+class LiveKit:
+    """One LiveKit's server API; close with :meth:`aclose` (or use it as a context manager).
+
+    ``timeout_s`` bounds each request (livekit-api's total timeout); ``failover`` is
+    livekit-api's region failover, which only LiveKit Cloud hosts use.
+    """
+
+    def __init__(
+        self, access: LiveKitAccess, *, timeout_s: float = TIMEOUT_S, failover: bool = True
+    ) -> None:
+        self.access = access
+        self.timeout_s = timeout_s
+        self.failover = failover
+        self._api: api.LiveKitAPI | None = None
+
+    async def __aenter__(self) -> LiveKit:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        if self._api is not None:
+            made, self._api = self._api, None
+            await made.aclose()
+
+    def _lk(self, what: str) -> api.LiveKitAPI:
+        # made on first use, inside the running loop (livekit-api opens an aiohttp session)
+        if self._api is None:
+            a = self.access
+            timeout = aiohttp.ClientTimeout(total=self.timeout_s)
+            try:
+                self._api = api.LiveKitAPI(
+                    a.url, a.api_key, a.api_secret, timeout=timeout, failover=self.failover
+                )
+            except ValueError as exc:  # no URL, or no key and secret
+                raise LiveKitRefused(f"{what} on {a.url or '(no URL)'}: {exc}") from exc
+        return self._api
+
+    async def _ask(
+        self,
+        method: str,
+        room: str | None,
+        request: Callable[[api.LiveKitAPI], Awaitable[T]],
+        *,
+        retry_s: float = 0.0,
+    ) -> T:
+        """``request``'s answer, or the error of the LiveKit tree that says why there is none;
+        with ``retry_s``, a connection error is retried for that many seconds first."""
+        what = f"{method} {room}" if room else method
+        lk = self._lk(what)
+        try:
+            if not retry_s:
+                return await request(lk)
+            retrying = stamina.retry_context(
+                on=aiohttp.ClientError,
+                attempts=None,
+                timeout=retry_s,
+                wait_initial=0.2,
+                wait_max=2.0,
+            ).with_name(f"LiveKit {method}", (), {"room": room})  # what a retry's log line says
+            async for attempt in retrying:
+                with attempt:
+                    return await request(lk)
+            raise AssertionError("stamina stopped retrying without an error")  # never reached
+        except api.ServerError as exc:
+            raise _answered(f"{what} on {self.access.url}", exc) from exc
+        except (aiohttp.ClientError, TimeoutError) as exc:
+            raise LiveKitUnavailable(
+                f"{what} on {self.access.url}: LiveKit did not answer ({exc!r})"
+            ) from exc
+
+    # -- RoomService ------------------------------------------------------------------------
+
+    async def rooms(self) -> list[Room]:
+        """Every room (ListRooms)."""
+        request = api.ListRoomsRequest()
+        answer = await self._ask("ListRooms", None, lambda lk: lk.room.list_rooms(request))
+        return [
+            Room(
+                name=r.name,
+                sid=r.sid,
+                created_at=_created(r),
+                participants=r.num_participants,
+            )
+            for r in answer.rooms
+        ]
+
+    async def participants(self, room: str) -> list[Participant]:
+        """Who is in ``room`` now (ListParticipants); ``RoomGone`` if LiveKit has no such room."""
+        request = api.ListParticipantsRequest(room=room)
+        answer = await self._ask(
+            "ListParticipants", room, lambda lk: lk.room.list_participants(request)
+        )
+        return [
+            Participant(identity=p.identity, kind=_kind(p.kind), attributes=dict(p.attributes))
+            for p in answer.participants
+        ]
+
+    async def delete_room(self, room: str, *, retry_s: float = 0.0) -> bool:
+        """Take ``room`` down (DeleteRoom): its participants leave with ROOM_DELETED and LiveKit
+        sends room_finished. True if deleted, False if LiveKit no longer had it.
+
+        With ``retry_s``, a connection error (``aiohttp.ClientError``) is retried (stamina,
+        0.2 s doubling to 2 s) for that many seconds before ``LiveKitUnavailable``.
+        """
+        request = api.DeleteRoomRequest(room=room)
+        try:
+            await self._ask(
+                "DeleteRoom", room, lambda lk: lk.room.delete_room(request), retry_s=retry_s
+            )
+        except RoomGone:
+            return False
+        return True
+
+    # -- AgentDispatchService ---------------------------------------------------------------
+
+    async def dispatches(self, room: str) -> list[Dispatch]:
+        """The room's dispatches (ListDispatch); ``RoomGone`` when the room is not active (the
+        server's ``agent_dispatch_service.go``), which is how a caller never creates a dispatch
+        on a room that is gone: CreateDispatch would make the room again."""
+        found = await self._ask(
+            "ListDispatch", room, lambda lk: lk.agent_dispatch.list_dispatch(room)
+        )
+        return [
+            Dispatch(
+                id=d.id,
+                agent_name=d.agent_name,
+                metadata=d.metadata,
+                created_at_ns=d.state.created_at,
+                jobs=len(d.state.jobs),
+            )
+            for d in found
+        ]
+
+    async def create_dispatch(self, room: str, agent_name: str, metadata: str) -> str:
+        """A dispatch of ``agent_name`` to ``room`` (CreateDispatch); its id."""
+        request = api.CreateAgentDispatchRequest(
+            room=room, agent_name=agent_name, metadata=metadata
+        )
+        made = await self._ask(
+            "CreateDispatch", room, lambda lk: lk.agent_dispatch.create_dispatch(request)
+        )
+        return str(made.id)
+
+    async def delete_dispatch(self, room: str, dispatch_id: str) -> bool:
+        """Delete a dispatch (DeleteDispatch; its job is terminated). True if deleted, False if
+        the room or the dispatch was gone already."""
+        try:
+            await self._ask(
+                "DeleteDispatch",
+                room,
+                lambda lk: lk.agent_dispatch.delete_dispatch(dispatch_id, room),
+            )
+        except RoomGone:
+            return False
+        return True
+
+
+def _answered(what: str, exc: api.ServerError) -> LiveKitError:
+    """The error of a Twirp answer that is not a success (livekit-api's ``ServerError``)."""
+    detail = f"{what}: LiveKit answered {exc.status} {exc.code}: {exc.message}".rstrip(": ")
+    if exc.code == api.ServerErrorCode.NOT_FOUND:
+        return RoomGone(detail, exc.status)
+    if exc.status >= 500 or exc.status in RETRYABLE_STATUSES:
+        return LiveKitUnavailable(detail, exc.status)
+    return LiveKitRefused(detail, exc.status)
