@@ -5,14 +5,15 @@ dies"; seed 002, "A deploy never cuts a call").
     said = await say_sentence(ctx, offer, sentence, log=client)
 
 Layers: ``errors`` ← ``offer`` (a job's JobOffer) ← ``room`` (the job's room: joined with
-``ctx.connect()``, or over the lab transport under the LiveKit stand-in; who else is in it; its
-deletion) ← ``sentence`` (the sentence job). What only the worker or only the overflow does stays
-with them: the overflow's call back is a ``then`` given to :func:`say_sentence`.
+``ctx.connect()``, or over the lab transport under the LiveKit stand-in; who else is in it) ←
+``sentence`` (the sentence job; it deletes the room with :mod:`pinecall_clients.livekit`). What
+only the worker or only the overflow does stays with them: the overflow's call back is a ``then``
+given to :func:`say_sentence`.
 """
 
 from pinecall_jobs.errors import CallTaken, JobError, OfferUnreadable
 from pinecall_jobs.offer import read_offer
-from pinecall_jobs.room import Caller, JobRoom, LiveKitAccess, delete_room
+from pinecall_jobs.room import Caller, JobRoom
 from pinecall_jobs.sentence import Said, Sentence, cartesia_voice, say_sentence
 
 __all__ = [
@@ -20,12 +21,10 @@ __all__ = [
     "Caller",
     "JobError",
     "JobRoom",
-    "LiveKitAccess",
     "OfferUnreadable",
     "Said",
     "Sentence",
     "cartesia_voice",
-    "delete_room",
     "read_offer",
     "say_sentence",
 ]

@@ -1,4 +1,4 @@
-"""The job's room as a job that only speaks needs it: joined, who else is in it, its deletion.
+"""The job's room as a job that only speaks needs it: joined, and who else is in it.
 
 In production the job joins with ``ctx.connect()`` subscribing to nothing (no ears), and its
 session speaks through livekit-agents' RoomIO with the audio input off. Under the LiveKit stand-in
@@ -6,40 +6,25 @@ session speaks through livekit-agents' RoomIO with the audio input off. Under th
 token (:func:`pinecall_labroom.jobs.join_job_room`) and speaks through
 :class:`pinecall_labroom.agents.LabAudioOutput` (``shared/DESIGN.md``, "How it is tested").
 
-Deleting the room is RoomService ``DeleteRoom`` (``roomCreate`` grant; ``not_found`` when it is
-gone, ``shared/reference/livekit-protocol.md`` §4.2): every participant leaves with ROOM_DELETED
-and LiveKit sends room_finished (§3.3), which hangs the caller up.
+Deleting the room is LiveKit's server API, :meth:`pinecall_clients.livekit.LiveKit.delete_room`
+(the sentence job's last step).
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import aiohttp
-import stamina
-from livekit import api, rtc
+from livekit import rtc
 from livekit.agents import Agent, AgentSession, AutoSubscribe, JobContext
 from livekit.agents.voice.room_io import RoomOptions
 
 if TYPE_CHECKING:
     from pinecall_labroom import LabRoom
 
-_log = logging.getLogger(__name__)
-
 PHONE_NUMBER = "sip.phoneNumber"
 """The attribute LiveKit SIP gives a phone caller's participant: the caller's number."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LiveKitAccess:
-    """A LiveKit's URL (``http(s)://`` or ``ws(s)://``) and an API key that may delete rooms."""
-
-    url: str
-    api_key: str
-    api_secret: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,25 +88,3 @@ class JobRoom:
             return
         options = RoomOptions(audio_input=False, text_input=False)
         await session.start(agent, room=self.ctx.room, room_options=options)
-
-
-async def delete_room(livekit: LiveKitAccess, room: str, *, within_s: float = 10.0) -> bool:
-    """DeleteRoom ``room``: True if it was deleted, False if LiveKit no longer has it.
-
-    Retried (stamina) while LiveKit does not answer, for ``within_s`` seconds; then the error is
-    raised (``aiohttp.ClientError``); a room left behind is the reaper's. Another Twirp error
-    (a key that may not delete rooms) is raised as livekit-api's ``ServerError``.
-    """
-    async with api.LiveKitAPI(livekit.url, livekit.api_key, livekit.api_secret) as lk:
-        async for attempt in stamina.retry_context(
-            on=aiohttp.ClientError, attempts=None, timeout=within_s, wait_initial=0.2, wait_max=2.0
-        ).with_name("LiveKit DeleteRoom", (), {"room": room}):  # what a retry's log line says
-            with attempt:
-                try:
-                    await lk.room.delete_room(api.DeleteRoomRequest(room=room))
-                except api.ServerError as exc:
-                    if exc.code == api.ServerErrorCode.NOT_FOUND:
-                        return False
-                    raise
-    _log.info("room %s deleted", room)
-    return True

@@ -20,7 +20,8 @@ In order, each step idempotent so a job that dies half way leaves what the reape
 4. ``then(callers)``: what the job's owner adds (the overflow's call back);
 5. end the call with ``outcome`` (nothing changes on a call already ended, as a dead worker's is;
    a 409 says the reaper sealed it first, and only the room is left to close);
-6. delete the room (the caller is hung up); 7. seal the call; the job then shuts down.
+6. delete the room (the caller is hung up; DeleteRoom retried for 10 s while LiveKit does not
+   answer, then a room left behind is the reaper's); 7. seal the call; the job then shuts down.
 """
 
 from __future__ import annotations
@@ -35,11 +36,12 @@ from livekit.plugins import cartesia
 
 from pinecall_clients.calllog import SEAL_WITHIN_S, CallLogClient, CallLogWriter
 from pinecall_clients.errors import CallLogRefused, CallLogUnavailable, CallUnknown
+from pinecall_clients.livekit import LiveKit, LiveKitAccess
 from pinecall_contracts import entries
 from pinecall_contracts.calls import CallOpen, Outcome
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_jobs.errors import CallTaken
-from pinecall_jobs.room import Caller, JobRoom, LiveKitAccess, delete_room
+from pinecall_jobs.room import Caller, JobRoom
 
 _log = logging.getLogger(__name__)
 
@@ -48,6 +50,8 @@ SAID = entries.CALL_SENTENCE
 OPEN_WITHIN_S = 10.0
 """Seconds the job retries opening or reading its call before it speaks anyway: the caller
 waits in silence while it does."""
+DELETE_WITHIN_S = 10.0
+"""Seconds DeleteRoom is retried while LiveKit does not answer (a connection error)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -101,7 +105,9 @@ async def say_sentence(
     ``overflow`` for the overflow's). Raises ``CallTaken`` before saying anything. No caller in
     silence: a call log that does not answer (``CallLogUnavailable``) at the start does not stop
     the sentence, and whatever the log answers after it the room is deleted; the log's error is
-    raised then, and the call left to the reaper. The job shuts down when this returns or raises.
+    raised then, and the call left to the reaper; so is a room LiveKit did not delete
+    (``LiveKitUnavailable`` after 10 s of retries, or ``LiveKitRefused``: a key that may not).
+    The job shuts down when this returns or raises.
     """
     try:
         try:
@@ -125,7 +131,7 @@ async def say_sentence(
                 reason = f"the {offer.job} job said its sentence"
                 sealed = await _end(log, offer.call, outcome, reason)
         finally:
-            await delete_room(sentence.livekit, offer.room)  # hung up, whatever the log said
+            await _delete_room(sentence.livekit, offer.room)  # hung up, whatever the log said
         if writer is not None and not sealed:
             await log.seal(offer.call)
         _log.info("call %s: the sentence said (%s), room deleted, sealed", offer.call, offer.job)
@@ -138,6 +144,12 @@ async def say_sentence(
         )
     finally:
         ctx.shutdown(f"the {offer.job} job ended")
+
+
+async def _delete_room(access: LiveKitAccess, room: str) -> None:
+    async with LiveKit(access) as livekit:
+        if await livekit.delete_room(room, retry_s=DELETE_WITHIN_S):
+            _log.info("room %s deleted", room)
 
 
 async def _writer(offer: JobOffer, worker: str, log: CallLogClient) -> tuple[CallLogWriter, bool]:

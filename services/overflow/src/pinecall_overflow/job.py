@@ -18,13 +18,13 @@ import msgspec
 from livekit.agents import JobContext
 
 from pinecall_clients.calllog import CallLogClient
+from pinecall_clients.livekit import LiveKitAccess
 from pinecall_contracts.calls import CallbackRequest
 from pinecall_contracts.dispatch import JobOffer, Number
 from pinecall_contracts.ids import overflow_name
 from pinecall_jobs import (
     Caller,
     CallTaken,
-    LiveKitAccess,
     OfferUnreadable,
     Sentence,
     cartesia_voice,

@@ -13,8 +13,9 @@ from livekit.agents import JobContext
 
 from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.errors import CallLogError
+from pinecall_clients.livekit import LiveKitAccess
 from pinecall_contracts.dispatch import JobOffer
-from pinecall_jobs import CallTaken, LiveKitAccess, Sentence, cartesia_voice, say_sentence
+from pinecall_jobs import CallTaken, Sentence, cartesia_voice, say_sentence
 from pinecall_worker.settings import WorkerSettings
 
 _log = logging.getLogger(__name__)
