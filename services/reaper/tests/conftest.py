@@ -9,12 +9,12 @@ import httpx
 import pytest
 
 from pinecall_clients.calllog import Backoff, CallLogClient
+from pinecall_clients.livekit import LiveKitAccess
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit.testing import *  # noqa: F403  (the stand-in's fixtures)
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_reaper.domain import Rules
 from pinecall_reaper.reaper import LiveKits, Reaper
-from pinecall_reaper.settings import LiveKit
 from pinecall_testkit.call_log import Keys, Replica, make_keys, replica_on
 
 
@@ -39,10 +39,10 @@ def log_client(call_log: Replica, key: str) -> CallLogClient:
     )
 
 
-def on(livekits: Mapping[str, LiveKit]) -> LiveKits:
+def on(livekits: Mapping[str, LiveKitAccess]) -> LiveKits:
     """Environments on fixed LiveKits (the app resolves them at each sweep)."""
 
-    async def fixed() -> Mapping[str, LiveKit]:
+    async def fixed() -> Mapping[str, LiveKitAccess]:
         return livekits
 
     return fixed
@@ -52,7 +52,7 @@ def on(livekits: Mapping[str, LiveKit]) -> LiveKits:
 async def reaper(call_log: Replica, keys: Keys, standin: StandIn) -> AsyncIterator[Reaper]:
     """A reaper of production on the stand-in, with the seeds' rules."""
     async with log_client(call_log, keys.service) as log:
-        livekit = LiveKit(url=standin.url, api_key=API_KEY, api_secret=API_SECRET)
+        livekit = LiveKitAccess(url=standin.url, api_key=API_KEY, api_secret=API_SECRET)
         r = Reaper(log, on({"production": livekit}), Rules())
         yield r
         await r.aclose()

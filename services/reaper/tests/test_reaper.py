@@ -11,6 +11,7 @@ import datetime as dt
 
 from livekit import api
 
+from pinecall_clients.livekit import LiveKitAccess
 from pinecall_labroom import LabRoom
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
@@ -18,7 +19,6 @@ from pinecall_loadlab.livekit.callers import agent_token, sip_call
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_reaper.domain import Reap, Rules
 from pinecall_reaper.reaper import Reaper
-from pinecall_reaper.settings import LiveKit
 from pinecall_testkit.call_log import Keys, Replica, bearer, entry, opening
 
 from .conftest import log_client, on
@@ -96,7 +96,7 @@ async def test_lost_webhooks_leave_nothing_open_and_two_replicas_do_not_fight(
     # six minutes on, two replicas sweep at once
     later = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=6)
     async with log_client(call_log, keys.service) as log:
-        livekit = LiveKit(url=standin.url, api_key=API_KEY, api_secret=API_SECRET)
+        livekit = LiveKitAccess(url=standin.url, api_key=API_KEY, api_secret=API_SECRET)
         other = Reaper(log, on({"production": livekit}), Rules())
         async with asyncio.timeout(60):
             sweeps = await asyncio.gather(reaper.sweep(later), other.sweep(later))
@@ -150,7 +150,7 @@ async def test_a_livekit_that_does_not_answer_is_no_evidence_a_room_is_gone(
 ) -> None:
     await open_call(call_log, keys, "call_x", "room-x")
     async with log_client(call_log, keys.service) as log:
-        nobody = LiveKit(url="http://127.0.0.1:9", api_key=API_KEY, api_secret=API_SECRET)
+        nobody = LiveKitAccess(url="http://127.0.0.1:9", api_key=API_KEY, api_secret=API_SECRET)
         blind = Reaper(log, on({"production": nobody}), Rules())
         async with asyncio.timeout(30):
             sweep = await blind.sweep(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))

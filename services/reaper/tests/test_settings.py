@@ -7,9 +7,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
+from pinecall_clients.livekit import LiveKitAccess
 from pinecall_clients.roster import RosterClient
 from pinecall_reaper.fleets import Fleets
-from pinecall_reaper.settings import LiveKit, ReaperSettings
+from pinecall_reaper.settings import ReaperSettings
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.settings import SettingsError
 from pinecall_testkit.roster import Keys, Replica, make_keys, replica_on
@@ -65,8 +66,8 @@ async def test_the_url_is_the_settings_then_the_fleets_row_then_livekit_url(
     rows = "wss://lk-of-the-rows.example.test"
     service = RosterClient(settings.service_key, bus=bus)
     assert await Fleets(settings, service).livekits() == {
-        "production": LiveKit(url=rows, api_key="PK", api_secret="PS"),
-        "sandbox": LiveKit(url=rows, api_key="SK", api_secret="SS"),
+        "production": LiveKitAccess(url=rows, api_key="PK", api_secret="PS"),
+        "sandbox": LiveKitAccess(url=rows, api_key="SK", api_secret="SS"),
     }
     named = ReaperSettings.from_env(
         BOTH

@@ -13,16 +13,17 @@ from __future__ import annotations
 import logging
 
 from pinecall_clients.errors import RosterError
+from pinecall_clients.livekit import LiveKitAccess
 from pinecall_clients.roster import RosterClient
-from pinecall_reaper.settings import LiveKit, ReaperSettings
+from pinecall_reaper.settings import ReaperSettings
 from pinecall_servicekit.settings import by_environment, livekit_keys
 
 _log = logging.getLogger(__name__)
 
 
 class Fleets:
-    """Resolves ``{environment: LiveKit}``; ``roster`` reads the roster's fleets rows (None:
-    none are read)."""
+    """Resolves ``{environment: LiveKitAccess}``; ``roster`` reads the roster's fleets rows
+    (None: none are read)."""
 
     def __init__(self, settings: ReaperSettings, roster: RosterClient | None) -> None:
         self.keys = livekit_keys(
@@ -34,12 +35,13 @@ class Fleets:
         self.rows: dict[str, str] = {}
         """The environment → LiveKit URL the roster's fleets rows last said."""
 
-    async def livekits(self) -> dict[str, LiveKit]:
-        """Every environment with LiveKit keys, and the LiveKit it is on now."""
+    async def livekits(self) -> dict[str, LiveKitAccess]:
+        """Every environment with LiveKit keys, and the LiveKit it is on now (its key may list
+        and delete rooms: ``roomList``, ``roomAdmin``, ``roomCreate``)."""
         if self.roster is not None and any(env not in self.urls for env in self.keys):
             await self._read_rows(self.roster)
         return {
-            env: LiveKit(
+            env: LiveKitAccess(
                 url=self.urls.get(env) or self.rows.get(env) or self.default_url,
                 api_key=key,
                 api_secret=secret,

@@ -30,10 +30,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 from pinecall_clients.calllog import CallLogClient
-from pinecall_clients.errors import CallLogError
+from pinecall_clients.errors import CallLogError, LiveKitError
+from pinecall_clients.livekit import LiveKitAccess
 from pinecall_reaper import calls, domain
-from pinecall_reaper.livekit import LiveKitUnavailable, Rooms
-from pinecall_reaper.settings import LiveKit
+from pinecall_reaper.livekit import Rooms
 
 _log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class Sweep:
     """What could not be read or done (it is tried again next sweep)."""
 
 
-LiveKits = Callable[[], Awaitable[Mapping[str, LiveKit]]]
+LiveKits = Callable[[], Awaitable[Mapping[str, LiveKitAccess]]]
 """Each environment's LiveKit now (:meth:`pinecall_reaper.fleets.Fleets.livekits`)."""
 
 
@@ -74,7 +74,7 @@ class Reaper:
         self.livekits = livekits
         self.rules = rules
         self.every_s = every_s
-        self._rooms: dict[LiveKit, Rooms] = {}
+        self._rooms: dict[LiveKitAccess, Rooms] = {}
         self.sweeps = 0
         self.last: Sweep | None = None
         self.swept = asyncio.Event()
@@ -100,7 +100,7 @@ class Reaper:
         """One sweep of every LiveKit, judged at ``now`` (default: the clock at its start)."""
         now = now or dt.datetime.now(dt.UTC)
         done = Sweep()
-        on: dict[LiveKit, list[str]] = {}
+        on: dict[LiveKitAccess, list[str]] = {}
         for environment, lk in sorted((await self.livekits()).items()):
             on.setdefault(lk, []).append(environment)
         for lk, environments in on.items():
@@ -135,7 +135,7 @@ class Reaper:
             return
         try:
             listed = await rooms.listed()
-        except LiveKitUnavailable as exc:
+        except LiveKitError as exc:
             done.failed.append(str(exc))
             return
         for call in seen:
@@ -150,7 +150,7 @@ class Reaper:
                 if verdict is not None:
                     await self._reap(rooms, verdict)
                     done.reaped.append(verdict)
-            except (CallLogError, LiveKitUnavailable) as exc:
+            except (CallLogError, LiveKitError) as exc:
                 done.failed.append(f"call {call.call}: {exc}")
         claimed = {c.room for c in seen}
         for room in domain.unclaimed(listed.values(), claimed, now, self.rules):
@@ -160,7 +160,7 @@ class Reaper:
                 if await rooms.delete(room.name):
                     done.rooms.append(room.name)
                     _log.info("room %s taken down: no call names it, no agent in it", room.name)
-            except LiveKitUnavailable as exc:
+            except LiveKitError as exc:
                 done.failed.append(f"room {room.name}: {exc}")
 
     async def _reap(self, rooms: Rooms, reap: domain.Reap) -> None:

@@ -9,20 +9,9 @@ production). The environments reaped are those with keys; where each one's LiveK
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from pinecall_servicekit.settings import Settings, SettingsError, by_environment, livekit_keys
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LiveKit:
-    """One LiveKit: its URL and an API key that may list and delete rooms (``roomList``,
-    ``roomAdmin``, ``roomCreate``)."""
-
-    url: str
-    api_key: str
-    api_secret: str
 
 
 class ReaperSettings(Settings, frozen=True, kw_only=True):
