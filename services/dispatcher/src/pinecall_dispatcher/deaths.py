@@ -35,14 +35,13 @@ from __future__ import annotations
 import logging
 
 import msgspec
-from livekit.protocol.models import ParticipantInfo
 
 from pinecall_clients.calllog import CallLogClient
-from pinecall_clients.errors import CallLogError, CallUnknown
+from pinecall_clients.errors import CallLogError, CallUnknown, LiveKitError
+from pinecall_clients.livekit import LiveKit, RoomGone
 from pinecall_contracts.calls import CallbackRequest, CallEnd, CallRecord
 from pinecall_contracts.livekit import LiveKitEvent
 from pinecall_dispatcher import domain
-from pinecall_dispatcher.livekit import LiveKit, LiveKitUnavailable, RoomGone
 from pinecall_dispatcher.offering import Offering
 from pinecall_dispatcher.store import RoomRow, Store
 from pinecall_servicekit.db import utcnow
@@ -145,12 +144,12 @@ class Deaths:
             people = await livekit.participants(row.room)
         except RoomGone:
             return False
-        except LiveKitUnavailable as exc:
+        except LiveKitError as exc:
             _log.warning(
                 "room %s: who is in it unknown (%s); the caller counts as there", row.call, exc
             )
             return True
-        callers = [p for p in people if ParticipantInfo.Kind.Name(p.kind) in domain.CALLER_KINDS]
+        callers = [p for p in people if p.kind in domain.CALLER_KINDS]
         if row.caller_identity:
             return any(p.identity == row.caller_identity for p in callers)
         return bool(callers)
@@ -189,7 +188,7 @@ class Deaths:
         try:
             await self.offering.sweep(row.fleet)
             now = await self.store.rooms.get(row.call)
-        except PinecallError as exc:
+        except (PinecallError, LiveKitError) as exc:
             _log.warning(
                 "room %s: the sentence not offered yet (%s); the sweep offers it", row.call, exc
             )

@@ -30,11 +30,13 @@ from typing import Literal
 
 import msgspec
 
+from pinecall_clients.errors import LiveKitError
+from pinecall_clients.livekit import LiveKit, LiveKitUnavailable, RoomGone
 from pinecall_contracts.base import decode, encode
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_contracts.ids import overflow_name
 from pinecall_dispatcher import domain
-from pinecall_dispatcher.livekit import LiveKit, LiveKits, LiveKitUnavailable, RoomGone
+from pinecall_dispatcher.livekit import LiveKits
 from pinecall_dispatcher.metrics import Metrics
 from pinecall_dispatcher.roster import RosterView
 from pinecall_dispatcher.settings import DispatcherSettings
@@ -328,7 +330,7 @@ class Offering:
         except RoomGone:
             await self.store.rooms.ended(utcnow(), row.call, "room_gone")
             return "room_gone"
-        except LiveKitUnavailable as exc:
+        except LiveKitError as exc:  # did not answer, or refused: like an offer nobody opened
             _log.warning("room %s: not dispatched (%s); offered again later", row.call, exc)
             return "unavailable"
         return dispatch, livekit

@@ -28,17 +28,17 @@ from collections import deque
 
 import msgspec
 from google.protobuf.json_format import Parse, ParseError
-from livekit.protocol.agent_dispatch import AgentDispatch
 from livekit.protocol.models import ParticipantInfo
 from livekit.protocol.webhook import WebhookEvent
 
+from pinecall_clients.livekit import Dispatch, LiveKit, Participant, RoomGone
 from pinecall_contracts.base import decode
 from pinecall_contracts.calls import CallEvent
 from pinecall_contracts.dispatch import CallRing
 from pinecall_contracts.livekit import LiveKitEvent
 from pinecall_dispatcher import domain
 from pinecall_dispatcher.deaths import Deaths
-from pinecall_dispatcher.livekit import LiveKit, LiveKits, RoomGone
+from pinecall_dispatcher.livekit import LiveKits
 from pinecall_dispatcher.offering import Offering
 from pinecall_dispatcher.roster import RosterView
 from pinecall_dispatcher.store import Arrival, RoomRow, Store
@@ -54,13 +54,15 @@ NUMBER = re.compile(r"\+?[0-9]{3,20}")
 """A caller's number the JobOffer can carry (``dispatch.Number``)."""
 
 
-def kind_of(p: ParticipantInfo) -> str:
-    return ParticipantInfo.Kind.Name(p.kind)
+def participant_of(p: ParticipantInfo) -> Participant:
+    return Participant(
+        identity=p.identity, kind=ParticipantInfo.Kind.Name(p.kind), attributes=dict(p.attributes)
+    )
 
 
-def ring_of(dispatches: list[AgentDispatch]) -> AgentDispatch | None:
+def ring_of(dispatches: list[Dispatch]) -> Dispatch | None:
     """The room's newest dispatch."""
-    return max(dispatches, key=lambda d: d.state.created_at, default=None)
+    return max(dispatches, key=lambda d: d.created_at_ns, default=None)
 
 
 class Placing:
@@ -104,9 +106,9 @@ class Placing:
         if event.event == "room_finished":
             await self.store.rooms.finished(utcnow(), event.environment, event.room, sid)
             return
-        p = body.participant
-        caller = kind_of(p) in domain.CALLER_KINDS
-        agent = p.kind == ParticipantInfo.Kind.AGENT
+        p = participant_of(body.participant)
+        caller = p.kind in domain.CALLER_KINDS
+        agent = p.kind == "AGENT"
         if event.event == "participant_joined" and caller:
             livekit = await self._livekit(event.environment)
             if livekit is not None:
@@ -147,7 +149,7 @@ class Placing:
             return None
         return self.livekits.of(environment, record.livekit_url)
 
-    async def _caller_left(self, event: LiveKitEvent, sid: str | None, p: ParticipantInfo) -> None:
+    async def _caller_left(self, event: LiveKitEvent, sid: str | None, p: Participant) -> None:
         assert event.room is not None
         rows = await self.store.rooms.caller_left(
             utcnow(), event.environment, event.room, sid, p.identity
@@ -163,14 +165,14 @@ class Placing:
         environment: str,
         room: str,
         sid: str | None,
-        person: ParticipantInfo | None,
+        person: Participant | None,
     ) -> None:
         """Keep and offer the room's call if its newest dispatch is a ring nobody took and a
         person is in it (``person``, or, after an agent left, whoever is alone there)."""
         admitted: RoomRow | None = None
         try:
             ring = ring_of(await livekit.dispatches(room))
-            if ring is not None and len(ring.state.jobs) > 0:
+            if ring is not None and ring.jobs > 0:
                 return
             fleet = await self.roster.fleet(ring.agent_name) if ring is not None else None
             if fleet is None or fleet.environment != environment:
@@ -186,9 +188,9 @@ class Placing:
                 ring = None
             if person is None:
                 people = await livekit.participants(room)
-                if any(x.kind == ParticipantInfo.Kind.AGENT for x in people):
+                if any(x.kind == "AGENT" for x in people):
                     return
-                person = next((x for x in people if kind_of(x) in domain.CALLER_KINDS), None)
+                person = next((x for x in people if x.kind in domain.CALLER_KINDS), None)
                 if person is None:
                     return
         except RoomGone:
@@ -201,7 +203,7 @@ class Placing:
         await self.offering.ring(arrival, livekit)
 
     @staticmethod
-    def _admitted(row: RoomRow, sid: str | None, person: ParticipantInfo) -> Arrival:
+    def _admitted(row: RoomRow, sid: str | None, person: Participant) -> Arrival:
         """The arrival of the visitor whose token made ``row`` (state ``admitted``)."""
         return Arrival(
             call=row.call,
@@ -221,14 +223,14 @@ class Placing:
 
     def _arrival(
         self,
-        ring: AgentDispatch,
+        ring: Dispatch,
         fleet: str,
         environment: str,
         room: str,
         sid: str | None,
-        person: ParticipantInfo,
+        person: Participant,
     ) -> Arrival:
-        sip = person.kind == ParticipantInfo.Kind.SIP
+        sip = person.kind == "SIP"
         try:
             called = decode(ring.metadata, CallRing)
         except msgspec.MsgspecError:

@@ -17,6 +17,7 @@ import logging
 import time
 
 from pinecall_clients.calllog import CallLogClient
+from pinecall_clients.errors import LiveKitError
 from pinecall_clients.roster import RosterClient
 from pinecall_contracts.calls import CallEvent
 from pinecall_contracts.dispatch import OffersSnapshot
@@ -152,7 +153,7 @@ class DispatcherService:
         async def sweep() -> None:
             try:
                 await self.offering.sweep(fleet)
-            except PinecallError as exc:
+            except (PinecallError, LiveKitError) as exc:
                 _log.warning("sweep of %s: %s", fleet, exc)
 
         task = asyncio.create_task(sweep(), name=f"sweep-{fleet}")
@@ -167,7 +168,7 @@ class DispatcherService:
                 if time.monotonic() - pruned > PRUNE_EVERY_S:
                     await self.store.prune(utcnow())
                     pruned = time.monotonic()
-            except PinecallError as exc:
+            except (PinecallError, LiveKitError) as exc:
                 _log.warning("sweep: %s", exc)
             except Exception:  # a sweep that fails must not stop the next one
                 _log.exception("sweep failed")
