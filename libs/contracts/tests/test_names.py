@@ -146,3 +146,14 @@ def test_a_malformed_token_is_refused(token: str) -> None:
 def test_a_namespace_must_be_one_lower_case_token(namespace: str) -> None:
     with pytest.raises(NamespaceError):
         Subjects(namespace)
+
+
+def test_the_livekit_stream_is_made_as_the_registry_says() -> None:
+    """webhook-ingest and the dispatcher both make the stream (whichever starts first): one set of
+    settings, whose subjects take every LiveKit event the registry names."""
+    subjects = Subjects("pinecall")
+    stream = subjects.livekit_stream_settings
+    assert (stream.name, stream.subjects) == ("pinecall_livekit", ("pinecall.livekit.event.>",))
+    assert (stream.duplicate_window_s, stream.max_age_s) == (120.0, 86_400.0)
+    event = subjects.livekit_event("sandbox", "participant_joined", "call-1")
+    assert event.startswith(stream.subjects[0].removesuffix(">"))

@@ -218,3 +218,15 @@ async def test_the_stand_ins_own_webhooks_verify_and_each_is_stored_once(
         "call-e2e",
         "production",
     )
+
+
+async def test_the_livekit_stream_is_made_as_the_subject_registry_says(ingest: Replica) -> None:
+    """The dispatcher makes the same stream when it starts first: one set of settings."""
+    bus = bus_of(ingest)
+    settings = bus.subjects.livekit_stream_settings
+    info = await bus.js.stream_info(settings.name)
+    assert info.config.subjects == list(settings.subjects)
+    assert (info.config.duplicate_window, info.config.max_age) == (
+        settings.duplicate_window_s,
+        settings.max_age_s,
+    )

@@ -25,10 +25,8 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_FORGOTTEN_S",
         "PINECALL_WANTED_TARGET",
         "PINECALL_FLEETS",
-        # webhook-ingest
+        # webhook-ingest (the LiveKit stream's settings are the subject registry's)
         "PINECALL_LIVEKIT_KEYS",
-        "PINECALL_STREAM_DUPLICATE_WINDOW_S",
-        "PINECALL_STREAM_MAX_AGE_S",
         # dispatcher (LiveKit's keys as webhook-ingest reads them)
         "PINECALL_HEARD_S",
         "PINECALL_REOFFER_S",

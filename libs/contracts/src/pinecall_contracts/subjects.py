@@ -16,7 +16,8 @@ subject / name              delivery   what
 ``$SRV.PING.<service>``      service    ``nats.micro`` discovery: does a replica of it answer
 ``<ns>_cordons``             KV         cordons by worker key; history kept, newest revision wins
 ``<ns>.livekit.event.<env>.<event>.<room>``  stream  LiveKit's webhooks, once each (``<ns>_livekit``);
-                                       the dispatcher reads it with the durable consumer ``dispatcher``
+                                       the dispatcher reads it with the durable consumer ``dispatcher``;
+                                       made as :attr:`Subjects.livekit_stream_settings` says
 ``<ns>.webhooks.dropped.<env>.<reason>``  stream  a webhook webhook-ingest did not pass on
                                        (``<ns>_webhook_drops``, kept ten minutes; ``doctor``)
 ``<ns>.calls.<what>.<c>``    core       call.opened / call.ended / call.sealed (CallEvent)
@@ -29,12 +30,33 @@ subject / name              delivery   what
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Literal
 
 Delivery = Literal["core", "stream", "kv", "service"]
 
 NAMESPACE_PATTERN = re.compile(r"^[a-z][a-z0-9_-]{0,30}$")
 _SAFE = re.compile(r"[A-Za-z0-9_-]")
+
+
+LIVEKIT_STREAM_DUPLICATE_WINDOW_S = 120.0
+"""How long the LiveKit stream remembers a webhook's id, in seconds: past LiveKit's 30 s of
+retries, so a webhook delivered again is stored once."""
+LIVEKIT_STREAM_MAX_AGE_S = 86_400.0
+"""How long the LiveKit stream keeps an event for a consumer that was down, in seconds (a day)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StreamSettings:
+    """How a JetStream stream is made. Whichever of its services starts first makes it, so each
+    makes it from these (``Bus.ensure_stream``), never from numbers of its own."""
+
+    name: str
+    subjects: tuple[str, ...]
+    duplicate_window_s: float
+    """How long a message's ``Nats-Msg-Id`` is remembered (a second one is dropped), seconds."""
+    max_age_s: float
+    """How long a message is kept, seconds."""
 
 
 class NamespaceError(ValueError):
@@ -224,6 +246,17 @@ class Subjects:
     def livekit_events(self) -> str:
         """Every LiveKit event of every environment (the stream's subjects)."""
         return f"{self.namespace}.livekit.event.>"
+
+    @property
+    def livekit_stream_settings(self) -> StreamSettings:
+        """The LiveKit stream as webhook-ingest (its publisher) and the dispatcher (its reader)
+        make it, whichever starts first: ids remembered 120 s, events kept a day."""
+        return StreamSettings(
+            name=self.livekit_stream,
+            subjects=(self.livekit_events,),
+            duplicate_window_s=LIVEKIT_STREAM_DUPLICATE_WINDOW_S,
+            max_age_s=LIVEKIT_STREAM_MAX_AGE_S,
+        )
 
     @property
     def livekit_consumer(self) -> str:

@@ -39,9 +39,6 @@ from pinecall_servicekit.stream import consume
 
 _log = logging.getLogger(__name__)
 PRUNE_EVERY_S = 600.0
-STREAM_DUPLICATE_WINDOW_S = 120.0
-STREAM_MAX_AGE_S = 86_400.0
-"""The LiveKit stream as webhook-ingest makes it (whichever starts first makes it)."""
 
 
 class DispatcherService:
@@ -83,11 +80,12 @@ class DispatcherService:
         await self.keyring.start()
         self.roster.on_unheld = self._sweep_soon
         await self.roster.follow(self.bus)
+        stream = subjects.livekit_stream_settings  # as webhook-ingest makes it too
         await self.bus.ensure_stream(
-            subjects.livekit_stream,
-            [subjects.livekit_events],
-            duplicate_window_s=STREAM_DUPLICATE_WINDOW_S,
-            max_age_s=STREAM_MAX_AGE_S,
+            stream.name,
+            list(stream.subjects),
+            duplicate_window_s=stream.duplicate_window_s,
+            max_age_s=stream.max_age_s,
         )
         for what in ("opened", "ended"):
             await self.bus.subscribe(

@@ -23,11 +23,12 @@ def create_app(settings: IngestSettings | None = None) -> Litestar:
 
     async def start(app: Litestar, opened: Opened) -> None:
         bus = opened.bus
+        stream = bus.subjects.livekit_stream_settings  # as the dispatcher makes it too
         await bus.ensure_stream(
-            bus.subjects.livekit_stream,
-            [bus.subjects.livekit_events],
-            duplicate_window_s=settings.stream_duplicate_window_s,
-            max_age_s=settings.stream_max_age_s,
+            stream.name,
+            list(stream.subjects),
+            duplicate_window_s=stream.duplicate_window_s,
+            max_age_s=stream.max_age_s,
         )
         await ensure_drops_stream(bus)
         # no verb: the nats.micro service says a replica is up ($SRV.PING, for doctor)
