@@ -64,6 +64,16 @@ def test_every_contract_is_frozen_keyword_only_and_tagged(kind: type[Contract]) 
     assert config.tag.endswith(tuple(f".v{n}" for n in range(1, 10)))
 
 
+def test_a_livekit_event_of_an_older_webhook_ingest_decodes_with_the_lifted_fields_empty() -> None:
+    """Before the room's sid and the participant's attributes were lifted into the contract, a
+    LiveKitEvent carried neither: one still on the stream decodes, with their defaults."""
+    golden = json.loads((GOLDEN / "livekit.event.v1.json").read_text())
+    older = {k: v for k, v in golden.items() if k not in {"room_sid", "participant_attributes"}}
+    event = decode(json.dumps(older), livekit.LiveKitEvent)
+    assert (event.room_sid, event.participant_attributes) == (None, {})
+    assert event.participant_kind == "AGENT"
+
+
 def test_a_foreign_tag_is_refused() -> None:
     with pytest.raises(msgspec.ValidationError, match="type"):
         decode(

@@ -14,7 +14,13 @@ from pinecall_contracts.livekit import LiveKitEvent, WebhookDropped
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET, WebhookSink
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.testing.apps import Replica
-from pinecall_testkit.webhook_ingest import SANDBOX_KEY, SANDBOX_SECRET, agent_left, sign
+from pinecall_testkit.webhook_ingest import (
+    AGENT_NAME,
+    SANDBOX_KEY,
+    SANDBOX_SECRET,
+    agent_left,
+    sign,
+)
 
 BASE = "/v1/livekit/webhook"
 PATH = f"{BASE}?world=production"
@@ -50,7 +56,9 @@ async def dropped(ingest: Replica) -> dict[str, int]:
     return {subject.removeprefix(prefix): n for subject, n in counts.items()}
 
 
-async def test_a_signed_webhook_is_stored_once_with_its_routing_facts(ingest: Replica) -> None:
+async def test_a_signed_webhook_is_stored_once_with_every_fact_a_consumer_reads(
+    ingest: Replica,
+) -> None:
     body = agent_left()
     r = await ingest.post(
         PATH, content=body, headers=JSON | {"authorization": sign(body, API_KEY, API_SECRET)}
@@ -68,7 +76,8 @@ async def test_a_signed_webhook_is_stored_once_with_its_routing_facts(ingest: Re
         "AGENT",
         "CONNECTION_TIMEOUT",
     )
-    assert event.body.encode() == body
+    assert (event.room_sid, event.participant_attributes) == ("RM_1", {"lk.agent_name": AGENT_NAME})
+    assert event.body.encode() == body  # kept as it came, for compatibility: nobody reads it
 
 
 async def test_a_second_delivery_is_dropped_and_counted(ingest: Replica) -> None:
@@ -217,6 +226,13 @@ async def test_the_stand_ins_own_webhooks_verify_and_each_is_stored_once(
         "room_started",
         "call-e2e",
         "production",
+    )
+    assert event.room_sid is not None
+    assert event.room_sid.startswith("RM_")
+    assert (event.participant, event.participant_kind, event.participant_attributes) == (
+        None,
+        None,
+        {},
     )
 
 

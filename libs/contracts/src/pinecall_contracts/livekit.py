@@ -1,8 +1,10 @@
 """LiveKit's webhooks as the runtime passes them on (``shared/reference/livekit-protocol.md`` §3).
 
-webhook-ingest verifies each webhook and publishes it once on the LiveKit stream; the dispatcher,
-call-log and the reaper read it. The routing facts are lifted out; ``body`` keeps LiveKit's own
-protojson for whoever needs more (``livekit.protocol.webhook.WebhookEvent``).
+webhook-ingest verifies each webhook and publishes it once on the LiveKit stream
+(:attr:`pinecall_contracts.subjects.Subjects.livekit_stream_settings`); the dispatcher reads it.
+Everything a consumer reads is lifted out by webhook-ingest into fields of :class:`LiveKitEvent`,
+so a consumer reads this type and never LiveKit's: webhook-ingest is the one reader of a webhook's
+body. ``body`` stays on the wire as it was (contracts only grow), read by nobody.
 
 A webhook webhook-ingest does not pass on is a :class:`WebhookDropped` on the drops stream
 (``<ns>_webhook_drops``, kept ten minutes), which ``doctor`` counts by environment and reason.
@@ -37,7 +39,15 @@ class LiveKitEvent(Contract, frozen=True, kw_only=True, tag="livekit.event.v1"):
     disconnect_reason: str | None = None
     """On ``participant_left``: ``CLIENT_INITIATED``, ``CONNECTION_TIMEOUT``, ``ROOM_DELETED``, …"""
     body: str
-    """The webhook's body as LiveKit sent it (protojson)."""
+    """The webhook's body as LiveKit sent it (protojson). Kept for compatibility; no consumer
+    reads it (every fact one needs is a field here)."""
+    room_sid: str | None = None
+    """The room's sid (LiveKit's ``RM_…``): tells this room from an earlier one of the same name.
+    None when the webhook names none (and on an event of an older webhook-ingest)."""
+    participant_attributes: dict[str, str] = {}
+    """The participant's attributes: an agent's ``lk.agent_name`` (its worker's name), a phone
+    caller's ``sip.phoneNumber`` (LiveKit SIP's). Empty when it has none, or on an event of an
+    older webhook-ingest."""
 
 
 DropReason = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,31}$(?![\s\S])")]

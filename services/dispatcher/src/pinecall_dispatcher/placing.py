@@ -17,7 +17,9 @@
 - ``room_finished``: every live row of the room ends.
 - ``call.opened``: the room's offers end; ``call.ended``: the call ends, its seat is free.
 
-Each handler is idempotent: the row decides, so duplicates and reorders change nothing.
+Each handler is idempotent: the row decides, so duplicates and reorders change nothing. An event
+is read through its contract's fields (the room's sid, the participant's kind and attributes,
+lifted by webhook-ingest), never through LiveKit's webhook body.
 """
 
 from __future__ import annotations
@@ -27,9 +29,6 @@ import re
 from collections import deque
 
 import msgspec
-from google.protobuf.json_format import Parse, ParseError
-from livekit.protocol.models import ParticipantInfo
-from livekit.protocol.webhook import WebhookEvent
 
 from pinecall_clients.livekit import Dispatch, LiveKit, Participant, RoomGone
 from pinecall_contracts.base import decode
@@ -54,9 +53,15 @@ NUMBER = re.compile(r"\+?[0-9]{3,20}")
 """A caller's number the JobOffer can carry (``dispatch.Number``)."""
 
 
-def participant_of(p: ParticipantInfo) -> Participant:
+def participant_of(event: LiveKitEvent) -> Participant | None:
+    """The participant ``event`` names, as the LiveKit adapter names one (LiveKit's kind name,
+    its attributes); None when it names none."""
+    if event.participant is None or event.participant_kind is None:
+        return None
     return Participant(
-        identity=p.identity, kind=ParticipantInfo.Kind.Name(p.kind), attributes=dict(p.attributes)
+        identity=event.participant,
+        kind=event.participant_kind,
+        attributes=event.participant_attributes,
     )
 
 
@@ -97,16 +102,14 @@ class Placing:
             "room_finished",
         ):
             return
-        try:
-            body = Parse(event.body, WebhookEvent(), ignore_unknown_fields=True)
-        except ParseError:
-            _log.warning("event %s: a body that is not a webhook", event.id)
-            return
-        sid = body.room.sid or None
+        sid = event.room_sid
         if event.event == "room_finished":
             await self.store.rooms.finished(utcnow(), event.environment, event.room, sid)
             return
-        p = participant_of(body.participant)
+        p = participant_of(event)
+        if p is None:
+            _log.warning("event %s: a %s that names no participant", event.id, event.event)
+            return
         caller = p.kind in domain.CALLER_KINDS
         agent = p.kind == "AGENT"
         if event.event == "participant_joined" and caller:

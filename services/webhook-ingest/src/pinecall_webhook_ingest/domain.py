@@ -83,20 +83,26 @@ def verify(body: bytes, authorization: str | None, key: str, secret: str) -> Web
 
 
 def to_contract(event: WebhookEvent, environment: str, body: bytes) -> LiveKitEvent:
-    """The routing facts of ``event`` and its body as received."""
+    """``event`` as the contract: every fact a consumer reads lifted out of LiveKit's protobuf
+    (the room's name and sid; the participant's identity, kind, attributes and, on
+    ``participant_left``, why it left), and the body as received. webhook-ingest is the one
+    reader of a webhook's body: a consumer reads these fields."""
     participant = event.participant if event.HasField("participant") else None
     reason = None
     if event.event == "participant_left" and participant is not None:
         reason = MessageToDict(participant).get("disconnectReason", "UNKNOWN_REASON")
-    room = event.room.name if event.HasField("room") and event.room.name else None
+    room = event.room if event.HasField("room") else None
+    attributes = dict(participant.attributes) if participant is not None else {}
     return LiveKitEvent(
         id=event.id,
         environment=environment,
         event=event.event,
         created_at=int(event.created_at),
-        room=room,
+        room=(room.name or None) if room is not None else None,
         participant=participant.identity if participant else None,
         participant_kind=ParticipantInfo.Kind.Name(participant.kind) if participant else None,
         disconnect_reason=reason,
         body=body.decode("utf-8"),
+        room_sid=(room.sid or None) if room is not None else None,
+        participant_attributes=attributes,
     )

@@ -21,6 +21,10 @@ def sign(body: bytes, key: str, secret: str, ttl: dt.timedelta = dt.timedelta(mi
     return api.AccessToken(key, secret).with_sha256(digest).with_ttl(ttl).to_jwt()
 
 
+AGENT_NAME = "pinecall/worker-a.1791067258"
+"""The worker :func:`agent_left`'s agent ran in (its ``lk.agent_name`` attribute)."""
+
+
 def agent_left(event_id: str = "EV_agentleft1", room: str = "call-1") -> bytes:
     """A ``participant_left`` of an agent whose connection was lost, as protojson."""
     event = WebhookEvent(
@@ -32,6 +36,7 @@ def agent_left(event_id: str = "EV_agentleft1", room: str = "call-1") -> bytes:
             identity="agent-AJ_1",
             kind=ParticipantInfo.Kind.AGENT,
             disconnect_reason=DisconnectReason.CONNECTION_TIMEOUT,
+            attributes={"lk.agent_name": AGENT_NAME},
         ),
     )
     return MessageToJson(event, indent=None).encode()
