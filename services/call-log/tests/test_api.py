@@ -107,6 +107,17 @@ async def test_an_entry_keeps_the_writer_ts_clamped_to_the_service_clock(
     assert clamped["ts"] < future.replace("+00:00", "Z")
 
 
+async def test_an_entry_from_a_clock_at_year_one_is_written_at_2000_not_a_500(
+    call_log: Replica, keys: Keys
+) -> None:
+    await opened(call_log, keys)
+    body = {"after": 0, "entries": [entry(0, ts="0001-01-01T00:00:00+14:00")]}
+    r = await call_log.post("/v1/calls/call_1/entries", json=body, headers=bearer(keys.production))
+    assert r.status_code == 200, r.text
+    written = (await log_of(call_log, keys))[-1]
+    assert written["ts"].startswith("2000-01-01T00:00:00")
+
+
 async def test_events_of_older_workers_take_a_seq_and_count_nothing(
     call_log: Replica, keys: Keys
 ) -> None:

@@ -64,6 +64,8 @@ def test_a_writer_ts_is_clamped_to_the_service_clock() -> None:
     assert clamp(earlier, now) == earlier
     east = dt.timezone(dt.timedelta(hours=2))
     assert clamp(earlier.astimezone(east), now).tzinfo == dt.UTC
+    year_one = dt.datetime.fromisoformat("0001-01-01T00:00:00+14:00")  # not in UTC's range
+    assert clamp(year_one, now) == dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
 
 
 class Log:

@@ -130,9 +130,15 @@ def same_entries(sent: Sequence[bytes], stored: Sequence[bytes]) -> bool:
     return len(sent) == len(stored) and all(a == b for a, b in zip(sent, stored, strict=True))
 
 
+EARLIEST = dt.datetime(2000, 1, 1, tzinfo=dt.UTC)
+"""No entry's ``ts`` is kept earlier than this: a year-1 ``ts`` at ``+14:00`` did not fit in UTC
+(a 500), and no call of this runtime happened before it."""
+
+
 def clamp(ts: dt.datetime, now: dt.datetime) -> dt.datetime:
-    """The writer's ``ts``, never later than the service's ``now`` (both aware), in UTC."""
-    return min(ts, now).astimezone(dt.UTC)
+    """The writer's ``ts`` (aware), in UTC, never later than the service's ``now`` nor earlier
+    than :data:`EARLIEST`."""
+    return max(min(ts, now), EARLIEST).astimezone(dt.UTC)
 
 
 OUTCOMES: tuple[Outcome, ...] = (

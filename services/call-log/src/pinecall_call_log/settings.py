@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from pinecall_servicekit.settings import Settings
+from pinecall_servicekit.settings import Port, Settings
 
 
 class CallLogSettings(Settings, frozen=True, kw_only=True):
     """Where the call log listens and the numbers it keeps."""
 
     host: str = "127.0.0.1"
-    port: int = 8102
+    port: Port = 8102
     key_cache_s: float = 5.0
     """Seconds a verified key is remembered (seed 000, "Three planes")."""
     db_pool_size: int = 16
