@@ -244,3 +244,12 @@ def test_callers_beyond_the_seats_hear_the_overflow_and_are_called_back(
     assert result["entries"]["logs"] == result["entries"]["logs_verified"] == 4
     assert result["problems"] == []
     stopped_cleanly(result, tmp_path)
+
+
+def test_an_unknown_setting_is_refused_with_exit_78_before_anything_starts(tmp_path: Path) -> None:
+    result = CliRunner().invoke(
+        up, ["--calls", "1"], env={"PINECALL_FOO": "1", "PINECALL_STATE_DIR": str(tmp_path)}
+    )
+    assert result.exit_code == 78
+    assert "unknown setting(s): PINECALL_FOO" in result.output
+    assert not (tmp_path / "up.json").exists()

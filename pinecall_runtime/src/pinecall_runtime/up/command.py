@@ -44,7 +44,7 @@ from pinecall_runtime.up.supervise import Processes, Supervised
 from pinecall_runtime.up.watch import Watch
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.dburl import where
-from pinecall_servicekit.lifecycle import ExitCode
+from pinecall_servicekit.lifecycle import ExitCode, settings_or_exit
 from pinecall_servicekit.operator import OperatorSettings, UpState
 from pinecall_servicekit.platform import Endpoints, ensure_platform
 
@@ -258,7 +258,7 @@ def up(**options: Any) -> None:  # fmt: skip
         )
     # waiting for a process to listen is polling, not a failure worth a log line per try
     stamina.instrumentation.set_on_retry_hooks([])
-    settings = OperatorSettings.from_env()
+    settings = settings_or_exit(OperatorSettings.from_env)
     state_dir = Path(settings.state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
     with holding(state_dir):
