@@ -26,3 +26,10 @@ def test_malformed_urls_are_a_settings_error_naming_the_variable() -> None:
     settings = RosterSettings.from_env({"PINECALL_LIVEKIT_URLS": "sandbox"})
     with pytest.raises(SettingsError, match="PINECALL_LIVEKIT_URLS"):
         settings.fleet_records()
+
+
+@pytest.mark.parametrize("port", ["99999", "-1"])
+def test_a_port_outside_tcps_range_is_a_settings_error(port: str) -> None:
+    """Granian raised an OverflowError from its own code for these (a traceback, exit 1)."""
+    with pytest.raises(SettingsError, match="port"):
+        RosterSettings.from_env({"PINECALL_PORT": port})

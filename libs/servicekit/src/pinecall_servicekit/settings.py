@@ -23,6 +23,10 @@ PREFIX = "PINECALL_"
 NATS_SCHEMES = frozenset({"nats", "tls", "ws", "wss"})
 
 
+Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
+"""A TCP port a service listens on (0: any free one)."""
+
+
 class SettingsError(ValueError):
     """The environment names an unknown ``PINECALL_*`` variable or holds a value of a wrong type."""
 

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from pinecall_dispatcher.domain import Rules
 from pinecall_servicekit.livekit_keys import LiveKitSettings
+from pinecall_servicekit.settings import Port
 
 
 class DispatcherSettings(LiveKitSettings, frozen=True, kw_only=True):
     """Where the dispatcher listens, what it reaches, and the rules' numbers."""
 
     host: str = "127.0.0.1"
-    port: int = 8103
+    port: Port = 8103
     service_key: str | None = None
     """``PINECALL_SERVICE_KEY``: the dispatcher's own key (``keys create --kind service``, never
     a person's operator key) for the roster's rows and fleets rows, and for call-log:

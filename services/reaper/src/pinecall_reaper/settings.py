@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pinecall_servicekit.settings import Settings, SettingsError, by_environment, livekit_keys
+from pinecall_servicekit.settings import Port, Settings, SettingsError, by_environment, livekit_keys
 
 
 class ReaperSettings(Settings, frozen=True, kw_only=True):
@@ -24,7 +24,7 @@ class ReaperSettings(Settings, frozen=True, kw_only=True):
     }
 
     host: str = "127.0.0.1"
-    port: int = 8105
+    port: Port = 8105
     call_log_url: str = "http://127.0.0.1:8102"
     service_key: str | None = None
     """``PINECALL_SERVICE_KEY``: the reaper's own key (``keys create --kind service``, never a

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from pinecall_contracts.fleet import FleetRecord
-from pinecall_servicekit.settings import Settings, SettingsError, by_environment
+from pinecall_servicekit.settings import Port, Settings, SettingsError, by_environment
 
 
 class RosterSettings(Settings, frozen=True, kw_only=True):
@@ -14,7 +14,7 @@ class RosterSettings(Settings, frozen=True, kw_only=True):
     ENV_NAMES: ClassVar = {"livekit_url": "LIVEKIT_URL"}
 
     host: str = "127.0.0.1"
-    port: int = 8101
+    port: Port = 8101
     silent_s: float = 30.0
     """Seconds without a heartbeat before a worker is no longer capacity (seed 000)."""
     forgotten_s: float = 3600.0

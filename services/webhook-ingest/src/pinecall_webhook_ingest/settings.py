@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pinecall_servicekit.livekit_keys import LiveKitSettings
+from pinecall_servicekit.settings import Port
 
 
 class IngestSettings(LiveKitSettings, frozen=True, kw_only=True):
@@ -11,4 +12,4 @@ class IngestSettings(LiveKitSettings, frozen=True, kw_only=True):
     this service's: the dispatcher makes the same stream."""
 
     host: str = "127.0.0.1"
-    port: int = 8104
+    port: Port = 8104
