@@ -37,7 +37,7 @@ import stamina
 from pinecall_clients.dispatcher import DispatcherClient
 from pinecall_clients.roster import RosterClient
 from pinecall_runtime.up import report as reporting
-from pinecall_runtime.up import services
+from pinecall_runtime.up import services, supervise
 from pinecall_runtime.up.services import Urls, urls
 from pinecall_runtime.up.stage import ENVIRONMENTS, Run, own_platform
 from pinecall_runtime.up.supervise import Processes, Supervised
@@ -101,6 +101,10 @@ async def _every_fleet_heard(watch: Watch, within_s: float = 90) -> None:
                 raise NotHeard(sorted(set(ENVIRONMENTS.values()) - accepting))
 
 
+def _back(process: Supervised, seconds: float) -> None:
+    click.echo(f"up: {process.name} is ready again, {seconds:.1f} s after it exited", err=True)
+
+
 async def _watch(
     run: Run, at: Urls, processes: Processes, state_dir: Path, options: dict[str, Any]
 ) -> dict[str, Any] | None:
@@ -118,6 +122,8 @@ async def _watch(
         RosterClient(run.operator_key, bus=bus),
         DispatcherClient(at.dispatcher, run.operator_key, timeout_s=2.0),
     )
+    # a process that dies is started again at once, not at the table's cadence
+    supervising = asyncio.create_task(supervise.keep_running(list(processes), _back))
     try:
         await watch.listen(bus)
         callers = None
@@ -134,8 +140,8 @@ async def _watch(
             watch.read_callers()
             await watch.refresh()
             click.echo(f"\n{watch.table(calls, options['rate'])}")
-            for process in processes:
-                await asyncio.to_thread(process.ensure)
+            if supervising.done():  # a process started again never became ready: raised here
+                supervising.result()
             done = callers is not None and callers.proc.poll() is not None
             if options["duration"] is not None and loop.time() - started >= options["duration"]:
                 break
@@ -168,6 +174,8 @@ async def _watch(
         click.echo(f"\n{watch.table(calls, options['rate'])}")
         return result
     finally:
+        supervising.cancel()  # the stop is next: nothing is started again from here
+        await asyncio.gather(supervising, return_exceptions=True)
         await watch.aclose()
         await bus.close()
 

@@ -11,12 +11,15 @@ process group then is killed.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -160,3 +163,44 @@ class Processes:
         for process in self.started:
             process._signal(signal.SIGKILL)
         return {p.name: p.proc.wait(5) for p in self.started}
+
+
+async def _exited(proc: subprocess.Popen[bytes]) -> None:
+    """Return once ``proc`` has exited, told by a thread of its own blocked in ``wait()`` (not
+    the loop's executor: a dozen processes would hold every one of its threads)."""
+    loop = asyncio.get_running_loop()
+    exited: asyncio.Future[None] = loop.create_future()
+
+    def settle() -> None:
+        if not exited.done():
+            exited.set_result(None)
+
+    def wait() -> None:
+        proc.wait()
+        with contextlib.suppress(RuntimeError):  # up's loop closed first: nobody is waiting
+            loop.call_soon_threadsafe(settle)
+
+    threading.Thread(target=wait, name=f"exit-of-{proc.pid}", daemon=True).start()
+    await exited
+
+
+async def keep_running(
+    processes: Iterable[Supervised], back: Callable[[Supervised, float], None] | None = None
+) -> None:
+    """Start each of ``processes`` again the moment it exits (a SIGKILL, a crash), until
+    cancelled or until none is left to restart (:meth:`Supervised.ensure` decides), and call
+    ``back(process, seconds)`` once one started again is ready (seconds from its exit seen). A
+    service that dies is back within its own start time (the dispatcher SIGKILLed: 2-3 s), not
+    at the table's next print; ``click.ClickException`` if one started again never became
+    ready."""
+
+    async def one(process: Supervised) -> None:
+        while process.restart:
+            await _exited(process.proc)
+            seen = time.monotonic()
+            if not await asyncio.to_thread(process.ensure):
+                return
+            if back is not None:
+                back(process, time.monotonic() - seen)
+
+    await asyncio.gather(*(one(p) for p in processes))
