@@ -1,7 +1,9 @@
-"""A worker LiveKit no longer holds, while callers ring (issue 14, item 7). Not a test: a script
-that starts its own small platform, measures, prints, and cleans up after itself::
+"""A worker LiveKit no longer holds, or one whose answers come late, while callers ring (issue 14,
+items 7 and 6 (a)). Not a test: a script that starts its own small platform, measures, prints,
+and cleans up after itself::
 
-    .venv/bin/python bench/link_fault.py [--fault cut|hang] [--calls 8] [--interval 1] [--down 45]
+    .venv/bin/python bench/link_fault.py [--fault cut|hang|slow] [--calls 8] [--interval 1]
+                                         [--down 45] [--delay 4] [--seats 3]
                                          [--light] [--keep-logs DIR] [--json]
 
 What it sets up (``pinecall_loadlab.scenarios``, as ``lab run death`` does): the running Postgres
@@ -17,7 +19,12 @@ nothing) for ``--down`` seconds, and at once ``--calls`` SIP callers ring ``--in
 apart, the first at the fault. Each caller waits for its agent, says one question and listens.
 Reported per caller: the seconds from its ring (its join) to the agent joining and to the agent's
 first audio it heard (the question takes about 1.4 s of that), who answered, and how many
-callers were offered to ``lost`` (a CreateDispatch to its name). ``--light`` runs the workers in
+callers were offered to ``lost`` (a CreateDispatch to its name).
+
+``--fault slow`` (item 6 (a)): one worker alone, ``lost`` of ``--seats`` seats (3), whose every
+answer to LiveKit's availability request reaches LiveKit ``--delay`` seconds late (4): the
+callers ``--interval`` apart (2) must each get a seat it has, none waiting out the 12 s re-offer
+and none sent to the overflow while it has a seat free. ``--light`` runs the workers in
 this process instead (``chain.worker``: the THREAD executor, jobs that only join their room):
 ring to answer only, without the job processes' start, which on a loaded machine keeps
 livekit-agents' warm-process gate shut for seconds (issue 14, item 6) and hides this measure.
@@ -92,6 +99,8 @@ async def run(
     down_s: float,
     keep: Path | None = None,
     light: bool = False,
+    delay_s: float = 4.0,
+    seats: int = 3,
 ) -> dict[str, Any]:
     async with (
         lab_platform(offer_deadline_s=10.0) as (lk, config),
@@ -102,17 +111,22 @@ async def run(
     ):
         fakes.deepgram.script(*[LINES["question"]] * calls)
         fakes.anthropic.script(*[Reply(text="Your order arrives on Thursday.")] * calls)
+        alone = fault == "slow"
+        hosts = {"lf-lost": seats if alone else 12} | ({} if alone else {"lf-held": 10})
+        started: list[Any]
         if light:
-            lost, held = (
-                await chain.worker("lf-lost", seats=12),
-                await chain.worker("lf-held", seats=10),
-            )
+            started = [await chain.worker(h, seats=n) for h, n in hosts.items()]
         else:
-            lost, held = await asyncio.gather(  # type: ignore[assignment]
-                start_process(chain, stack, host="lf-lost", seats=12, vendors=fakes),
-                start_process(chain, stack, host="lf-held", seats=10, vendors=fakes),
-            )
-        (lk.cut_link if fault == "cut" else lk.hang_link)(lost.name, down_s)
+            started = await asyncio.gather(
+                *(start_process(chain, stack, host=h, seats=n, vendors=fakes)
+                  for h, n in hosts.items())
+            )  # fmt: skip
+        lost, held = started[0], (started[1] if len(started) > 1 else None)
+        if alone:
+            [slow] = [w for w in lk.dispatcher.registry.all() if w.agent_name == lost.name]
+            lk.slow(slow.id, delay_s)
+        else:
+            (lk.cut_link if fault == "cut" else lk.hang_link)(lost.name, down_s)
         faulted = time.time()
 
         async def ring(i: int) -> dict[str, Any]:
@@ -131,12 +145,16 @@ async def run(
         joined = [c["answered_s"] for c in callers if c["answered_s"] is not None]
         return {
             "fault": fault,
-            "down_s": down_s,
+            "down_s": None if alone else down_s,
+            "delay_s": delay_s if alone else None,
             "calls": calls,
             "interval_s": interval_s,
             "lost": lost.name,
-            "held": held.name,
+            "held": None if held is None else held.name,
             "offered_to_lost": len(offered_lost),
+            "answered_by_overflow": sum(
+                "overflow" in (c.get("answered_by") or "") for c in callers
+            ),
             "answered_by_lost": sum(c.get("answered_by") == lost.name for c in callers),
             "silent": calls - len(joined if light else answered),
             "worst_ring_to_answer_s": max(joined, default=None),
@@ -148,10 +166,14 @@ async def run(
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--fault", choices=["cut", "hang"], default="cut")
+    parser.add_argument("--fault", choices=["cut", "hang", "slow"], default="cut")
     parser.add_argument("--calls", type=int, default=8)
     parser.add_argument("--interval", type=float, default=1.0)
     parser.add_argument("--down", type=float, default=45.0)
+    parser.add_argument(
+        "--delay", type=float, default=4.0, help="slow: seconds each answer is late"
+    )
+    parser.add_argument("--seats", type=int, default=3, help="slow: the worker's seats")
     parser.add_argument(
         "--light",
         action="store_true",
@@ -161,15 +183,30 @@ def main() -> None:
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     result = asyncio.run(
-        run(args.fault, args.calls, args.interval, args.down, args.keep_logs, args.light)
+        run(
+            args.fault,
+            args.calls,
+            args.interval,
+            args.down,
+            args.keep_logs,
+            args.light,
+            args.delay,
+            args.seats,
+        )
     )
     if args.json:
         print(json.dumps(result, indent=2))
         return
+    fault = (
+        f"answers {result['delay_s']:g} s late"
+        if result["fault"] == "slow"
+        else f"{result['fault']} for {result['down_s']:g} s"
+    )
     print(
-        f"{result['fault']} for {result['down_s']:g} s, {result['calls']} callers "
+        f"{fault}, {result['calls']} callers "
         f"{result['interval_s']:g} s apart: offered to the lost worker {result['offered_to_lost']}"
-        f", answered by it {result['answered_by_lost']}, silent {result['silent']}; worst ring to "
+        f", answered by it {result['answered_by_lost']}, by the overflow "
+        f"{result['answered_by_overflow']}, silent {result['silent']}; worst ring to "
         f"answer {result['worst_ring_to_answer_s']} s, to first audio "
         f"{result['worst_ring_to_first_audio_s']} s"
     )
