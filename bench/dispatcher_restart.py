@@ -14,7 +14,8 @@ after ready, SIGKILLs the dispatcher's process group (Granian's server and its w
 it is left to close a thing), which ``up`` notices and starts again. Then waits for ``up`` to end.
 
 What it reports, from up's own report: callers placed, answered by an agent, by the overflow,
-silent (no agent's voice within 12 s of arrival), logs verified (no entry lost or doubled: one
+silent (no agent's voice within 12 s of arrival), web visitors whose token request found the
+dispatcher down (``up`` runs one replica; the chart runs two behind one Service), logs verified (no entry lost or doubled: one
 ``call.started`` per call), the most offers any call took, and the worst arrival → first audio of
 an agent's voice (the caller's own line comes first: about 4.9 s of it on a quiet run); and the
 seconds the dispatcher was gone each time (the kill to its ``/readyz``).
@@ -122,8 +123,10 @@ def run(calls: int, rate: float, seats: int, kill_at: list[float], report: Path)
         c for c in result["callers"] if c["answered_by"] and "overflow" not in c["answered_by"]
     ]
     heard = [c["first_heard_s"] for c in agent if c["first_heard_s"] is not None]
+    unreached = [p for p in result["problems"] if "ConnectError" in p]
     return {
         "exit": code,
+        "visitors_who_found_the_token_endpoint_down": len(unreached),
         "calls": result["calls"],
         "logs_verified": f"{result['entries']['logs_verified']} of {result['entries']['logs']}",
         "offers_most": result["offers_per_call"]["most"],
@@ -155,7 +158,9 @@ def main() -> None:
         print(
             f"dispatcher SIGKILLed at {args.kill_at} s, every webhook twice: up exit {out['exit']}; "
             f"{c['placed']} callers, {c['answered_by_agent']} by an agent, "
-            f"{c['answered_by_overflow']} by the overflow, {c['silent']} silent; logs verified "
+            f"{c['answered_by_overflow']} by the overflow, {c['silent']} silent, "
+            f"{out['visitors_who_found_the_token_endpoint_down']} visitors found the token "
+            f"endpoint down; logs verified "
             f"{out['logs_verified']}; most offers {out['offers_most']}; worst arrival to the "
             f"agent's first audio {out['worst_arrival_to_agent_audio_s']} s; the dispatcher gone "
             f"{out['dispatcher_gone_s']} s"
