@@ -204,7 +204,7 @@ def main() -> None:
     )
     print(
         f"{fault}, {result['calls']} callers "
-        f"{result['interval_s']:g} s apart: offered to the lost worker {result['offered_to_lost']}"
+        f"{result['interval_s']:g} s apart: offered to the faulted worker {result['offered_to_lost']}"
         f", answered by it {result['answered_by_lost']}, by the overflow "
         f"{result['answered_by_overflow']}, silent {result['silent']}; worst ring to "
         f"answer {result['worst_ring_to_answer_s']} s, to first audio "
@@ -213,7 +213,7 @@ def main() -> None:
     for c in result["callers"]:
         print(
             f"  {c['room']}: answered {c['answered_s']} s by {c.get('answered_by')}, first audio "
-            f"{c['first_audio_s']} s{' (offered to the lost worker)' if c['offered_to_lost'] else ''}"
+            f"{c['first_audio_s']} s{' (offered to the faulted worker)' if c['offered_to_lost'] else ''}"
         )
 
 
