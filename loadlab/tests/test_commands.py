@@ -6,6 +6,7 @@ import asyncio
 import signal
 import sys
 
+import pytest
 from click.testing import CliRunner
 from livekit import api
 
@@ -16,6 +17,27 @@ def test_keys_must_be_key_colon_secret() -> None:
     result = CliRunner().invoke(lab, ["livekit", "--keys", "nocolon"])
     assert result.exit_code == 2
     assert "is not KEY:SECRET" in result.output
+
+
+@pytest.mark.parametrize(
+    ("flag", "value", "says"),
+    [
+        ("--offer-deadline", "-1", "--offer-deadline"),
+        ("--offer-deadline", "0", "--offer-deadline"),
+        ("--target-load", "1.5", "--target-load"),
+        ("--port", "99999", "--port"),
+        ("--webhook", "notaurl", "is not an http(s) URL"),
+        ("--webhook", "ftp://x/hook", "is not an http(s) URL"),
+    ],
+)
+def test_flags_that_cannot_be_are_refused_before_it_starts(
+    flag: str, value: str, says: str
+) -> None:
+    """A stand-in told a negative offer deadline or a webhook that is no URL would start and
+    then offer nothing or post nowhere: click refuses it (exit 2, naming the flag)."""
+    result = CliRunner().invoke(lab, ["livekit", flag, value])
+    assert result.exit_code == 2, result.output
+    assert says in result.output
 
 
 async def test_lab_livekit_serves_until_sigterm() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 import click
 
 from pinecall_loadlab.livekit.policy import AffinityFormula
@@ -19,9 +21,23 @@ def _key_pair(
     return keys
 
 
+def _urls(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]) -> list[str]:
+    for value in values:
+        parts = urlsplit(value)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise click.BadParameter(f"{value!r} is not an http(s) URL")
+    return list(values)
+
+
 @click.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=7880, show_default=True, help="Port (0 picks a free one).")
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=7880,
+    show_default=True,
+    help="Port (0 picks a free one).",
+)
 @click.option(
     "--keys",
     "keys",
@@ -35,16 +51,24 @@ def _key_pair(
     "--webhook",
     "webhooks",
     multiple=True,
+    callback=_urls,
     metavar="URL",
     help="POST every webhook to URL; repeatable.",
 )
 @click.option(
     "--offer-deadline",
+    type=click.FloatRange(min=0, min_open=True),
     default=10.0,
     show_default=True,
     help="Seconds one job's offers may take in all (10 measured; ~3 by the source).",
 )
-@click.option("--target-load", default=0.7, show_default=True, help="agents.target_load.")
+@click.option(
+    "--target-load",
+    type=click.FloatRange(min=0, max=1, min_open=True),
+    default=0.7,
+    show_default=True,
+    help="agents.target_load.",
+)
 @click.option(
     "--affinity",
     type=click.Choice([f.value for f in AffinityFormula]),
@@ -56,7 +80,7 @@ def livekit(
     host: str,
     port: int,
     keys: dict[str, str],
-    webhooks: tuple[str, ...],
+    webhooks: list[str],
     offer_deadline: float,
     target_load: float,
     affinity: str,
@@ -75,7 +99,7 @@ def livekit(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     config = StandInConfig(
         keys=keys or {"devkey": "secret"},
-        webhook_urls=list(webhooks),
+        webhook_urls=webhooks,
         host=host,
         port=port,
         offer_deadline_s=offer_deadline,
