@@ -11,17 +11,18 @@ from typing import Any
 
 import httpx
 import msgspec
-from litestar import Litestar
 
 from pinecall_servicekit.testing.apps import Replica
-from pinecall_servicekit.testing.apps import running as run_app
 from pinecall_testkit.common import Keys as Keys
 from pinecall_testkit.common import bearer as bearer
 from pinecall_testkit.common import make_keys as make_keys
-from pinecall_testkit.common import replica_of
+from pinecall_testkit.common import replica_of, running_at
 
 URL = "http://call-log.test"
 """Where a replica in the test's loop is reached."""
+
+running = running_at(URL)
+"""``running(app)``: the app's lifespan run in this event loop, reached over ASGI at :data:`URL`."""
 
 TS = "2026-11-30T06:49:19+00:00"
 
@@ -54,11 +55,6 @@ def batch(after: int, size: int) -> dict[str, Any]:
 
 def later(seconds: float) -> str:
     return (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=seconds)).isoformat()
-
-
-def running(app: Litestar) -> AbstractAsyncContextManager[Replica]:
-    """The app's lifespan run in this event loop, reached over ASGI (see servicekit's testing)."""
-    return run_app(app, base_url=URL)
 
 
 def replica_on(

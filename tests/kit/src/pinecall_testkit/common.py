@@ -4,17 +4,16 @@ tests."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import TypeVar
 
 import msgspec
-import sqlalchemy as sa
 from litestar import Litestar
 
 from pinecall_contracts.keys import KeyKind
 from pinecall_servicekit import db
-from pinecall_servicekit.keys import KEYS, new_secret
 from pinecall_servicekit.settings import Settings
 from pinecall_servicekit.testing.apps import Replica
 from pinecall_servicekit.testing.apps import running as run_app
@@ -36,8 +35,10 @@ class Keys(msgspec.Struct, frozen=True, kw_only=True):
 
 
 async def make_keys(database_url: str) -> Keys:
-    """One key of each kind, written straight into ``roster.keys`` in the database at
-    ``database_url`` (a test's own), as the roster's store writes them."""
+    """One key of each kind, made by the roster's store in the database at ``database_url`` (a
+    test's own), named as the fields are."""
+    from pinecall_roster.store import Store
+
     engine = db.create_engine(database_url, pool_size=1)
     made: dict[str, str] = {}
     wanted: dict[str, tuple[KeyKind, str | None]] = {
@@ -49,22 +50,12 @@ async def make_keys(database_url: str) -> Keys:
         "service": ("service", None),
     }
     try:
-        async with engine.begin() as conn:
-            for name, (kind, environment) in wanted.items():
-                key_id, token, digest = new_secret()
-                await conn.execute(
-                    sa.insert(KEYS).values(
-                        id=key_id,
-                        kind=kind,
-                        name=name,
-                        environment=environment,
-                        secret_sha256=digest,
-                        created_at=db.utcnow(),
-                    )
-                )
-                made[name] = token
-                if name == "production":
-                    made["production_id"] = key_id
+        store = Store(engine)
+        for name, (kind, environment) in wanted.items():
+            created = await store.create_key(kind, name, environment)
+            made[name] = created.secret
+            if name == "production":
+                made["production_id"] = created.key.id
     finally:
         await engine.dispose()
     return Keys(**made)
@@ -73,6 +64,12 @@ async def make_keys(database_url: str) -> Keys:
 def bearer(key: str) -> dict[str, str]:
     """``key`` as the ``Authorization`` header of a request."""
     return {"Authorization": f"Bearer {key}"}
+
+
+def running_at(url: str) -> Callable[[Litestar], AbstractAsyncContextManager[Replica]]:
+    """``running(app)`` of a service reached at ``url``: the app's lifespan run in this event
+    loop, reached over ASGI (see servicekit's testing)."""
+    return functools.partial(run_app, base_url=url)
 
 
 def replica_of(

@@ -5,17 +5,17 @@ from __future__ import annotations
 
 from contextlib import AbstractAsyncContextManager
 
-from litestar import Litestar
-
 from pinecall_servicekit.testing.apps import Replica
-from pinecall_servicekit.testing.apps import running as run_app
 from pinecall_testkit.common import Keys as Keys
 from pinecall_testkit.common import bearer as bearer
 from pinecall_testkit.common import make_keys as make_keys
-from pinecall_testkit.common import replica_of
+from pinecall_testkit.common import replica_of, running_at
 
 URL = "http://roster.test"
 """Where a replica in the test's loop is reached."""
+
+running = running_at(URL)
+"""``running(app)``: the app's lifespan run in this event loop, reached over ASGI at :data:`URL`."""
 
 
 def heartbeat(
@@ -38,11 +38,6 @@ def heartbeat(
         "draining": False,
     }
     return body | extra
-
-
-def running(app: Litestar) -> AbstractAsyncContextManager[Replica]:
-    """The app's lifespan run in this event loop, reached over ASGI (see servicekit's testing)."""
-    return run_app(app, base_url=URL)
 
 
 def replica_on(
