@@ -10,15 +10,14 @@ retries (stamina), takes any 2xx, and names a refusal by its status
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable
 from typing import TypeVar
 
 import httpx
 import msgspec
 
-from pinecall_clients.errors import problem_of
+from pinecall_clients.errors import Refused, Unavailable, problem_of
 from pinecall_contracts.base import Contract, decode
-from pinecall_contracts.problems import ProblemDetails
 
 R = TypeVar("R", bound=Contract)
 
@@ -29,8 +28,8 @@ async def read_answer(
     *,
     who: str,
     path: str,
-    unavailable: Callable[[str, int | None], Exception],
-    refused: Callable[[ProblemDetails], Exception],
+    unavailable: type[Unavailable],
+    refused: type[Refused],
 ) -> R:
     """The ``reply`` that ``sent`` (a request to ``who``'s ``path``) was answered with.
 
@@ -40,7 +39,7 @@ async def read_answer(
     try:
         r = await sent
     except httpx.HTTPError as exc:
-        raise unavailable(f"{who} did not answer at {path}: {exc!r}", None) from exc
+        raise unavailable(f"{who} did not answer at {path}: {exc!r}") from exc
     if r.status_code != 200:
         problem = problem_of(r.status_code, r.content)
         if r.status_code >= 500:
@@ -49,4 +48,4 @@ async def read_answer(
     try:
         return decode(r.content, reply)
     except msgspec.MsgspecError as exc:
-        raise unavailable(f"{who} answered no {reply.__name__} at {path}: {exc}", None) from exc
+        raise unavailable(f"{who} answered no {reply.__name__} at {path}: {exc}") from exc
