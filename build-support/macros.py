@@ -21,8 +21,8 @@ command group (the PEX here, ``pinecall-runtime <group>`` there) and the same de
 the chart's ``args`` (``serve``, ``start``, ``migrate``) mean one thing in both.
 
 Visibility rules (shared/CONVENTIONS.md habit 10). ``.importlinter`` says the same for
-``lint-imports``, and tests/test_build.py runs both over the same pairs of modules and holds them
-to one answer. Who may import whom:
+``lint-imports``, and tests/layout/test_agreement.py runs both over the same pairs of modules and
+holds them to one answer. Who may import whom:
 
 ====================  ===========================================================================
 importer              may import (besides the third-party requirements)

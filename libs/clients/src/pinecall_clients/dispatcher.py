@@ -14,10 +14,9 @@ from __future__ import annotations
 from typing import TypeVar
 
 import httpx
-import msgspec
 
-from pinecall_clients.errors import DispatcherRefused, DispatcherUnavailable, problem_of
-from pinecall_contracts.base import decode
+from pinecall_clients.answers import read_answer
+from pinecall_clients.errors import DispatcherRefused, DispatcherUnavailable
 from pinecall_contracts.dispatch import Journal, OffersSnapshot
 
 R = TypeVar("R", Journal, OffersSnapshot)
@@ -62,16 +61,11 @@ class DispatcherClient:
         return await self._get(f"/v1/ops/calls/{call}/journal", Journal)
 
     async def _get(self, path: str, reply: type[R]) -> R:
-        try:
-            r = await self.http.get(path)
-        except httpx.HTTPError as exc:
-            raise DispatcherUnavailable(f"nothing answered at {path}: {exc!r}") from exc
-        if r.status_code != 200:
-            problem = problem_of(r.status_code, r.content)
-            if r.status_code >= 500:
-                raise DispatcherUnavailable(f"{r.status_code} {problem.title}", r.status_code)
-            raise DispatcherRefused(problem)
-        try:
-            return decode(r.content, reply)
-        except msgspec.MsgspecError as exc:
-            raise DispatcherUnavailable(f"{path} answered no {reply.__name__}: {exc}") from exc
+        return await read_answer(
+            self.http.get(path),
+            reply,
+            who="the dispatcher",
+            path=path,
+            unavailable=DispatcherUnavailable,
+            refused=DispatcherRefused,
+        )

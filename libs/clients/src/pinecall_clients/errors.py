@@ -33,7 +33,9 @@ stamina, NATS, aiohttp or livekit-api type.
         └── RoomGone                  404                 Twirp ``not_found``: the room (or the
                                                           dispatch) is not there
 
-The LiveKit tree is :mod:`pinecall_clients.livekit`'s; ``code`` names each kind as the runtime's
+Each service's pair is also an :class:`Unavailable` and a :class:`Refused` (one ``__init__`` each,
+what :func:`pinecall_clients.answers.read_answer` raises given the pair). The LiveKit tree is
+:mod:`pinecall_clients.livekit`'s; ``code`` names each kind as the runtime's
 own errors do (``livekit_unavailable``, ``livekit_refused``, ``room_gone``).
 """
 
@@ -46,25 +48,42 @@ import msgspec
 from pinecall_contracts.problems import ProblemDetails
 
 
+class Unavailable(Exception):
+    """A service did not answer in time, answered a 5xx, or answered no reply of its own; each
+    service's ``<Service>Unavailable`` is one. ``status``: the last HTTP status (None: nothing
+    answered)."""
+
+    status: int | None
+
+    def __init__(self, detail: str, status: int | None = None) -> None:
+        super().__init__(detail)
+        self.status = status
+
+
+class Refused(Exception):
+    """A service's 4xx; each service's ``<Service>Refused`` is one. ``problem``: its problem
+    detail, ``status`` its status."""
+
+    status: int | None
+
+    def __init__(self, problem: ProblemDetails) -> None:
+        super().__init__(f"{problem.status} {problem.title}: {problem.detail or ''}".strip())
+        self.problem = problem
+        self.status = problem.status
+
+
 class CallLogError(Exception):
     """Base of the tree; ``status`` is the last HTTP status seen (None: nothing answered)."""
 
     status: int | None = None
 
 
-class CallLogUnavailable(CallLogError):
-    def __init__(self, detail: str, status: int | None = None) -> None:
-        super().__init__(detail)
-        self.status = status
+class CallLogUnavailable(CallLogError, Unavailable):
+    pass
 
 
-class CallLogRefused(CallLogError):
+class CallLogRefused(CallLogError, Refused):
     """A 4xx; ``problem`` is the service's problem detail."""
-
-    def __init__(self, problem: ProblemDetails) -> None:
-        super().__init__(f"{problem.status} {problem.title}: {problem.detail or ''}".strip())
-        self.problem = problem
-        self.status = problem.status
 
 
 class CallUnknown(CallLogRefused):
@@ -108,19 +127,12 @@ class RosterError(Exception):
     status: int | None = None
 
 
-class RosterUnavailable(RosterError):
-    def __init__(self, detail: str, status: int | None = None) -> None:
-        super().__init__(detail)
-        self.status = status
+class RosterUnavailable(RosterError, Unavailable):
+    pass
 
 
-class RosterRefused(RosterError):
+class RosterRefused(RosterError, Refused):
     """A 4xx; ``problem`` is the roster's problem detail."""
-
-    def __init__(self, problem: ProblemDetails) -> None:
-        super().__init__(f"{problem.status} {problem.title}: {problem.detail or ''}".strip())
-        self.problem = problem
-        self.status = problem.status
 
 
 class DispatcherError(Exception):
@@ -129,19 +141,12 @@ class DispatcherError(Exception):
     status: int | None = None
 
 
-class DispatcherUnavailable(DispatcherError):
-    def __init__(self, detail: str, status: int | None = None) -> None:
-        super().__init__(detail)
-        self.status = status
+class DispatcherUnavailable(DispatcherError, Unavailable):
+    pass
 
 
-class DispatcherRefused(DispatcherError):
+class DispatcherRefused(DispatcherError, Refused):
     """A 4xx; ``problem`` is the dispatcher's problem detail."""
-
-    def __init__(self, problem: ProblemDetails) -> None:
-        super().__init__(f"{problem.status} {problem.title}: {problem.detail or ''}".strip())
-        self.problem = problem
-        self.status = problem.status
 
 
 class LiveKitError(Exception):

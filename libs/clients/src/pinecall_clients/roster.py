@@ -28,8 +28,9 @@ from typing import TypeVar
 import httpx
 import msgspec
 
-from pinecall_clients.errors import RosterRefused, RosterUnavailable, problem_of
-from pinecall_contracts.base import decode, encode
+from pinecall_clients.answers import read_answer
+from pinecall_clients.errors import RosterRefused, RosterUnavailable
+from pinecall_contracts.base import encode
 from pinecall_contracts.fleet import (
     FleetListRequest,
     FleetRecords,
@@ -87,24 +88,21 @@ class RosterClient:
         answer that is no ``HeartbeatReply``) or ``RosterRefused`` (a 4xx)."""
         if self.http is None:
             raise TypeError("this RosterClient has no roster URL: a heartbeat goes over HTTP")
-        try:
-            r = await self.http.post(
-                "/v1/fleet/heartbeat",
-                content=encode(state),
-                headers={"content-type": "application/json"},
-                timeout=timeout_s,
-            )
-        except httpx.HTTPError as exc:
-            raise RosterUnavailable(f"the roster did not answer: {exc!r}") from exc
-        if r.status_code != 200:
-            problem = problem_of(r.status_code, r.content)
-            if r.status_code >= 500:
-                raise RosterUnavailable(f"{r.status_code} {problem.title}", r.status_code)
-            raise RosterRefused(problem)
-        try:
-            return decode(r.content, HeartbeatReply)
-        except msgspec.MsgspecError as exc:
-            raise RosterUnavailable(f"the roster answered no HeartbeatReply: {exc}") from exc
+        path = "/v1/fleet/heartbeat"
+        sent = self.http.post(
+            path,
+            content=encode(state),
+            headers={"content-type": "application/json"},
+            timeout=timeout_s,
+        )
+        return await read_answer(
+            sent,
+            HeartbeatReply,
+            who="the roster",
+            path=path,
+            unavailable=RosterUnavailable,
+            refused=RosterRefused,
+        )
 
     async def rows(self, fleet: str | None = None) -> RosterSnapshot:
         """Every fleet's workers and totals (or only ``fleet``'s), from any roster replica."""

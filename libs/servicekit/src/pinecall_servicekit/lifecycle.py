@@ -99,12 +99,16 @@ class Served(Protocol):
     def database_url(self) -> str: ...
 
 
+Loaded = TypeVar("Loaded", bound=Served)
+
+
 def service_cli(
     name: str,
     *,
     about: str,
     app: str,
-    settings: Callable[[], Served],
+    settings: Callable[[], Loaded],
+    check: Callable[[Loaded], object] | None = None,
     serves: str,
     migrate: Callable[[str], None] | None = None,
     workers: bool = True,
@@ -113,8 +117,10 @@ def service_cli(
     habit 4): ``serve`` (Granian on ``app``, a ``"pkg.app:create_app"`` factory; ``--workers``
     unless ``workers`` is False) and, given ``migrate`` (a database URL → None), ``migrate``.
 
-    ``settings()`` loads and checks the settings from the environment: a ``SettingsError`` exits
-    78 before anything listens (a missing or malformed key fails at start, not at a request).
+    ``settings()`` loads the settings from the environment, then ``check(settings)`` (what the
+    service reads of them later, its keys or its fleets rows; its answer is dropped) checks them:
+    a ``SettingsError`` from either exits 78 (``error [settings]: ...``) before anything listens
+    or migrates (a missing or malformed key fails at start, not at a request).
     ``about`` is the group's help, ``serves`` the serve command's. The service adds its own
     commands to the group it gets back.
     """
@@ -123,8 +129,14 @@ def service_cli(
     def group() -> None:
         pass
 
+    def checked() -> Loaded:
+        loaded = settings()
+        if check is not None:
+            check(loaded)
+        return loaded
+
     def serve(workers: int = 1) -> None:
-        loaded = settings_or_exit(settings)
+        loaded = settings_or_exit(checked)
         serve_http(
             app,
             host=loaded.host,
@@ -145,7 +157,7 @@ def service_cli(
         run_migrations = migrate
 
         def migrate_command() -> None:
-            run_migrations(settings_or_exit(settings).database_url)
+            run_migrations(settings_or_exit(checked).database_url)
             click.echo(f"{name}: migrated")
 
         group.add_command(

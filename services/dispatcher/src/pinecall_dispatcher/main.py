@@ -26,18 +26,12 @@ from pinecall_servicekit import db
 from pinecall_servicekit.lifecycle import service_cli
 from pinecall_servicekit.operator import OperatorSettings, run, table
 
-
-def _settings() -> DispatcherSettings:
-    settings = DispatcherSettings.from_env()
-    settings.keys()  # a missing or malformed key fails now, not at a ring
-    return settings
-
-
 cli = service_cli(
     "dispatcher",
     about="The dispatcher: who answers each call, and admission at the token endpoint.",
     app="pinecall_dispatcher.app:create_app",
-    settings=_settings,
+    settings=DispatcherSettings.from_env,
+    check=DispatcherSettings.keys,  # a missing or malformed key fails now, not at a ring
     serves="Serve the token endpoint and ops, consume LiveKit's events, sweep the offers.",
     migrate=migrate,
 )

@@ -9,7 +9,8 @@ cli = service_cli(
     "reaper",
     about="The reaper: every minute, ends what nobody is running and takes down its room.",
     app="pinecall_reaper.app:create_app",
-    settings=lambda: ReaperSettings.from_env().check(),
+    settings=ReaperSettings.from_env,
+    check=ReaperSettings.check,
     serves=(
         "Serve /healthz, /readyz and /metrics and sweep every PINECALL_REAP_EVERY_S seconds.\n\n"
         "One Granian worker: the sweep runs in the app's lifespan, and a second replica is "

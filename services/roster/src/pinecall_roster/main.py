@@ -6,18 +6,12 @@ from pinecall_roster.settings import RosterSettings
 from pinecall_roster.store import migrate
 from pinecall_servicekit.lifecycle import service_cli
 
-
-def _settings() -> RosterSettings:
-    settings = RosterSettings.from_env()
-    settings.fleet_records()  # a malformed fleets or URLs setting fails now
-    return settings
-
-
 cli = service_cli(
     "roster",
     about="The roster: hears every worker of every fleet.",
     app="pinecall_roster.app:create_app",
-    settings=_settings,
+    settings=RosterSettings.from_env,
+    check=RosterSettings.fleet_records,  # a malformed fleets or URLs setting fails now
     serves="Serve the roster's HTTP API and ops verbs (settings from the environment).",
     migrate=migrate,
 )

@@ -5,17 +5,11 @@ from __future__ import annotations
 from pinecall_servicekit.lifecycle import service_cli
 from pinecall_webhook_ingest.settings import IngestSettings
 
-
-def _settings() -> IngestSettings:
-    settings = IngestSettings.from_env()
-    settings.keys()  # a missing or malformed key fails now, not at a webhook
-    return settings
-
-
 cli = service_cli(
     "webhook-ingest",
     about="webhook-ingest: LiveKit's webhooks, verified, once each on NATS.",
     app="pinecall_webhook_ingest.app:create_app",
-    settings=_settings,
+    settings=IngestSettings.from_env,
+    check=IngestSettings.keys,  # a missing or malformed key fails now, not at a webhook
     serves="Serve POST /v1/livekit/webhook (settings from the environment).",
 )

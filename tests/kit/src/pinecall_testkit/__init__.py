@@ -1,11 +1,13 @@
 """The services' test support: what a test needs to run a service and speak to it.
 
-One module per service, plus the call-log's faulty transport:
+One module per service, one of what they share, and the call-log's faulty transport:
 
-- :mod:`.call_log`: keys of every kind, request bodies, replicas in the test's loop or as
+- :mod:`.common`: what every service's part does alike: one key of each kind (``make_keys``),
+  a key as a header (``bearer``), a replica in the test's loop (``replica_of``);
+- :mod:`.call_log`: request bodies, replicas in the test's loop or as
   ``pinecall-runtime call-log serve`` processes;
 - :mod:`.faults`: a transport that loses requests and answers on command (the writer's tests);
-- :mod:`.roster`: keys made by the roster's store, heartbeat bodies, a replica in the test's loop;
+- :mod:`.roster`: heartbeat bodies, a replica in the test's loop;
 - :mod:`.webhook_ingest`: a webhook signed as LiveKit signs one;
 - :mod:`.worker`: an offer as the dispatcher makes it, the call log's events heard on NATS, a
   worker run until a block ends.

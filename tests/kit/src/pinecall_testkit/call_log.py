@@ -11,62 +11,20 @@ from typing import Any
 
 import httpx
 import msgspec
-import sqlalchemy as sa
-from litestar import Litestar
 
-from pinecall_contracts.keys import KeyKind
-from pinecall_servicekit import db
-from pinecall_servicekit.keys import KEYS, new_secret
 from pinecall_servicekit.testing.apps import Replica
-from pinecall_servicekit.testing.apps import running as run_app
+from pinecall_testkit.common import Keys as Keys
+from pinecall_testkit.common import bearer as bearer
+from pinecall_testkit.common import make_keys as make_keys
+from pinecall_testkit.common import replica_of, running_at
+
+URL = "http://call-log.test"
+"""Where a replica in the test's loop is reached."""
+
+running = running_at(URL)
+"""``running(app)``: the app's lifespan run in this event loop, reached over ASGI at :data:`URL`."""
 
 TS = "2026-11-30T06:49:19+00:00"
-
-
-class Keys(msgspec.Struct, frozen=True, kw_only=True):
-    operator: str
-    production: str
-    sandbox: str
-    app: str
-    app_sandbox: str
-    service: str
-
-
-def bearer(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
-
-async def make_keys(database_url: str) -> Keys:
-    """One key of each kind, written straight into ``roster.keys`` (the roster owns the table;
-    this service only reads it)."""
-    engine = db.create_engine(database_url, pool_size=1)
-    made: dict[str, str] = {}
-    wanted: dict[str, tuple[KeyKind, str | None]] = {
-        "operator": ("operator", None),
-        "production": ("fleet", "production"),
-        "sandbox": ("fleet", "sandbox"),
-        "app": ("app", "production"),
-        "app_sandbox": ("app", "sandbox"),
-        "service": ("service", None),
-    }
-    try:
-        async with engine.begin() as conn:
-            for name, (kind, environment) in wanted.items():
-                key_id, token, digest = new_secret()
-                await conn.execute(
-                    sa.insert(KEYS).values(
-                        id=key_id,
-                        kind=kind,
-                        name=name,
-                        environment=environment,
-                        secret_sha256=digest,
-                        created_at=db.utcnow(),
-                    )
-                )
-                made[name] = token
-    finally:
-        await engine.dispose()
-    return Keys(**made)
 
 
 def opening(call: str = "call_1", **extra: object) -> dict[str, object]:
@@ -99,11 +57,6 @@ def later(seconds: float) -> str:
     return (dt.datetime.now(dt.UTC) + dt.timedelta(seconds=seconds)).isoformat()
 
 
-def running(app: Litestar) -> AbstractAsyncContextManager[Replica]:
-    """The app's lifespan run in this event loop, reached over ASGI (see servicekit's testing)."""
-    return run_app(app, base_url="http://call-log.test")
-
-
 def replica_on(
     database_url: str, nats_url: str, nats_namespace: str, **overrides: object
 ) -> AbstractAsyncContextManager[Replica]:
@@ -112,15 +65,9 @@ def replica_on(
     from pinecall_call_log.app import create_app
     from pinecall_call_log.settings import CallLogSettings
 
-    settings = CallLogSettings.from_env(
-        {},
-        database_url=database_url,
-        nats_url=nats_url,
-        nats_namespace=nats_namespace,
-        log_format="text",
-        **overrides,
+    return replica_of(
+        create_app, CallLogSettings, URL, database_url, nats_url, nats_namespace, **overrides
     )
-    return running(create_app(settings))
 
 
 def replica_env(database_url: str, nats_url: str, nats_namespace: str) -> dict[str, str]:

@@ -1,0 +1,75 @@
+"""``.importlinter`` lists what is on disk: its root packages are the workspace's, every service
+is in each contract that lists services, every service's domain is held pure."""
+
+from __future__ import annotations
+
+import configparser
+
+import pytest
+
+from .conftest import (
+    DISTRIBUTIONS,
+    ROOT,
+    SERVICES,
+    packages_of,
+)
+
+
+def _importlinter() -> configparser.ConfigParser:
+    config = configparser.ConfigParser()
+    assert config.read(ROOT / ".importlinter"), ".importlinter is missing"
+    return config
+
+
+def _modules(config: configparser.ConfigParser, section: str, key: str) -> set[str]:
+    return {line.strip() for line in config[section][key].splitlines() if line.strip()}
+
+
+def test_importlinter_root_packages_are_the_workspace_packages() -> None:
+    found = {package for dist in DISTRIBUTIONS for package in packages_of(dist)}
+    assert _modules(_importlinter(), "importlinter", "root_packages") == found
+
+
+SERVICE_LISTS = [
+    ("importlinter:contract:services-independent", "modules"),
+    ("importlinter:contract:contracts-import-nothing", "forbidden_modules"),
+    ("importlinter:contract:servicekit-imports-only-contracts", "forbidden_modules"),
+    ("importlinter:contract:libraries-import-only-libraries", "forbidden_modules"),
+    ("importlinter:contract:services-import-only-libraries", "source_modules"),
+    ("importlinter:contract:cli-imports-only-libraries", "forbidden_modules"),
+    ("importlinter:contract:stand-ins-import-no-service", "forbidden_modules"),
+]
+DOMAIN_CONTRACT = "importlinter:contract:domain-is-pure"
+
+
+def test_the_services_contract_is_an_independence_contract() -> None:
+    assert _importlinter()["importlinter:contract:services-independent"]["type"] == "independence"
+
+
+@pytest.mark.parametrize(("section", "key"), SERVICE_LISTS, ids=[s for s, _ in SERVICE_LISTS])
+def test_every_service_package_is_in_the_contracts_that_list_services(
+    section: str, key: str
+) -> None:
+    services = {package for service in SERVICES for package in packages_of(service)}
+    assert services, "no service package found"
+    assert services <= _modules(_importlinter(), section, key)
+
+
+def test_every_service_domain_is_held_pure_and_every_service_is_forbidden_to_it() -> None:
+    config = _importlinter()
+    domains = {
+        f"{package}.domain"
+        for service in SERVICES
+        for package in packages_of(service)
+        if (ROOT / service / "src" / package / "domain.py").is_file()
+        or (ROOT / service / "src" / package / "domain").is_dir()
+    }
+    assert domains, "no service has a domain"
+    assert _modules(config, DOMAIN_CONTRACT, "source_modules") == domains
+    services = {package for service in SERVICES for package in packages_of(service)}
+    assert {f"{package}.*" for package in services} <= _modules(
+        config, DOMAIN_CONTRACT, "forbidden_modules"
+    )
+
+
+# -- the two evaluators agree --------------------------------------------------------------------
