@@ -9,7 +9,17 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from pinecall_contracts import calls, dispatch, fleet, keys, lab, livekit, problems, worker
+from pinecall_contracts import (
+    agents,
+    calls,
+    dispatch,
+    fleet,
+    keys,
+    lab,
+    livekit,
+    problems,
+    worker,
+)
 from pinecall_contracts.base import Contract, decode, encode
 from pinecall_contracts.problems import ProblemDetails
 from pinecall_contracts.schema import CONTRACTS, export
@@ -44,7 +54,7 @@ def test_every_contract_has_a_golden_fixture() -> None:
 def test_the_schema_lists_every_contract_in_the_modules() -> None:
     defined = {
         obj
-        for module in (fleet, keys, livekit, problems, worker, calls, dispatch, lab)
+        for module in (fleet, keys, livekit, problems, worker, calls, dispatch, lab, agents)
         for _, obj in inspect.getmembers(module, inspect.isclass)
         if issubclass(obj, msgspec.Struct) and obj.__module__ == module.__name__
     }

@@ -2,8 +2,9 @@
 
 Each service registers its click group under the entry point group ``pinecall_runtime.commands``
 (``roster``, ``fleet``, ``keys``, ``worker``, ``lab``…); this module adds ``migrate`` (every
-service's migrations), ``up`` (the platform on one machine), ``load``, and the operator's
-``doctor`` and ``logs``, which reach the services over NATS only.
+service's migrations), ``up`` (the platform on one machine), ``load``, the operator's
+``doctor`` and ``logs``, which reach the services over NATS only, and ``agents``, which reaches
+call-log over HTTP.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ OWN = {
     "load": "pinecall_runtime.load:load",
     "doctor": "pinecall_runtime.doctor.command:doctor",
     "logs": "pinecall_runtime.logs:logs",
+    "agents": "pinecall_runtime.agents:agents",
 }
 """This CLI's own commands, imported only when one is invoked or shown, like the services'
 (each pulls SQLAlchemy or httpx: a second on every ``fleet list`` otherwise)."""

@@ -5,11 +5,14 @@ the writer's entries, once each, in order."""
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pinecall_call_log import domain
 from pinecall_call_log.domain import Conflict, Replay, Write, clamp, digest, judge, same_entries
+from pinecall_contracts.agents import MAX_CALL_SECONDS, MAX_PROMPT_BYTES, AgentDefinition, AgentTool
 from pinecall_contracts.calls import Entry
 
 T0 = dt.datetime(2026, 11, 30, 6, 49, 19, tzinfo=dt.UTC)
@@ -134,3 +137,23 @@ def test_any_interleaving_of_sends_lost_answers_and_retries_writes_each_entry_on
             break
     assert written == len(log.entries)
     assert log.entries == wanted
+
+
+def test_a_definition_breaking_several_rules_is_refused_naming_each() -> None:
+    tool = AgentTool(name="look", timeout_s=200.0, parameters={"type": 3})
+    broken = AgentDefinition(
+        name="other", prompt="p", tools=[tool, tool], max_call_seconds=MAX_CALL_SECONDS + 1
+    )
+    paths = [e["path"] for e in domain.definition_refusals(broken, "support-bot")]
+    assert paths == [
+        "$.name",
+        "$.max_call_seconds",
+        "$.tools[0].timeout_s",
+        "$.tools[0].parameters",
+        "$.tools[1].name",
+        "$.tools[1].timeout_s",
+        "$.tools[1].parameters",
+    ]
+    fine = AgentDefinition(name="support-bot", prompt="é" * (MAX_PROMPT_BYTES // 2))
+    assert domain.definition_refusals(fine, "support-bot") == []
+    assert domain.prompt_hash("Be brief.") == hashlib.sha256(b"Be brief.").hexdigest()

@@ -10,7 +10,8 @@ with its call (``call=``), so the hook that logs a retry
 (:func:`pinecall_servicekit.telemetry.said_retry`) says which request of which call failed.
 
 One key per client: a worker's and the overflow's fleet key, or a service's (the dispatcher's and
-the reaper's ``PINECALL_SERVICE_KEY``), which names the environment where it acts on an agent.
+the reaper's ``PINECALL_SERVICE_KEY``), which names the environment where it acts on an agent;
+an app's or an operator's for the agents' definitions (``pinecall-runtime agents``).
 """
 
 from __future__ import annotations
@@ -22,8 +23,15 @@ from urllib.parse import urlencode
 import httpx
 import stamina
 
-from pinecall_clients.errors import CallLogRefused, CallLogUnavailable, refused
+from pinecall_clients.errors import (
+    AgentUnknown,
+    CallLogRefused,
+    CallLogUnavailable,
+    CallUnknown,
+    refused,
+)
 from pinecall_clients.writer import CallLogWriter
+from pinecall_contracts.agents import AgentDefinition, AgentList, AgentVersion
 from pinecall_contracts.base import Contract, decode, encode
 from pinecall_contracts.calls import (
     AgentEntry,
@@ -111,12 +119,13 @@ class CallLogClient:
         within_s: float | None,
         method: str = "POST",
         call: str | None = None,
+        unknown: type[CallLogRefused] = CallUnknown,
     ) -> R:
         """Send ``body`` unchanged until something other than silence or a 5xx answers.
 
         ``within_s`` bounds the retries (None: until answered); ``call``, the call the request is
         about, is said with each retry. Raises ``CallLogUnavailable`` when it runs out, a
-        ``CallLogRefused`` for a 4xx.
+        ``CallLogRefused`` for a 4xx (``unknown`` for a 404).
         """
         content = b"" if body is None else encode(body)
         timeout = max(self.request_timeout_s, within_s or 0.0)
@@ -142,7 +151,7 @@ class CallLogClient:
             raise CallLogUnavailable(f"nothing answered at {path}: {exc!r}") from exc
         assert response is not None
         if response.status_code >= 400:
-            raise refused(response.status_code, response.content)
+            raise refused(response.status_code, response.content, unknown)
         return decode(response.content, reply)
 
     async def open(self, call: CallOpen, *, within_s: float | None = SEAL_WITHIN_S) -> CallRecord:
@@ -227,6 +236,49 @@ class CallLogClient:
             f"/v1/calls/{call}/tools", tool, ToolResult, within_s=tool.timeout_s, call=call
         )
 
+    # -- agents' definitions (issue 16): an app key of the environment, or an operator's ------
+
+    async def put_agent(
+        self,
+        definition: AgentDefinition,
+        *,
+        org: str,
+        environment: str | None = None,
+        within_s: float | None = SEAL_WITHIN_S,
+    ) -> AgentVersion:
+        """Store ``definition`` as its agent's next version (the latest, unwritten, when it is
+        the latest's: a retry is safe). An operator key names the ``environment``; a 422
+        (``CallLogRefused``) names each rule the definition breaks."""
+        path = f"/v1/agents/{definition.name}?{_scope(org, environment)}"
+        return await self.request(path, definition, AgentVersion, within_s=within_s, method="PUT")
+
+    async def agents(
+        self, *, org: str, environment: str | None = None, within_s: float | None = SEAL_WITHIN_S
+    ) -> AgentList:
+        """The latest version of each of ``org``'s agents in the environment."""
+        path = f"/v1/agents?{_scope(org, environment)}"
+        return await self.request(path, None, AgentList, within_s=within_s, method="GET")
+
+    async def agent(
+        self,
+        name: str,
+        *,
+        org: str,
+        environment: str | None = None,
+        version: int | None = None,
+        within_s: float | None = SEAL_WITHIN_S,
+    ) -> AgentVersion:
+        """The agent's latest version, or ``version``; ``AgentUnknown`` when there is none."""
+        query = _scope(org, environment) + (f"&version={version}" if version is not None else "")
+        return await self.request(
+            f"/v1/agents/{name}?{query}",
+            None,
+            AgentVersion,
+            within_s=within_s,
+            method="GET",
+            unknown=AgentUnknown,
+        )
+
     def writer(
         self,
         call: str,
@@ -241,8 +293,14 @@ class CallLogClient:
         )
 
 
+def _scope(org: str, environment: str | None) -> str:
+    query = {"org": org} | ({"environment": environment} if environment else {})
+    return urlencode(query)
+
+
 __all__ = [
     "SEAL_WITHIN_S",
+    "AgentUnknown",
     "Backoff",
     "CallLogClient",
     "CallLogRefused",

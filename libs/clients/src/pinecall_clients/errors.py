@@ -9,6 +9,7 @@ stamina, NATS, aiohttp or livekit-api type.
     │                                               sent again unchanged)
     └── CallLogRefused                4xx           the service's answer (a problem detail)
         ├── CallUnknown               404           the log does not hold the call
+        ├── AgentUnknown              404           no such agent (or version of it)
         └── BatchRefused              409           a batch refused whole; says both counts
 
     RosterError                       status
@@ -90,6 +91,10 @@ class CallUnknown(CallLogRefused):
     pass
 
 
+class AgentUnknown(CallLogRefused):
+    """A 404 of the agents' routes: the org has no such agent (or version) there."""
+
+
 class BatchRefused(CallLogRefused):
     """A 409 on a batch: the log took ``written`` entries from the writer; the batch followed
     ``after``. ``None`` where the 409 was not about counts (a sealed call)."""
@@ -111,11 +116,14 @@ def _count(problem: ProblemDetails, name: str) -> int | None:
     return None
 
 
-def refused(status: int, body: bytes) -> CallLogRefused:
-    """The error of a 4xx answer whose body is (or should be) a problem detail."""
+def refused(
+    status: int, body: bytes, unknown: type[CallLogRefused] = CallUnknown
+) -> CallLogRefused:
+    """The error of a 4xx answer whose body is (or should be) a problem detail; a 404 is
+    ``unknown`` (what the route names: a call, an agent)."""
     problem = problem_of(status, body)
     if status == 404:
-        return CallUnknown(problem)
+        return unknown(problem)
     if status == 409:
         return BatchRefused(problem)
     return CallLogRefused(problem)

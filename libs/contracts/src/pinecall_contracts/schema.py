@@ -10,7 +10,17 @@ from typing import Any
 
 import msgspec
 
-from pinecall_contracts import calls, dispatch, fleet, keys, lab, livekit, problems, worker
+from pinecall_contracts import (
+    agents,
+    calls,
+    dispatch,
+    fleet,
+    keys,
+    lab,
+    livekit,
+    problems,
+    worker,
+)
 
 CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     fleet.WorkerMinute,
@@ -72,6 +82,10 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     dispatch.OffersRequest,
     dispatch.OffersSnapshot,
     lab.CallerReport,
+    agents.AgentTool,
+    agents.AgentDefinition,
+    agents.AgentVersion,
+    agents.AgentList,
 )
 """Every wire type; a test holds this list to the modules so none is forgotten."""
 

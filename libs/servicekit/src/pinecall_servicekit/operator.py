@@ -1,7 +1,7 @@
-"""What the operator's CLI needs to reach a platform: NATS, Postgres and an operator key.
+"""What the operator's CLI needs to reach a platform: NATS, Postgres, call-log and an operator key.
 
 From the environment first (``PINECALL_NATS_URL``, ``PINECALL_DATABASE_URL``,
-``PINECALL_OPERATOR_KEY``); where a variable is not set, from the state file ``up`` writes
+``PINECALL_CALL_LOG_URL``, ``PINECALL_OPERATOR_KEY``); where a variable is not set, from the state file ``up`` writes
 (``<PINECALL_STATE_DIR>/up.json``, default ``.state/``), so ``pinecall-runtime fleet list`` works
 against ``./dev up`` with nothing exported. A failure of the runtime is a named error
 (:class:`CommandError`: ``error [unauthorized]: …``) with the exit code of its kind.
@@ -48,6 +48,8 @@ class UpState(msgspec.Struct, frozen=True, kw_only=True):
 class OperatorSettings(Settings, frozen=True, kw_only=True):
     operator_key: str | None = None
     """An operator key (``pck_…``) for the ops verbs."""
+    call_log_url: str = "http://127.0.0.1:8102"
+    """Where call-log answers HTTP (``agents``; ``up.json`` names the one ``up`` runs)."""
     state_dir: str = ".state"
     """Where ``up`` writes ``up.json``."""
 
@@ -172,6 +174,7 @@ def _filled(up: UpState) -> dict[str, str]:
         "nats_url": up.nats_url,
         "nats_namespace": up.nats_namespace,
         "operator_key": up.operator_key,
+        "call_log_url": up.urls.get("call-log"),
     }
     return {f: v for f, v in fill.items() if v is not None}
 

@@ -17,6 +17,8 @@ POST /v1/calls/{call}/tools/{id}/result    app               ToolResult (ToolAns
 POST /v1/callbacks                         all four          AgentEntry (CallbackRequest)
 POST /v1/agents/{agent}/log                fleet, serv., op. AgentEntry (AgentEntry)
 GET  /v1/agents/{agent}/log?after=<seq>    fleet, app, op.   AgentLog (an operator: &environment=)
+PUT  /v1/agents/{agent}?org=               app, operator     AgentVersion (:mod:`.definitions`)
+GET  /v1/agents?org=, /v1/agents/{agent}   app, operator     AgentList, AgentVersion (the same)
 POST /v1/calls/{call}/log-token            app, operator     LogToken
 GET  /v1/calls/{call}/stream?log_token=    the log token     Server-Sent Events (Last-Event-ID)
 =========================================  ================  ==================================
@@ -92,13 +94,13 @@ WORKER_OR_SERVICE: tuple[KeyKind, ...] = ("fleet", *SERVICE_OR_OPERATOR)
 APP: tuple[KeyKind, ...] = ("app",)
 
 
-def _service(request: AnyRequest) -> CallLogService:
+def service_of(request: AnyRequest) -> CallLogService:
     service: CallLogService = request.app.state.call_log
     return service
 
 
-async def _key(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
-    return await request_key(request, _service(request).keyring, kinds)
+async def key_of(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
+    return await request_key(request, service_of(request).keyring, kinds)
 
 
 def _environment(key: KeyInfo, environment: FromQuery[str | None] = None) -> str:
@@ -116,7 +118,7 @@ def _environment(key: KeyInfo, environment: FromQuery[str | None] = None) -> str
     return key.environment
 
 
-def _environment_named(key: KeyInfo, environment: str | None, what: str) -> str:
+def environment_named(key: KeyInfo, environment: str | None, what: str) -> str:
     """As :func:`_environment`, but an operator or service key must name the environment
     (``what`` is per environment: no default would be right for both): ``Unprocessable``
     naming ``?environment=`` when it does not."""
@@ -133,8 +135,8 @@ def _environment_named(key: KeyInfo, environment: str | None, what: str) -> str:
 
 async def _call(request: AnyRequest, call: str, kinds: Collection[KeyKind]) -> CallRecord:
     """Verify the key, then find the call (404), then the key's environment against it (403)."""
-    key = await _key(request, kinds)
-    record = await _service(request).identity(call)
+    key = await key_of(request, kinds)
+    record = await service_of(request).identity(call)
     _environment(key, record.environment)
     return record
 
@@ -142,8 +144,8 @@ async def _call(request: AnyRequest, call: str, kinds: Collection[KeyKind]) -> C
 @post("/v1/calls", status_code=200, responses=problems(400, 401, 403, 409, 422, 503))
 async def open_call(request: AnyRequest, data: JSONBody[CallOpen]) -> CallRecord:
     """Open a call: the worker that took the job, with its environment's fleet key."""
-    _environment(await _key(request, WORKER), data.environment)
-    return await _service(request).open(data)
+    _environment(await key_of(request, WORKER), data.environment)
+    return await service_of(request).open(data)
 
 
 @get("/v1/calls", responses=problems(400, 401, 403, 422, 503))
@@ -157,16 +159,16 @@ async def list_calls(
     """The environment's calls not sealed yet (``state``: ``open``, ``ended``, or both; ``open``
     when not given), in call-id order after the call ``after``, with each log's last entry time.
     An operator names the environment (production by default); a fleet key lists its own."""
-    env = _environment(await _key(request, WORKER_OR_SERVICE), environment)
+    env = _environment(await key_of(request, WORKER_OR_SERVICE), environment)
     states: set[CallState] = set(wanted or ["open"])
-    return await _service(request).store.unsealed.page(env, states, after, limit)
+    return await service_of(request).store.unsealed.page(env, states, after, limit)
 
 
 @get("/v1/calls/{call:str}", responses=problems(400, 401, 403, 404, 503))
 async def call_record(request: AnyRequest, call: CallPath) -> CallRecord:
     """What the call is and where its log stands (read now, not from memory)."""
     await _call(request, call, WORKER_OR_SERVICE)
-    record = await _service(request).store.calls.record(call)
+    record = await service_of(request).store.calls.record(call)
     assert record is not None  # calls are never deleted
     return record
 
@@ -187,14 +189,14 @@ async def write_entries(
     """A batch of the call's writer: written whole, answered as a replay, or 409."""
     await _call(request, call, WORKER)
     _writers(data.entries)
-    return await _service(request).write(call, data.after, data.entries)
+    return await service_of(request).write(call, data.after, data.entries)
 
 
 @get("/v1/calls/{call:str}/entries", responses=problems(400, 401, 403, 404, 503))
 async def read_entries(request: AnyRequest, call: CallPath, after: After = 0) -> CallLog:
     """The call's entries with seq above ``after``, in order (10 000 at most)."""
     await _call(request, call, WORKER_OR_OPERATOR)
-    return await _service(request).store.calls.read(call, after)
+    return await service_of(request).store.calls.read(call, after)
 
 
 @post(
@@ -206,14 +208,14 @@ async def write_event(request: AnyRequest, call: CallPath, data: JSONBody[Entry]
     """One entry from a worker of an older release: takes a seq, counts nothing."""
     await _call(request, call, WORKER)
     _writers([data])
-    return EventWritten(seq=await _service(request).event(call, data))
+    return EventWritten(seq=await service_of(request).event(call, data))
 
 
 @post("/v1/calls/{call:str}/reopened", status_code=200, responses=problems(400, 401, 403, 422, 503))
 async def reopened(request: AnyRequest, call: CallPath, data: JSONBody[Reopened]) -> CallRecord:
     """A call an older release opened, said again once: no quota, no second ``call.ringing``."""
-    environment = _environment(await _key(request, WORKER))
-    return await _service(request).reopen(call, data, environment)
+    environment = _environment(await key_of(request, WORKER))
+    return await service_of(request).reopen(call, data, environment)
 
 
 @post(
@@ -224,7 +226,7 @@ async def reopened(request: AnyRequest, call: CallPath, data: JSONBody[Reopened]
 async def end_call(request: AnyRequest, call: CallPath, data: JSONBody[CallEnd]) -> CallRecord:
     """End the call with its outcome (idempotent; 409 once sealed)."""
     await _call(request, call, WORKER_OR_SERVICE)
-    return await _service(request).end(call, data.outcome, data.reason, seal=False)
+    return await service_of(request).end(call, data.outcome, data.reason, seal=False)
 
 
 @post(
@@ -238,7 +240,7 @@ async def seal_call(
     """Seal the call (ending it first if it is open: then name the outcome). Idempotent."""
     await _call(request, call, WORKER_OR_SERVICE)
     body = data or CallEnd()
-    return await _service(request).end(call, body.outcome, body.reason, seal=True)
+    return await service_of(request).end(call, body.outcome, body.reason, seal=True)
 
 
 @post(
@@ -249,7 +251,7 @@ async def seal_call(
 async def run_tool(request: AnyRequest, call: CallPath, data: JSONBody[ToolCall]) -> ToolResult:
     """Run a tool once per id: a retry joins the round trip or gets the logged result."""
     await _call(request, call, WORKER)
-    return await _service(request).run_tool(call, data)
+    return await service_of(request).run_tool(call, data)
 
 
 @post(
@@ -265,7 +267,7 @@ async def answer_tool(
 ) -> ToolResult:
     """The app's answer to a tool call (its app key); a second answer gets the first."""
     await _call(request, call, APP)
-    return await _service(request).answer_tool(call, tool_id, data.result, data.error)
+    return await service_of(request).answer_tool(call, tool_id, data.result, data.error)
 
 
 @post("/v1/callbacks", status_code=200, responses=problems(400, 401, 403, 422, 503))
@@ -273,10 +275,10 @@ async def callbacks(
     request: AnyRequest, data: JSONBody[CallbackRequest], environment: FromQuery[str | None] = None
 ) -> AgentEntry:
     """Call this caller back: ``callback.requested`` on the agent's log, once per call."""
-    environment = _environment(await _key(request, ("app", *WORKER_OR_SERVICE)), environment)
+    environment = _environment(await key_of(request, ("app", *WORKER_OR_SERVICE)), environment)
     if data.number is None and data.contact is None:
         raise Unprocessable("name the caller's number or contact")
-    entry, _ = await _service(request).store.agents.callback(environment, data, utcnow())
+    entry, _ = await service_of(request).store.agents.callback(environment, data, utcnow())
     return entry
 
 
@@ -289,11 +291,11 @@ async def agent_append(
 ) -> AgentEntry:
     """An entry on the agent's log (``fleet.full``, ``agent.draining``) of the key's environment
     (an operator's names it, ``?environment=``; 422 when it does not)."""
-    key = await _key(request, WORKER_OR_SERVICE)
-    env = _environment_named(key, environment, "an agent's log")
+    key = await key_of(request, WORKER_OR_SERVICE)
+    env = environment_named(key, environment, "an agent's log")
     if (why := domain.too_large([data])) is not None:
         raise Unprocessable(why)
-    return await _service(request).store.agents.append(env, agent, data.kind, data.data, utcnow())
+    return await service_of(request).store.agents.append(env, agent, data.kind, data.data, utcnow())
 
 
 @get("/v1/agents/{agent:str}/log", responses=problems(400, 401, 403, 422, 503))
@@ -305,9 +307,9 @@ async def agent_log(
 ) -> AgentLog:
     """The agent's log after ``after``, in order: the key's environment's (an operator's names
     it, ``?environment=``; 422 when it does not)."""
-    key = await _key(request, ("fleet", "app", "operator"))
-    env = _environment_named(key, environment, "an agent's log")
-    return await _service(request).store.agents.agent_log(env, agent, after)
+    key = await key_of(request, ("fleet", "app", "operator"))
+    env = environment_named(key, environment, "an agent's log")
+    return await service_of(request).store.agents.agent_log(env, agent, after)
 
 
 @post(
@@ -316,7 +318,7 @@ async def agent_log(
 async def log_token(request: AnyRequest, call: CallPath) -> LogToken:
     """A token a page follows this call's stream with (minted by its app's server)."""
     await _call(request, call, ("app", "operator"))
-    settings = _service(request).settings
+    settings = service_of(request).settings
     token, exp = stream.mint(settings.log_token_secret, call, settings.log_token_ttl_s)
     return LogToken(call=call, token=token, expires_at=dt.datetime.fromtimestamp(exp, dt.UTC))
 
@@ -326,7 +328,7 @@ async def follow(
     request: AnyRequest, call: CallPath, log_token: FromQuery[str | None] = None
 ) -> ServerSentEvent:
     """The call's entries as Server-Sent Events from ``Last-Event-ID`` (a seq) on, to the seal."""
-    service = _service(request)
+    service = service_of(request)
     stream.verify(service.settings.log_token_secret, log_token, call)
     await service.identity(call)
     last = request.headers.get("last-event-id", "0")

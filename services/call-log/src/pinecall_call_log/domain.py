@@ -1,4 +1,5 @@
-"""The call log's pure rules: whether a batch is written, a replay, or refused; the clock clamp.
+"""The call log's pure rules: whether a batch is written, a replay, or refused; the clock clamp;
+whether an agent's definition may be stored (issue 16).
 
 Seed 002, "The gateway restarts": a call's log has one writer, which sends its entries in order and
 says how many the log already took from it (``after``); the log's head counts them (``written``).
@@ -27,8 +28,15 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import jsonschema
 import msgspec
 
+from pinecall_contracts.agents import (
+    MAX_CALL_SECONDS,
+    MAX_PROMPT_BYTES,
+    TOOL_TIMEOUT_S,
+    AgentDefinition,
+)
 from pinecall_contracts.calls import (
     MAX_ENTRY_BYTES,
     AgentEntry,
@@ -154,3 +162,60 @@ OUTCOMES: tuple[Outcome, ...] = (
 def state_of(ended: bool, sealed: bool) -> CallState:
     """``open``, ``ended`` or ``sealed``."""
     return "sealed" if sealed else "ended" if ended else "open"
+
+
+# -- agents' definitions (issue 16, "Agents, as data") ---------------------------------------
+
+
+def prompt_hash(prompt: str) -> str:
+    """The SHA-256 of ``prompt``'s UTF-8, in hex: what an agent's version and a call name."""
+    return hashlib.sha256(prompt.encode()).hexdigest()
+
+
+def definition_refusals(definition: AgentDefinition, name: str) -> list[dict[str, str]]:
+    """Every rule ``definition``, put under ``name``, breaks, as problem-detail ``errors``
+    (``{"path": "$.tools[1].timeout_s", "message": ...}``); empty when it may be stored. The
+    rules are ``pinecall_contracts.agents``': the name the path's, the prompt's bytes, each tool's
+    name unique, its ``parameters`` a JSON Schema (draft 2020-12, ``jsonschema``'s check) of an
+    object, its timeout, and the call limit."""
+    errors: list[dict[str, str]] = []
+
+    def refuse(path: str, message: str) -> None:
+        errors.append({"path": path, "message": message})
+
+    if definition.name != name:
+        refuse("$.name", f"the definition is {definition.name!r}'s, put under {name!r}")
+    if (size := len(definition.prompt.encode())) > MAX_PROMPT_BYTES:
+        refuse("$.prompt", f"{size} bytes as UTF-8, over the {MAX_PROMPT_BYTES} a prompt may hold")
+    if not 1 <= definition.max_call_seconds <= MAX_CALL_SECONDS:
+        refuse(
+            "$.max_call_seconds",
+            f"{definition.max_call_seconds} s: a call runs 1 to {MAX_CALL_SECONDS} s",
+        )
+    low, high = TOOL_TIMEOUT_S
+    seen: set[str] = set()
+    for i, tool in enumerate(definition.tools):
+        at = f"$.tools[{i}]"
+        if tool.name in seen:
+            refuse(f"{at}.name", f"a second tool named {tool.name!r}: a tool's name is unique")
+        seen.add(tool.name)
+        if not low <= tool.timeout_s <= high:
+            refuse(
+                f"{at}.timeout_s", f"{tool.timeout_s} s: a tool's timeout is {low:g} to {high:g} s"
+            )
+        if (why := _not_an_object_schema(tool.parameters)) is not None:
+            refuse(f"{at}.parameters", why)
+    return errors
+
+
+def _not_an_object_schema(schema: dict[str, object]) -> str | None:
+    try:
+        jsonschema.Draft202012Validator.check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        where = "".join(f"[{p!r}]" for p in exc.absolute_path)
+        return f"not a JSON Schema (draft 2020-12): {exc.message}" + (
+            f" at {where}" if where else ""
+        )
+    if schema.get("type") != "object":
+        return 'a tool\'s arguments are an object: its schema says "type": "object"'
+    return None

@@ -1,5 +1,6 @@
 """The call log's Postgres: tables (:mod:`.tables`), calls and entries (:mod:`.calls`), tool
-calls, the agent log and callbacks (:mod:`.agents`), the calls not sealed yet (:mod:`.unsealed`).
+calls, the agent log and callbacks (:mod:`.agents`), the calls not sealed yet (:mod:`.unsealed`), the agents' definitions
+and their versions (:mod:`.definitions`).
 The only package of the service that speaks SQL; driver errors leave it as ``StoreUnavailable``.
 """
 
@@ -11,11 +12,20 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_call_log.store.agents import AgentStore, ToolState
 from pinecall_call_log.store.calls import CallStore
+from pinecall_call_log.store.definitions import DefinitionStore
 from pinecall_call_log.store.tables import SCHEMA
 from pinecall_call_log.store.unsealed import UnsealedCalls
 from pinecall_servicekit.migrations import Migrations
 
-__all__ = ["AgentStore", "CallStore", "Store", "ToolState", "UnsealedCalls", "migrate"]
+__all__ = [
+    "AgentStore",
+    "CallStore",
+    "DefinitionStore",
+    "Store",
+    "ToolState",
+    "UnsealedCalls",
+    "migrate",
+]
 
 
 migrate = Migrations(Path(__file__).parent.parent / "migrations", SCHEMA)
@@ -24,10 +34,11 @@ point, which ``doctor`` also asks where a database stands."""
 
 
 class Store:
-    """Both stores on one engine."""
+    """The stores on one engine."""
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self.calls = CallStore(engine)
         self.agents = AgentStore(engine)
         self.unsealed = UnsealedCalls(engine)
+        self.definitions = DefinitionStore(engine)

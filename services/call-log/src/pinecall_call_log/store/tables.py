@@ -5,6 +5,10 @@
 locks that row ``FOR UPDATE`` at READ COMMITTED, so the writes of one call go one at a time on any
 replica; ``entries`` has ``PRIMARY KEY (call_id, seq)`` and ``UNIQUE (call_id, counted)``, so even
 a bug in the head could not write a seq or a writer's place twice.
+
+``agent_versions`` holds every version of every agent (an org's definition in an environment),
+never updated: ``PRIMARY KEY (org, environment, name, version)``, so two writers can never store
+the same version twice.
 """
 
 from __future__ import annotations
@@ -102,4 +106,17 @@ CALLBACKS = sa.Table(
         unique=True,
         postgresql_where=sa.text("call_id IS NOT NULL"),
     ),
+)
+
+AGENT_VERSIONS = sa.Table(
+    "agent_versions",
+    METADATA,
+    sa.Column("org", sa.String(128), primary_key=True),
+    sa.Column("environment", sa.String(32), primary_key=True),
+    sa.Column("name", sa.String(128), primary_key=True),
+    sa.Column("version", sa.Integer, primary_key=True),
+    sa.Column("definition", JSONB, nullable=False),
+    sa.Column("prompt_hash", sa.String(64), nullable=False),
+    sa.Column("created_at", db.UTC_TIMESTAMP, nullable=False),
+    sa.CheckConstraint("version >= 1", name="version_positive"),
 )

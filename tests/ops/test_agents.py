@@ -1,0 +1,185 @@
+"""``pinecall-runtime agents put|list|show`` as an operator runs them, against a call-log served
+as a real process on the test's database: versions, idempotent puts, an app key instead of the
+operator's, and each failure a named error with its exit code (issue 16, "Agents, as data")."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+import yaml
+
+from pinecall_servicekit.lifecycle import ExitCode
+from pinecall_servicekit.platform import free_port
+from pinecall_testkit.call_log import Keys, Process, one_served
+
+DEFINITION = """\
+name: support-bot
+prompt: |
+  You answer the phone for Acme's bistro.
+  Be brief.
+greeting: Acme's bistro, how can I help?
+voice: sonic-english-female
+model: claude-sonnet-4-5
+tools:
+  - name: book_slot
+    description: Book a table.
+    parameters:
+      type: object
+      properties:
+        day: {type: string}
+      required: [day]
+    timeout_s: 8
+max_call_seconds: 900
+"""
+
+
+@pytest.fixture
+async def served(database_url: str, nats_url: str, nats_namespace: str) -> AsyncIterator[Process]:
+    async with one_served(database_url, nats_url, nats_namespace) as replica:
+        yield replica
+
+
+@pytest.fixture
+def env(served: Process, keys: Keys, tmp_path: Path) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")}
+    return base | {
+        "PINECALL_OPERATOR_KEY": keys.operator,
+        "PINECALL_CALL_LOG_URL": served.url,
+        "PINECALL_STATE_DIR": str(tmp_path / "no-up"),
+    }
+
+
+async def cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pinecall_runtime", "agents", *args,
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    async with asyncio.timeout(120):
+        out, err = await proc.communicate()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+ACME = ("--org", "org_acme")
+
+
+async def test_put_list_and_show_versions_of_an_agent(env: dict[str, str], tmp_path: Path) -> None:
+    file = tmp_path / "support-bot.yaml"
+    file.write_text(DEFINITION)
+    code, out, err = await cli(env, "put", str(file), *ACME)
+    assert code == ExitCode.OK, err
+    assert out.startswith("support-bot (org_acme, production): version 1, prompt sha256 ")
+    code, out, _ = await cli(env, "put", str(file), *ACME)  # the same: nothing stored
+    assert "version 1" in out
+
+    changed = yaml.safe_load(DEFINITION) | {"voice": "alloy"}
+    as_json = tmp_path / "support-bot.json"
+    as_json.write_text(json.dumps(changed))
+    code, out, _ = await cli(env, "put", str(as_json), *ACME, "--json")
+    assert (code, json.loads(out)["version"]) == (ExitCode.OK, 2)
+
+    code, out, _ = await cli(env, "list", *ACME)
+    assert code == ExitCode.OK
+    lines = out.splitlines()
+    assert lines[0] == "org_acme (production): 1 agents"
+    assert lines[2].split()[:5] == ["support-bot", "2", "claude-sonnet-4-5", "alloy", "book_slot"]
+
+    code, shown, _ = await cli(env, "show", "support-bot", *ACME)
+    assert code == ExitCode.OK
+    assert shown.startswith("# support-bot: version 2 of org_acme in production, ")
+    assert yaml.safe_load(shown) == changed | {"greeting": changed["greeting"], "language": "en"}
+    code, older, _ = await cli(env, "show", "support-bot", "--version", "1", *ACME, "--json")
+    assert json.loads(older)["definition"]["voice"] == "sonic-english-female"
+
+    # what show prints, put back, is the version that stands
+    again = tmp_path / "shown.yaml"
+    again.write_text(shown)
+    code, out, _ = await cli(env, "put", str(again), *ACME)
+    assert (code, "version 2" in out) == (ExitCode.OK, True)
+
+
+async def test_an_app_key_acts_in_its_own_environment(
+    env: dict[str, str], keys: Keys, tmp_path: Path
+) -> None:
+    file = tmp_path / "a.yaml"
+    file.write_text(DEFINITION)
+    code, out, err = await cli(env, "put", str(file), *ACME, "--key", keys.app_sandbox)
+    assert code == ExitCode.OK, err
+    assert "(org_acme, sandbox): version 1" in out
+    _, listed, _ = await cli(env, "list", *ACME, "--environment", "sandbox", "--json")
+    assert [a["version"] for a in json.loads(listed)["agents"]] == [1]
+    _, production, _ = await cli(env, "list", *ACME, "--json")
+    assert json.loads(production)["agents"] == []
+    code, _, err = await cli(env, "list", *ACME, "--key", keys.production)  # a fleet key
+    assert (code, err.startswith("Error: [forbidden] ")) == (ExitCode.FAILED, True)
+
+
+async def test_call_log_found_through_up_json(env: dict[str, str], tmp_path: Path) -> None:
+    """With no PINECALL_CALL_LOG_URL, the URL and the operator key are the running up's."""
+    state = tmp_path / "state"
+    state.mkdir()
+    up = {
+        "database_url": "postgresql://postgres@127.0.0.1:5432/test",
+        "nats_url": "nats://127.0.0.1:4222",
+        "operator_key": env["PINECALL_OPERATOR_KEY"],
+        "urls": {"call-log": env["PINECALL_CALL_LOG_URL"]},
+    }
+    (state / "up.json").write_text(json.dumps(up))
+    bare = {
+        k: v for k, v in env.items() if k not in {"PINECALL_CALL_LOG_URL", "PINECALL_OPERATOR_KEY"}
+    }
+    code, out, err = await cli(bare | {"PINECALL_STATE_DIR": str(state)}, "list", *ACME)
+    assert (code, out.splitlines()[0]) == (ExitCode.OK, "org_acme (production): 0 agents"), err
+
+
+@pytest.mark.parametrize(
+    ("file_text", "code", "said"),
+    [
+        (DEFINITION.replace("timeout_s: 8", "timeout_s: 500"), ExitCode.FAILED, "[unprocessable]"),
+        (
+            DEFINITION.replace("max_call", "  - name: book_slot\nmax_call"),
+            ExitCode.FAILED,
+            "$.tools[1].name",
+        ),
+        ("name: support-bot\n", ExitCode.FAILED, "[bad_request]"),
+        ("- a list\n", ExitCode.FAILED, "[bad_request]"),
+        ("name: [unclosed\n", ExitCode.FAILED, "[bad_request]"),
+    ],
+    ids=["tool timeout", "duplicate tool", "no prompt", "not a mapping", "not YAML"],
+)
+async def test_a_definition_refused_is_a_named_error_and_stores_nothing(
+    env: dict[str, str], tmp_path: Path, file_text: str, code: int, said: str
+) -> None:
+    file = tmp_path / "bad.yaml"
+    file.write_text(file_text)
+    exit_code, _, err = await cli(env, "put", str(file), *ACME)
+    assert (exit_code, said in err) == (code, True), err
+    _, listed, _ = await cli(env, "list", *ACME, "--json")
+    assert json.loads(listed)["agents"] == []
+
+
+async def test_an_unknown_agent_nobody_answering_and_no_key_are_named(
+    env: dict[str, str],
+) -> None:
+    code, _, err = await cli(env, "show", "nobody", *ACME)
+    assert (code, err.startswith("Error: [not_found] no agent nobody of org_acme")) == (
+        ExitCode.NOT_FOUND,
+        True,
+    ), err
+    code, _, err = await cli(env, "show", "nobody", "--version", "0", *ACME)
+    assert code == ExitCode.USAGE
+    silent = env | {"PINECALL_CALL_LOG_URL": f"http://127.0.0.1:{free_port()}"}
+    code, _, err = await cli(silent, "list", *ACME)
+    assert (code, "[unavailable] call-log did not answer" in err) == (ExitCode.UNAVAILABLE, True)
+    assert "PINECALL_CALL_LOG_URL from the environment" in err
+    keyless = {k: v for k, v in env.items() if k != "PINECALL_OPERATOR_KEY"}
+    code, _, err = await cli(keyless, "list", *ACME)
+    assert (code, "[unauthorized] no operator key" in err) == (ExitCode.FAILED, True)
+    code, _, err = await cli(env, "list")
+    assert (code, "--org" in err) == (ExitCode.USAGE, True)
