@@ -79,8 +79,8 @@ async def test_the_worker_with_the_most_seats_free_counting_offers_not_opened(
 async def test_declined_and_unanswered_offers_go_to_another_then_to_the_overflow(
     chain: Chain,
 ) -> None:
-    """Three workers that never open a call: one declines every offer (LiveKit's 0.7 line says
-    it is full), one never answers (frozen at LiveKit, still heartbeating: an unmodified
+    """Three workers that never open a call: one declines every offer (LiveKit's 0.7 load
+    threshold says it is full), one never answers (frozen at LiveKit, still heartbeating: an unmodified
     AgentServer, which does not notice a hung LiveKit within the test, where our worker would
     reconnect in 3 s), one declines. Each is offered the room once, 4 s apart (the re-offer
     time), its dispatch deleted before the next; after the third the room goes to the overflow,

@@ -147,13 +147,15 @@ async def test_doctor_finds_each_problem_and_says_what_to_do(
         "FAIL  migrations: call-log: stale: the database is at 0001, its scripts at 0003"
     )
 
-    # every worker of the fleet full: the failing line keeps worker-b counted, and doctor says so
+    # every worker of the fleet full: failing never empties a fleet, so worker-b still counts,
+    # and doctor says so
     await beat(platform, keys.production, "worker-a", active=8)
     await beat(platform, keys.production, "worker-b", active=8, minute={"ended": 4, "failed": 4})
     findings = {(f.check, f.subject): f for f in (await report(operator, WAIT_S)).findings}
     assert findings["fleets", "pinecall"].level == "warn"
     assert findings["fleets", "pinecall"].what.startswith("full: none of its 16 seats free")
     assert findings["workers", b].level == "fail"
+    assert findings["workers", b].what.startswith("failing (")
     assert (
         "still offered calls: no other worker of its fleet accepts" in findings["workers", b].what
     )

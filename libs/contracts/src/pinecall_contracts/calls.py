@@ -260,7 +260,7 @@ class CallbackRequest(Contract, frozen=True, kw_only=True, tag="calls.callback_r
 
 
 class AgentEntry(Contract, frozen=True, kw_only=True, tag="calls.agent_entry.v1"):
-    """An entry of an agent's log: ``fleet.full`` (a caller refused at the fleet's line),
+    """An entry of an agent's log: ``fleet.full`` (a caller refused: the fleet is full),
     ``fleet.refused`` (one refused for another reason: ``data.reason`` ``unheard`` or
     ``cordoned``), ``callback.requested``, ``agent.draining``;
     ``data`` at most :data:`MAX_ENTRY_BYTES` as JSON (422 over it)."""

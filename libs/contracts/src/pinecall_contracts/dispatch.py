@@ -179,7 +179,7 @@ class KeptRoom(Contract, frozen=True, kw_only=True, tag="dispatch.kept_room.v1")
 
 
 class FleetOffers(Contract, frozen=True, kw_only=True, tag="dispatch.fleet_offers.v1"):
-    """One fleet's rooms in offers, and its line health."""
+    """One fleet's rooms in offers, and its intake health."""
 
     fleet: str
     environment: str | None = None
@@ -191,7 +191,7 @@ class FleetOffers(Contract, frozen=True, kw_only=True, tag="dispatch.fleet_offer
     """Rooms kept in offers now (not opened, not ended)."""
     refused: dict[str, int] = {}
     """Refusals at admission in the last ten minutes, by reason (``not_ready``, ``fleet_full``,
-    ``quota``): line health, since a refusal leaves no call record."""
+    ``quota``): intake health, since a refusal leaves no call record."""
 
 
 class OffersRequest(Contract, frozen=True, kw_only=True, tag="dispatch.offers_request.v1"):

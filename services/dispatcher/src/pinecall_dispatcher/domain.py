@@ -27,10 +27,10 @@ fresh one is not counted twice, and ``seats − active − not counted = seats �
 whenever the dispatcher's knowledge is whole. Where it is not (a call the dispatcher never saw),
 the heartbeat's own count wins, since ``max`` never goes below ``active``.
 
-**Admission** (seed 003, DESIGN.md "Where the seeds disagree") reads the same line: a fleet with
+**Admission** (seed 003, DESIGN.md "Where the seeds disagree") reads the same count: a fleet with
 no worker heard for 90 s is ``not_ready``; one with no candidate is refused for what is true of
 it: ``unheard`` (no worker heard in the last 12 s), ``cordoned`` (every worker heard lately is
-cordoned or draining), else ``fleet_full`` (the workers heard lately are at their line, by the
+cordoned or draining), else ``fleet_full`` (the workers heard lately are full, by the
 rule above). Calls are counted, never load per core.
 """
 
