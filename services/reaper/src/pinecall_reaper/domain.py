@@ -63,7 +63,7 @@ class RoomSeen:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Reap:
+class Verdict:
     """What to do with a call: end it with ``outcome`` (None: it is ended already), take its
     room down when ``take_room``, then seal it."""
 
@@ -93,7 +93,7 @@ def worth_a_look(call: CallSeen, now: dt.datetime, rules: Rules) -> bool:
 
 def judge(
     call: CallSeen, room: RoomSeen | None, agents: int, now: dt.datetime, rules: Rules
-) -> Reap | None:
+) -> Verdict | None:
     """The verdict on ``call``, whose room is ``room`` (None: LiveKit has no such room) with
     ``agents`` agent participants in it; None leaves it be."""
     if over_ceiling(call, now, rules):
@@ -107,7 +107,7 @@ def judge(
     else:
         return None
     outcome: Outcome = "timeout" if why == "ceiling" else "drained"
-    return Reap(
+    return Verdict(
         call=call.call,
         room=call.room,
         why=why,
