@@ -109,7 +109,7 @@ async def test_a_lost_agent_gets_its_call_ended_drained_a_call_back_and_the_sent
         await chain.handled(offer.room, "participant_joined", "AGENT")
     # never to the lost worker, though it is still heard and has the most seats free
     assert to == other.name
-    assert (sentence.call, sentence.offer, sentence.written) == (offer.call, 2, 3)
+    assert (sentence.call, sentence.attempt, sentence.written) == (offer.call, 2, 3)
     assert (sentence.number, sentence.agent) == ("+1555000000", "lab-agent")
     record = await log.record(offer.call)
     assert (record.state, record.outcome) == ("ended", "drained")

@@ -74,6 +74,17 @@ def test_a_livekit_event_of_an_older_webhook_ingest_decodes_with_the_lifted_fiel
     assert event.participant_kind == "AGENT"
 
 
+def test_a_job_offers_attempt_is_offer_on_the_wire() -> None:
+    """``JobOffer.attempt`` keeps the metadata key ``offer``: metadata of an older dispatcher
+    decodes, and an older worker reads what this one writes."""
+    golden = json.loads((GOLDEN / "dispatch.offer.v1.json").read_text())
+    offer = decode(json.dumps(golden), dispatch.JobOffer)
+    assert (offer.attempt, offer.number) == (golden["offer"], golden["number"])
+    written = json.loads(encode(offer))
+    assert written["offer"] == golden["offer"]
+    assert "attempt" not in written
+
+
 def test_a_foreign_tag_is_refused() -> None:
     with pytest.raises(msgspec.ValidationError, match="type"):
         decode(

@@ -108,7 +108,7 @@ def test_a_job_offer_in_the_metadata_is_the_jobs_offer() -> None:
         fleet="pinecall",
         environment="production",
         room="call-7Qm2x",
-        offer=2,
+        attempt=2,
         job="sentence",
         agent="support-bot",
         written=17,

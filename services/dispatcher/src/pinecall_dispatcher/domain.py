@@ -113,14 +113,14 @@ class Offer(msgspec.Struct, frozen=True, kw_only=True):
     worker: str
     seats_free: int
     heard_s: float
-    number: int
-    """1 for the first offer of the room."""
+    attempt: int
+    """Which offer of the room this is: 1 for the first (``JobOffer.attempt``)."""
 
     def journal(self, room: str) -> str:
         """The line the dispatcher's log says: who was offered and why."""
         return (
             f"room {room}: offered to {self.worker}: {counted(self.seats_free, 'seat')} free, "
-            f"heard {self.heard_s:.0f} s ago (offer {self.number})"
+            f"heard {self.heard_s:.0f} s ago (offer {self.attempt})"
         )
 
 
@@ -243,7 +243,7 @@ def _to_the_best(
         worker=best.worker,
         seats_free=seats_free(best, pending),
         heard_s=best.last_heard_s,
-        number=len(room.tried) + 1,
+        attempt=len(room.tried) + 1,
     )
 
 

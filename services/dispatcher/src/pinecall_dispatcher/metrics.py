@@ -59,7 +59,7 @@ class Metrics:
 
     def offer(self, fleet: str, decision: domain.Offer | domain.Overflow) -> None:
         if isinstance(decision, domain.Offer):
-            self.offers.labels(fleet, "worker", "first" if decision.number == 1 else "again").inc()
+            self.offers.labels(fleet, "worker", "first" if decision.attempt == 1 else "again").inc()
         else:
             self.offers.labels(fleet, "overflow", decision.reason).inc()
 

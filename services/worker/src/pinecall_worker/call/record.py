@@ -156,7 +156,7 @@ class Recorder:
             room=self.offer.room,
             worker=self.worker,
             context=self.offer.context
-            | {"caller": self.offer.caller, "offer": self.offer.offer}
+            | {"caller": self.offer.caller, "offer": self.offer.attempt}
             | ({"number": self.offer.number} if self.offer.number else {}),
             config=self.offer.config,
         )
