@@ -144,7 +144,7 @@ async def test_doctor_finds_each_problem_and_says_what_to_do(
         "WARN  webhooks: _unknown: 1 webhook refused in 10 min, no_environment"
     )
     assert "→ pinecall-runtime migrate" in said_once(
-        "FAIL  migrations: call-log: stale: the database is at 0001, its scripts at 0003"
+        "FAIL  migrations: call-log: stale: the database is at 0001, its scripts at 0004"
     )
 
     # every worker of the fleet full: failing never empties a fleet, so worker-b still counts,

@@ -52,6 +52,11 @@ async def state(call_log: Replica, keys: Keys, call: str) -> tuple[str, str | No
     return record["state"], record["outcome"], kinds
 
 
+async def cause_of(call_log: Replica, keys: Keys, call: str) -> str | None:
+    record = (await call_log.get(f"/v1/calls/{call}", headers=bearer(keys.operator))).json()
+    return record["cause"]  # type: ignore[no-any-return]
+
+
 async def test_lost_webhooks_leave_nothing_open_and_two_replicas_do_not_fight(
     reaper: Reaper, standin: StandIn, livekit_api: api.LiveKitAPI, call_log: Replica, keys: Keys
 ) -> None:
@@ -78,7 +83,9 @@ async def test_lost_webhooks_leave_nothing_open_and_two_replicas_do_not_fight(
         await standin.events.wait_for(ev.RoomFinished, lambda e: e.room == "room-b")
         # room-d: the death handler ended the call drained, and no sentence job came
         r = await call_log.post(
-            "/v1/calls/call_d/end", json={"outcome": "drained"}, headers=bearer(keys.production)
+            "/v1/calls/call_d/end",
+            json={"outcome": "drained", "cause": "lost_agent"},
+            headers=bearer(keys.production),
         )
         assert r.is_success
         # room-s: a room nobody ever joined; room-w: a caller no call was opened for
@@ -107,10 +114,20 @@ async def test_lost_webhooks_leave_nothing_open_and_two_replicas_do_not_fight(
         verdicts.setdefault(r.call, set()).add(r)
     expected = {
         "call_a": Verdict(
-            call="call_a", room="room-a", why="no_agent", outcome="drained", take_room=True
+            call="call_a",
+            room="room-a",
+            why="no_agent",
+            outcome="drained",
+            take_room=True,
+            cause="stale",
         ),
         "call_b": Verdict(
-            call="call_b", room="room-b", why="room_gone", outcome="drained", take_room=False
+            call="call_b",
+            room="room-b",
+            why="room_gone",
+            outcome="drained",
+            take_room=False,
+            cause="stale",
         ),
         "call_d": Verdict(
             call="call_d", room="room-d", why="no_agent", outcome=None, take_room=True
@@ -122,7 +139,7 @@ async def test_lost_webhooks_leave_nothing_open_and_two_replicas_do_not_fight(
         # down finds it gone, and that changes nothing the first did: it ends the call as the
         # first did, or, if it read the call after the first ended it, finds it ended (None)
         after = dataclasses.replace(verdict, why="room_gone", take_room=False)
-        ended = dataclasses.replace(after, outcome=None)
+        ended = dataclasses.replace(after, outcome=None, cause=None)
         assert verdict in verdicts[call], call
         assert verdicts[call] <= {verdict, after, ended}, call
     assert sorted(r for s in reaps for r in s.rooms) == ["room-s", "room-w"]
@@ -131,6 +148,12 @@ async def test_lost_webhooks_leave_nothing_open_and_two_replicas_do_not_fight(
         assert (sealed, outcome) == ("sealed", "drained")
         assert (kinds.count("call.ended"), kinds.count("call.sealed")) == (1, 1), call
         assert kinds[-1] == "call.sealed"
+    # the reaper's own ends say stale; the one the death handler ended keeps its cause
+    assert [await cause_of(call_log, keys, c) for c in ("call_a", "call_b", "call_d")] == [
+        "stale",
+        "stale",
+        "lost_agent",
+    ]
     assert (await state(call_log, keys, "call_c"))[:2] == ("open", None)
     listed = {r.name for r in (await livekit_api.room.list_rooms(api.ListRoomsRequest())).rooms}
     assert listed == {"room-c"}
@@ -144,6 +167,7 @@ async def test_lost_webhooks_leave_nothing_open_and_two_replicas_do_not_fight(
         Verdict(call="call_c", room="room-c", why="ceiling", outcome="timeout", take_room=True)
     ]
     assert (await state(call_log, keys, "call_c"))[:2] == ("sealed", "timeout")
+    assert await cause_of(call_log, keys, "call_c") is None  # a timeout is not drained
     await asyncio.wait_for(agents["room-c"].closed.wait(), 10)
     assert agents["room-c"].removed_reason == "ROOM_DELETED"
     assert (await livekit_api.room.list_rooms(api.ListRoomsRequest())).rooms == []

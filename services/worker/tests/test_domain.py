@@ -233,3 +233,12 @@ print("sqlalchemy" in sys.modules)
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=False
     )
     assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr
+
+
+def test_a_job_shut_down_from_outside_says_why_its_call_ended_drained() -> None:
+    # livekit-agents' reasons (job_proc_lazy_main): its room disconnected; any other shutdown
+    # request (the worker closing its jobs, LiveKit's JobTermination) says the same default
+    assert domain.shutdown_cause("room disconnected") == "room_gone"
+    assert domain.shutdown_cause("the room went") == "room_gone"  # the stand-in's watch
+    assert domain.shutdown_cause("parent process shutdown") == "shutdown"
+    assert domain.shutdown_cause("session closed: user_initiated") == "shutdown"

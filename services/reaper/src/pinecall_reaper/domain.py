@@ -12,8 +12,8 @@ not quiet). *No agent left* includes a room LiveKit no longer has: webhooks are 
 lost ``participant_left`` or ``room_finished`` must not leave a call open for ever (issue 8).
 
 The verdicts, in order: older than the ceiling → end ``timeout``, whoever is in the room; quiet
-and no agent → end ``drained``. A call already ended is only sealed (its outcome stays). Its room,
-if LiveKit still has it, is taken down with it.
+and no agent → end ``drained`` (cause ``stale``). A call already ended is only sealed (its
+outcome and cause stay). Its room, if LiveKit still has it, is taken down with it.
 
 A room no unsealed call names, older than ``quiet_s``, with no agent in it, is taken down: a room
 nobody ever joined, or a caller left with nobody after the call was sealed. A younger one may be a
@@ -27,7 +27,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from pinecall_contracts.calls import Outcome
+from pinecall_contracts.calls import EndCause, Outcome
 
 Why = Literal["ceiling", "no_agent", "room_gone"]
 """Why a call is reaped: older than ``MAX_CALL_SECONDS``; quiet with no agent in its room;
@@ -72,6 +72,8 @@ class Verdict:
     why: Why
     outcome: Outcome | None
     take_room: bool
+    cause: EndCause | None = None
+    """``stale`` beside a ``drained`` outcome: a call nobody runs (``EndCause``)."""
 
 
 def _seconds(since: dt.datetime, now: dt.datetime) -> float:
@@ -113,6 +115,7 @@ def judge(
         why=why,
         outcome=None if call.ended else outcome,
         take_room=room is not None,
+        cause="stale" if outcome == "drained" and not call.ended else None,
     )
 
 

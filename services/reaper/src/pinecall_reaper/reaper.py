@@ -166,7 +166,9 @@ class Reaper:
     async def _carry_out(self, rooms: Rooms, verdict: domain.Verdict) -> None:
         """End (unless ended), take the room down, seal: each step idempotent."""
         if verdict.outcome is not None:
-            await calls.end(self.log, verdict.call, verdict.outcome, REASONS[verdict.why])
+            await calls.end(
+                self.log, verdict.call, verdict.outcome, REASONS[verdict.why], verdict.cause
+            )
         if verdict.take_room:
             await rooms.delete(verdict.room)
         await self.log.seal(verdict.call)

@@ -15,6 +15,7 @@ import math
 from collections import deque
 from collections.abc import Iterable
 
+from pinecall_contracts.calls import EndCause
 from pinecall_contracts.fleet import WorkerMinute
 
 PLUGINS = frozenset(
@@ -49,6 +50,18 @@ def opens_first(reoffer_at: float | None, now: float) -> bool:
     hear two agents until the log refused its open. It opens first, and leaves if refused.
     """
     return reoffer_at is not None and now >= reoffer_at - OPEN_FIRST_S
+
+
+ROOM_GONE_REASONS = frozenset({"room disconnected", "the room went"})
+"""A job's shutdown reasons that say its room went: livekit-agents' (``job_proc_lazy_main``, its
+room's disconnection) and the stand-in watch's (``pinecall_worker.call.answer``)."""
+
+
+def shutdown_cause(reason: str) -> EndCause:
+    """Why an answer job shut down from outside ends its call ``drained``: ``room_gone`` when
+    ``reason`` says its room went, else ``shutdown`` (the worker closing its jobs past the drain
+    timeout and LiveKit's JobTermination both say livekit-agents' "parent process shutdown")."""
+    return "room_gone" if reason in ROOM_GONE_REASONS else "shutdown"
 
 
 def load_threshold() -> float:

@@ -283,7 +283,7 @@ class Worker:
             len(held),
             self.settings.seal_timeout_s,
         )
-        self.jobs.fallback = "drained"
+        self.jobs.fallback, self.jobs.fallback_cause = "drained", "drain_timeout"
         deadline = asyncio.get_running_loop().time() + self.settings.seal_timeout_s
         # not cancelled: livekit-agents bounds each job's close (shutdown_process_timeout), then
         # kills it, and a job process left running would outlive the worker
@@ -291,6 +291,6 @@ class Worker:
         try:
             async with asyncio.timeout_at(deadline):
                 await self.jobs.aclose()
-                await self.jobs.seal(held, "drained")
+                await self.jobs.seal(held, "drained", "drain_timeout")
         except TimeoutError:
             _log.error("seal timeout: the calls left unsealed are the reaper's")
