@@ -120,7 +120,7 @@ async def ring(lkapi: api.LiveKitAPI, url: str, room: str, i: int, hold_s: float
     caller = await sip_call(
         lkapi, url, KEY, SECRET, room=room, fleet="pinecall", phone=f"+1555{i:07d}", metadata=RING
     )
-    await asyncio.sleep(hold_s)  # the caller stays on the line, then hangs up
+    await asyncio.sleep(hold_s)  # the caller stays in the call, then hangs up
     await caller.leave()
 
 

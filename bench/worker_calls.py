@@ -95,9 +95,9 @@ def worker_env(
 
 async def ring(standin: StandIn, lk: Any, worker: str, events: CallEvents, name: str) -> LabRoom:
     """A SIP caller offered to ``worker``; returns once the worker opened the call. Calls are
-    rung one after another: an idle worker guesses a call's weight as LiveKit's line over its
-    warm processes and declines past that many offers in one instant (seed 000, "Capacity is
-    counted in calls"), which the dispatcher answers with a re-offer 12 s later."""
+    rung one after another: an idle worker guesses a call's weight as LiveKit's load threshold
+    over its warm processes and declines past that many offers in one instant (seed 000,
+    "Capacity is counted in calls"), which the dispatcher answers with a re-offer 12 s later."""
     caller = await sip_call(lk, standin.url, KEY, SECRET, room=name, fleet="pinecall")
     await offer_call(lk, worker, room=name, call=name)
     await events.wait("opened", name)

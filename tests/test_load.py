@@ -1,5 +1,5 @@
 """``pinecall-runtime load``: bad options are usage errors before anything starts; the workers of
-a step are shared out whole; a small sweep against real replicas verifies every log."""
+a step are shared out whole; small steps against real replicas verify every log."""
 
 from __future__ import annotations
 
@@ -79,7 +79,7 @@ def test_quantile_is_the_nearest_rank() -> None:
     assert quantile([float(v) for v in range(1000)], 0.99) == 990.0
 
 
-def test_a_small_sweep_drives_real_replicas_and_verifies_every_log(
+def test_small_steps_drive_real_replicas_and_verify_every_log(
     database_url: str, nats_url: str
 ) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")}

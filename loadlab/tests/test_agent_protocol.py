@@ -60,7 +60,7 @@ async def test_a_worker_at_its_threshold_declines_and_the_next_is_tried_never_ag
     free = await lab_workers.start(agent_name="exp", load=load_of("free"))
     async with asyncio.timeout(30):
         # Right after `full` said WS_AVAILABLE the stand-in keeps believing it for a 2.5 s tick;
-        # its own load_fnc, sampled before it answers, says it is at the 0.7 line.
+        # its own load_fnc, sampled before it answers, says it is at the 0.7 load threshold.
         await standin.events.wait_for(ev.WorkerStatusReported, lambda e: e.worker_id == free)
         await standin.events.wait_for(ev.WorkerStatusReported, lambda e: e.worker_id == full)
         loads["full"] = 0.7

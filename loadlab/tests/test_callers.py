@@ -101,7 +101,7 @@ async def test_a_caller_interrupts_the_agent(standin: StandIn) -> None:
     caller = await join(standin, "caller")
 
     async def agent_speaks() -> None:
-        await agent.audio.get()  # the caller's first frame: the caller is on the line
+        await agent.audio.get()  # the caller's first frame: the caller is in the room
         for pcm in frames(line_pcm("greeting")):
             await agent.send(pcm)
             await asyncio.sleep(0.02)  # an agent speaks in real time

@@ -23,8 +23,8 @@ async def test_capacity_a_worker_of_8_seats_takes_6_or_8_calls(
     report: LoadReport,
     taken: int,
 ) -> None:
-    """`calls ÷ seats` crosses LiveKit's 0.7 line after the 6th call: the 7th and 8th are declined
-    (or gated) and lost. `0.7 × calls ÷ seats` reaches 0.7 only with all 8 seats taken."""
+    """`calls ÷ seats` crosses LiveKit's 0.7 load threshold after the 6th call: the 7th and 8th
+    are declined (or gated) and lost. `0.7 × calls ÷ seats` reaches 0.7 only with all 8 seats taken."""
     await lab_workers.start(agent_name=f"cap-{report.name}", seats=8, report=report)
     async with asyncio.timeout(60):
         calls = await place_calls(

@@ -109,10 +109,10 @@ async def test_a_lost_agent_gets_its_call_ended_drained_a_call_back_and_the_sent
         await chain.handled(offer.room, "participant_joined", "AGENT")
     # never to the lost worker, though it is still heard and has the most seats free
     assert to == other.name
-    assert (sentence.call, sentence.offer, sentence.written) == (offer.call, 2, 3)
+    assert (sentence.call, sentence.attempt, sentence.written) == (offer.call, 2, 3)
     assert (sentence.number, sentence.agent) == ("+1555000000", "lab-agent")
     record = await log.record(offer.call)
-    assert (record.state, record.outcome) == ("ended", "drained")
+    assert (record.state, record.outcome, record.cause) == ("ended", "drained", "lost_agent")
     assert chain.call_log is not None
     r = await chain.call_log.get(
         "/v1/agents/lab-agent/log",

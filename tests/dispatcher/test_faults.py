@@ -47,7 +47,7 @@ async def test_duplicated_delayed_and_reordered_webhooks_make_one_offer_per_room
         calls, _ = await place_calls(chain, prefix="faulty", calls=4, settle_each=True)
     assert [c.by for c in calls] == [a.name] * 4
     for call in calls:
-        assert [o.offer for o in dispatches(chain, call.room)] == [1]
+        assert [o.attempt for o in dispatches(chain, call.room)] == [1]
     # the stream dropped the duplicates; deliver every event again past its window, as a
     # replay would: the rows decide, and nothing is offered again
     faults.duplicate_next, faults.delay_s, faults.reorder_next = 0, 0.0, 0
@@ -67,7 +67,7 @@ async def test_duplicated_delayed_and_reordered_webhooks_make_one_offer_per_room
             timeout=30,
         )
     for call in calls:
-        assert [o.offer for o in dispatches(chain, call.room)] == [1]
+        assert [o.attempt for o in dispatches(chain, call.room)] == [1]
         assert await chain.answered_by(call.room) == a.name
 
 
@@ -85,7 +85,7 @@ async def test_two_replicas_sweeping_together_never_offer_one_room_twice(chain: 
         reoffered = 0
         for call in calls:
             offers = dispatches(chain, call.room)
-            assert [o.offer for o in offers] == list(range(1, len(offers) + 1))
+            assert [o.attempt for o in offers] == list(range(1, len(offers) + 1))
             reoffered += len(offers) > 1
         assert reoffered > 0  # the mute worker was offered rooms, and each went on once
         chain.dispatchers.remove(second)

@@ -43,7 +43,7 @@ async def test_a_sip_call_is_offered_at_once_by_name_with_its_job(chain: Chain) 
         [call], callers = await place_calls(chain, prefix="one", calls=1, settle_each=True)
     assert call.by == a.name
     [offer] = offers_to(chain, call.room)
-    assert (offer.fleet, offer.environment, offer.room, offer.offer, offer.job) == (
+    assert (offer.fleet, offer.environment, offer.room, offer.attempt, offer.job) == (
         "pinecall",
         "production",
         call.room,
@@ -79,8 +79,8 @@ async def test_the_worker_with_the_most_seats_free_counting_offers_not_opened(
 async def test_declined_and_unanswered_offers_go_to_another_then_to_the_overflow(
     chain: Chain,
 ) -> None:
-    """Three workers that never open a call: one declines every offer (LiveKit's 0.7 line says
-    it is full), one never answers (frozen at LiveKit, still heartbeating: an unmodified
+    """Three workers that never open a call: one declines every offer (LiveKit's 0.7 load
+    threshold says it is full), one never answers (frozen at LiveKit, still heartbeating: an unmodified
     AgentServer, which does not notice a hung LiveKit within the test, where our worker would
     reconnect in 3 s), one declines. Each is offered the room once, 4 s apart (the re-offer
     time), its dispatch deleted before the next; after the third the room goes to the overflow,
@@ -95,7 +95,7 @@ async def test_declined_and_unanswered_offers_go_to_another_then_to_the_overflow
         [call], _ = await place_calls(chain, prefix="never", calls=1, settle_each=True)
     assert call.by == "pinecall/overflow"
     offers = offers_to(chain, call.room)
-    assert [o.offer for o in offers] == [1, 2, 3, 4]
+    assert [o.attempt for o in offers] == [1, 2, 3, 4]
     created = chain.lk.events.of(ev.DispatchCreated, lambda e: e.room == call.room)
     assert len({d.agent_name for d in created[:3]}) == 3  # three workers, one offer each
     assert created[3].agent_name == "pinecall/overflow"
@@ -131,7 +131,7 @@ async def test_a_fleet_with_no_seat_overflows_at_once(chain: Chain) -> None:
     assert [c.by for c in calls] == [one.name, "pinecall/overflow"]
     [line, _opened] = (await journal_of(chain, calls[1].room)).lines
     assert line.line.endswith("no worker heard lately has a seat")
-    assert [o.offer for o in offers_to(chain, calls[1].room)] == [1]  # straight to it
+    assert [o.attempt for o in offers_to(chain, calls[1].room)] == [1]  # straight to it
 
 
 async def test_the_dispatch_metadata_is_what_the_worker_reads(

@@ -36,7 +36,8 @@ def dispatcher_numbers() -> dict[str, Any]:
 async def test_offers_waiting_for_their_process_weigh_one_seat_each(chain: Chain) -> None:
     """Three seats, two warm processes, answers 3 s late, three calls 1 s apart: the third
     offer finds two offers reserved. livekit-agents weighed each ``0.7 ÷ 2`` and declined it
-    (0.7 is the line) while the dispatcher counted a seat free; each weighs ``0.7 ÷ 3`` now."""
+    (0.7 is its load threshold) while the dispatcher counted a seat free; each weighs ``0.7 ÷ 3``
+    now."""
     a = await chain.worker("three-seats", seats=3)
     chain.lk.slow(a.worker_id, 3.0)
     async with asyncio.timeout(90):

@@ -42,7 +42,7 @@ async def call_log(database_url: str, nats_url: str, nats_namespace: str) -> Asy
 async def platform(
     standin: StandIn, chain_config: ChainConfig, call_log: Replica, keys: Keys
 ) -> AsyncIterator[Chain]:
-    """The chain, and a reaper beside it (it sweeps once, on the chain's stand-in and
+    """The chain, and a reaper beside it (it reaps once, on the chain's stand-in and
     call-log; doctor finds it by its ``$SRV.PING``)."""
     async with runtime_chain(standin, chain_config, call_log=call_log) as chain:
         reaper = ReaperSettings.from_env(

@@ -12,6 +12,7 @@ import msgspec
 import pytest
 import sqlalchemy as sa
 
+from pinecall_call_log.store import migrate as call_log_migrations
 from pinecall_contracts.fleet import CordonRequest, CordonSetting
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.callers import sip_call
@@ -144,16 +145,19 @@ async def test_doctor_finds_each_problem_and_says_what_to_do(
         "WARN  webhooks: _unknown: 1 webhook refused in 10 min, no_environment"
     )
     assert "→ pinecall-runtime migrate" in said_once(
-        "FAIL  migrations: call-log: stale: the database is at 0001, its scripts at 0004"
+        "FAIL  migrations: call-log: stale: the database is at 0001, its scripts at "
+        + ",".join(call_log_migrations.heads())
     )
 
-    # every worker of the fleet full: the failing line keeps worker-b counted, and doctor says so
+    # every worker of the fleet full: failing never empties a fleet, so worker-b still counts,
+    # and doctor says so
     await beat(platform, keys.production, "worker-a", active=8)
     await beat(platform, keys.production, "worker-b", active=8, minute={"ended": 4, "failed": 4})
     findings = {(f.check, f.subject): f for f in (await report(operator, WAIT_S)).findings}
     assert findings["fleets", "pinecall"].level == "warn"
     assert findings["fleets", "pinecall"].what.startswith("full: none of its 16 seats free")
     assert findings["workers", b].level == "fail"
+    assert findings["workers", b].what.startswith("failing (")
     assert (
         "still offered calls: no other worker of its fleet accepts" in findings["workers", b].what
     )

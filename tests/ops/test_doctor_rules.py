@@ -18,7 +18,7 @@ from pinecall_contracts.fleet import (
 from pinecall_runtime.doctor import diagnose
 from pinecall_runtime.doctor.findings import Drop, Evidence, Finding, Unanswered, wrong
 from pinecall_runtime.doctor.fleets import fleets, services, workers
-from pinecall_runtime.doctor.line import admission, kept_rooms, webhooks
+from pinecall_runtime.doctor.intake import admission, kept_rooms, webhooks
 from pinecall_runtime.doctor.schema import migrations
 from pinecall_servicekit.migrations import MigrationStatus
 
@@ -184,10 +184,11 @@ def test_a_worker_livekit_has_not_held_for_15_s_warns_and_a_fleet_of_only_such_f
     )
 
 
-def test_a_worker_past_the_line_that_the_line_keeps_counted_fails_too() -> None:
+def test_a_failing_worker_kept_counted_fails_too() -> None:
     minute = WorkerMinute(ended=0, turns=25, first_audio_p95_s=6.5)
     found = workers(roster(fleet("pinecall", row("worker-b", "full", failing=True, minute=minute))))
     assert levels(found) == [("fail", "pinecall/worker-b.1791067258")]
+    assert found[0].what.startswith("failing (")
     assert "first audio p95 6.5 s over 25 turns" in found[0].what
     assert "no other worker of its fleet accepts" in found[0].what
 

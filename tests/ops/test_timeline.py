@@ -5,9 +5,9 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
-from pinecall_contracts.calls import LoggedEntry
+from pinecall_contracts.calls import CallRecord, LoggedEntry
 from pinecall_contracts.dispatch import JournalLine
-from pinecall_runtime.timeline import summary, text, weave
+from pinecall_runtime.timeline import header, summary, text, weave
 
 T0 = dt.datetime(2026, 11, 30, 6, 45, tzinfo=dt.UTC)
 
@@ -67,6 +67,8 @@ def test_each_kind_is_summed_up_in_a_few_words() -> None:
     assert summary("call.ended", {"outcome": "drained", "reason": "worker died"}) == (
         "drained: worker died"
     )
+    ended = {"outcome": "drained", "reason": "agent lost", "cause": "lost_agent"}
+    assert summary("call.ended", ended) == "drained (lost_agent): agent lost"
     assert summary("tool.result", {"id": "t1", "error": "timeout"}) == "id t1: error timeout"
     assert summary("call.sealed", {}) == ""
     assert summary("something.new", {"a": 1}) == '{"a":1}'
@@ -77,3 +79,22 @@ def test_each_kind_is_summed_up_in_a_few_words() -> None:
     long = text(weave("c", [], [entry(1, 0, "turn.user", text="word " * 100)])[0])
     assert long.endswith("…")
     assert len(long) < 160
+
+
+def test_the_header_names_a_drained_calls_cause() -> None:
+    record = CallRecord(
+        call="call_1",
+        agent="support-bot",
+        org="org_acme",
+        environment="production",
+        room="r1",
+        worker="pinecall/worker-a.1791067258",
+        state="sealed",
+        written=3,
+        last_seq=6,
+        outcome="drained",
+        cause="stale",
+        opened_at=at(0),
+        ended_at=at(400),
+    )
+    assert header("call_1", record)[1].startswith("  sealed (drained: stale); opened ")

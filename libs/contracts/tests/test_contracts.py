@@ -84,6 +84,42 @@ def test_a_livekit_event_of_an_older_webhook_ingest_decodes_with_the_lifted_fiel
     assert event.participant_kind == "AGENT"
 
 
+def test_a_job_offers_attempt_is_offer_on_the_wire() -> None:
+    """``JobOffer.attempt`` keeps the metadata key ``offer``: metadata of an older dispatcher
+    decodes, and an older worker reads what this one writes."""
+    golden = json.loads((GOLDEN / "dispatch.offer.v1.json").read_text())
+    offer = decode(json.dumps(golden), dispatch.JobOffer)
+    assert (offer.attempt, offer.number) == (golden["offer"], golden["number"])
+    written = json.loads(encode(offer))
+    assert written["offer"] == golden["offer"]
+    assert "attempt" not in written
+
+
+def test_a_cause_beside_the_outcome_is_read_by_older_readers_and_older_writers_decode() -> None:
+    """``cause`` is a field, not a new outcome value: a reader of before it ignores it (a
+    Contract does not forbid unknown fields), and a body of before it decodes with None."""
+
+    class OlderCallEnd(
+        msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="calls.end.v1"
+    ):
+        outcome: calls.Outcome | None = None
+        reason: str | None = None
+
+    said = calls.CallEnd(outcome="drained", reason="agent lost", cause="lost_agent")
+    assert msgspec.json.decode(encode(said), type=OlderCallEnd) == OlderCallEnd(
+        outcome="drained", reason="agent lost"
+    )
+    older = msgspec.json.encode(OlderCallEnd(outcome="drained"))
+    assert decode(older, calls.CallEnd) == calls.CallEnd(outcome="drained", cause=None)
+    for kind in (calls.CallRecord, calls.CallSummary, calls.CallEvent):
+        assert kind.__struct_fields__[-1] == "cause"
+        assert kind.__struct_defaults__[-1] is None
+    with pytest.raises(msgspec.ValidationError, match=r"\$.cause"):
+        decode(
+            b'{"type": "calls.end.v1", "outcome": "drained", "cause": "gremlins"}', calls.CallEnd
+        )
+
+
 def test_a_foreign_tag_is_refused() -> None:
     with pytest.raises(msgspec.ValidationError, match="type"):
         decode(

@@ -46,9 +46,9 @@ async def test_every_installed_service_is_at_head_on_a_migrated_database(
 async def test_a_database_not_at_head_says_how(
     engine: AsyncEngine, change: str, standing: str
 ) -> None:
-    migrations = installed()["call-log"]  # three revisions: it can be behind
+    migrations = installed()["call-log"]  # past 0001: it can be behind
     async with engine.begin() as conn:
         await conn.execute(sa.text(change.format(schema=migrations.schema)))
     status = await migrations.status(engine)
     assert status.standing == standing
-    assert status.heads == ["0004"]
+    assert status.heads == migrations.heads() != ["0001"]

@@ -30,7 +30,8 @@ import click
 )
 def callers(plan_file: Path, out: Path, rate: float | None, calls: int | None) -> None:
     """Ring phones and web visitors at RATE until CALLS were placed and ended, or SIGTERM/SIGINT
-    (every caller on the line then hangs up); each speaks the recorded lines for a turn or two."""
+    (every caller still in its call then hangs up); each speaks the recorded lines for a turn or
+    two."""
     import asyncio
     import logging
     import signal

@@ -1,10 +1,10 @@
 """``pinecall-runtime load``: the call log under the golden call's traffic (issue 5, "Load").
 
 Starts call-log replicas (real processes) on a database of its own (:mod:`.loadrig`), then, for
-each number of ``--calls`` (one, or a sweep ``100,250,500``), drives that many simulated calls for
+each number of ``--calls`` (one, or steps ``100,250,500``), drives that many simulated calls for
 ``--duration`` seconds as workers would, through the workers' writer (:mod:`.loaddrive`), and reads
-every log back and verifies it: the writer's entries, once each, in order. A sweep steps up on the
-same replicas and stops after the first step that does not hold (p99 at or over
+every log back and verifies it: the writer's entries, once each, in order. Steps go up on the
+same replicas, stopping after the first step that does not hold (p99 at or over
 ``--target-p99-ms``, or a log wrong). Before the first step, ``--warmup`` seconds of its calls open
 the replicas' connections and compile their statements, as in a service that has been running.
 
@@ -42,7 +42,7 @@ MAX_CALLS = 20_000
 
 
 class Steps(click.ParamType[tuple[int, ...]]):
-    """A number of calls, or a sweep of them: ``100`` or ``100,250,500`` (each 1–20 000)."""
+    """A number of calls, or steps of them: ``100`` or ``100,250,500`` (each 1–20 000)."""
 
     name = "N[,N…]"
 
@@ -67,7 +67,7 @@ class Steps(click.ParamType[tuple[int, ...]]):
     default="100",
     show_default=True,
     type=Steps(),
-    help="Calls at once; a comma-separated sweep (100,250,500) steps up on the same replicas.",
+    help="Calls at once; comma-separated steps (100,250,500) go up on the same replicas.",
 )
 @click.option(
     "--duration",

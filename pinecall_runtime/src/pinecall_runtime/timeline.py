@@ -75,7 +75,8 @@ def summary(kind: str, data: dict[str, Any]) -> str:
     if kind == kinds.CALL_SENTENCE:
         return f"{get('text', '')!r} ({get('job')})"
     if kind == kinds.CALL_ENDED:
-        return str(get("outcome")) + (f": {get('reason')}" if get("reason") else "")
+        cause = f" ({get('cause')})" if get("cause") else ""
+        return f"{get('outcome')}{cause}" + (f": {get('reason')}" if get("reason") else "")
     if kind == kinds.CALL_SEALED and not data:
         return ""
     return _json(data)
@@ -115,6 +116,8 @@ def header(call: str, record: CallRecord | None) -> list[str]:
     if record.ended_at is not None:
         ended = f", ended {_stamp(record.ended_at)}"
     outcome = f" ({record.outcome})" if record.outcome else ""
+    if record.outcome and record.cause:
+        outcome = f" ({record.outcome}: {record.cause})"
     return [
         f"call {call}: agent {record.agent} ({record.org or 'no org'}) in {record.environment}, "
         f"room {record.room}, worker {record.worker}",

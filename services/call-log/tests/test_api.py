@@ -184,7 +184,26 @@ async def test_seal_of_an_open_call_ends_it_with_the_outcome_named(
     auth = bearer(keys.production)
     assert (await call_log.post("/v1/calls/call_1/seal", headers=auth)).status_code == 422
     r = await call_log.post("/v1/calls/call_1/seal", json={"outcome": "drained"}, headers=auth)
-    assert (r.json()["state"], r.json()["outcome"]) == ("sealed", "drained")
+    assert (r.json()["state"], r.json()["outcome"], r.json()["cause"]) == (
+        "sealed",
+        "drained",
+        None,
+    )
+
+
+async def test_a_drained_calls_cause_is_kept_with_its_outcome_and_a_repeat_changes_neither(
+    call_log: Replica, keys: Keys
+) -> None:
+    await opened(call_log, keys)
+    auth = bearer(keys.production)
+    first = {"outcome": "drained", "reason": "agent lost", "cause": "lost_agent"}
+    r = await call_log.post("/v1/calls/call_1/end", json=first, headers=auth)
+    assert (r.json()["outcome"], r.json()["cause"]) == ("drained", "lost_agent")
+    again = {"outcome": "drained", "cause": "stale"}
+    r = await call_log.post("/v1/calls/call_1/seal", json=again, headers=auth)
+    assert (r.json()["state"], r.json()["cause"]) == ("sealed", "lost_agent")
+    [ended] = [e for e in await log_of(call_log, keys) if e["kind"] == "call.ended"]
+    assert ended["data"] == {"outcome": "drained", "reason": "agent lost", "cause": "lost_agent"}
 
 
 async def test_a_call_an_older_release_opened_is_404_until_reopened_once(
@@ -222,14 +241,15 @@ async def test_call_events_are_said_on_nats(call_log: Replica, keys: Keys) -> No
     await bus.client.flush()
     await opened(call_log, keys)
     auth = bearer(keys.production)
-    await call_log.post("/v1/calls/call_1/seal", json={"outcome": "caller_hangup"}, headers=auth)
+    ending = {"outcome": "drained", "cause": "shutdown"}
+    await call_log.post("/v1/calls/call_1/seal", json=ending, headers=auth)
     events = [await asyncio.wait_for(heard.get(), 5) for _ in range(3)]
     assert [(e.what, e.call) for e in events] == [
         ("opened", "call_1"),
         ("ended", "call_1"),
         ("sealed", "call_1"),
     ]
-    assert events[1].outcome == "caller_hangup"
+    assert (events[1].outcome, events[1].cause) == ("drained", "shutdown")
 
 
 async def test_the_openapi_says_each_refusal_as_a_problem_detail(call_log: Replica) -> None:

@@ -191,6 +191,14 @@ CASES: list[tuple[str, str, str, Any, str | None, int]] = [
     ("end malformed", "POST", f"{CALL}/end", b"{", "production", 400),
     ("end unknown outcome", "POST", f"{CALL}/end", {"outcome": "exploded"}, "production", 400),
     (
+        "end unknown cause",
+        "POST",
+        f"{CALL}/end",
+        {"outcome": "drained", "cause": "gremlins"},
+        "production",
+        400,
+    ),
+    (
         "end unknown call",
         "POST",
         "/v1/calls/call_2/end",

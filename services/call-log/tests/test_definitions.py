@@ -179,7 +179,7 @@ async def test_an_operator_reads_and_puts_any_naming_org_and_environment(
 
 
 async def test_the_typed_client_puts_lists_and_shows(call_log: Replica, keys: Keys) -> None:
-    async with CallLogClient("http://call-log.test", keys.app, transport=call_log.line) as log:
+    async with CallLogClient("http://call-log.test", keys.app, transport=call_log.transport) as log:
         wanted = decode(json.dumps(definition()), AgentDefinition)
         stored = await log.put_agent(wanted, org="org_acme")
         assert (stored.version, stored.definition) == (1, wanted)

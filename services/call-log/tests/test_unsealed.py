@@ -30,7 +30,7 @@ async def test_unsealed_calls_by_state_and_environment_with_their_last_entry(
     ts = "2026-11-30T06:49:19+00:00"
     body = {"after": 0, "entries": [entry(0, ts=ts)]}
     assert (await call_log.post("/v1/calls/call_a/entries", json=body, headers=prod)).is_success
-    ended = {"outcome": "drained"}
+    ended = {"outcome": "drained", "cause": "stale"}
     assert (await call_log.post("/v1/calls/call_b/end", json=ended, headers=prod)).is_success
     assert (await call_log.post("/v1/calls/call_c/seal", json=ended, headers=prod)).is_success
 
@@ -49,7 +49,7 @@ async def test_unsealed_calls_by_state_and_environment_with_their_last_entry(
     page = await listed(call_log, keys.production, state=["open", "ended"])
     assert ids(page) == ["call_a", "call_b"]
     [_, b] = page["calls"]  # type: ignore[misc]
-    assert (b["state"], b["outcome"]) == ("ended", "drained")
+    assert (b["state"], b["outcome"], b["cause"]) == ("ended", "drained", "stale")
     # call.ended is the newest entry of call_b: the service's clock, not before it ended
     assert b["last_entry_at"] == b["ended_at"]
     assert ids(await listed(call_log, keys.production, state="ended")) == ["call_b"]

@@ -64,7 +64,7 @@ def test_reoffer_after_12_s_to_another_and_overflow_after_three() -> None:
     again = domain.decide(first, rows, {}, now=12.0)
     assert isinstance(again, Offer)
     assert again.worker != "pinecall/a.100"
-    assert again.number == 2
+    assert again.attempt == 2
     third = Room(
         name="r",
         arrived_at=0,
@@ -82,7 +82,7 @@ def test_a_room_offered_to_a_worker_livekit_no_longer_holds_is_offered_again_at_
     assert domain.decide(offered, rows, {}, now=1.0) == Wait(until=12.0)
     again = domain.decide(msgspec.structs.replace(offered, unheld=True), rows, {}, now=1.0)
     assert isinstance(again, Offer)
-    assert (again.worker, again.number) == ("pinecall/b.100", 2)
+    assert (again.worker, again.attempt) == ("pinecall/b.100", 2)
     third = Room(
         name="r",
         arrived_at=0,
@@ -96,7 +96,7 @@ def test_a_room_offered_to_a_worker_livekit_no_longer_holds_is_offered_again_at_
     )
     sentence = msgspec.structs.replace(sentence, job="sentence", unheld=True)
     assert domain.decide(sentence, rows, {}, now=1.0) == Offer(
-        worker="pinecall/b.100", seats_free=4, heard_s=1.0, number=3
+        worker="pinecall/b.100", seats_free=4, heard_s=1.0, attempt=3
     )
 
 
@@ -261,7 +261,7 @@ def test_a_dead_workers_room_is_offered_at_once_never_to_the_dead_worker() -> No
     rows = [row("dead", seats=32, heard=3.0), row("a", active=6), row("b", active=2)]
     d = domain.decide(sentence_room(), rows, {}, now=100)
     assert isinstance(d, Offer)
-    assert (d.worker, d.number) == ("pinecall/b.100", 2)  # the lost worker's was offer 1
+    assert (d.worker, d.attempt) == ("pinecall/b.100", 2)  # the lost worker's was offer 1
 
 
 def test_a_sentence_is_offered_again_after_12_s_and_to_the_overflow_after_three_offers() -> None:

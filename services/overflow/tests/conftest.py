@@ -120,7 +120,7 @@ def job_offer(call: str, room: str, **extra: object) -> JobOffer:
         "fleet": "pinecall",
         "environment": "production",
         "room": room,
-        "offer": 4,
+        "attempt": 4,
         "agent": "support-bot",
         "org": "org_acme",
         "arrived_at": dt.datetime.now(dt.UTC),

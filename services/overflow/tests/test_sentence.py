@@ -26,9 +26,12 @@ from .conftest import SAYS, Sealed, heard, job_offer, loud, offer_to
 DEAD = "pinecall/worker-a.1791067258"
 
 
-async def dead_workers_call(call_log: Process, keys: Keys, call: str, room: str, n: int) -> None:
+async def dead_workers_call(
+    call_log: Process, keys: Keys, call: str, room: str, n: int, *, ended: bool = True
+) -> None:
     """A call a worker opened and wrote ``n`` entries on, then died; the death handler ended it
-    ``drained`` (seed 000, "A worker that dies")."""
+    ``drained`` (seed 000, "A worker that dies"), or, with ``ended`` False, its end did not
+    reach the log (then the sentence job ends it)."""
     async with CallLogClient(call_log.url, keys.production) as log:
         await log.open(CallOpen(**(opening(call, room=room, worker=DEAD))))  # type: ignore[arg-type]
         writer = log.writer(call)
@@ -36,7 +39,8 @@ async def dead_workers_call(call_log: Process, keys: Keys, call: str, room: str,
             writer.add("transcript.user", {"n": i})
         await writer.drain()
         assert writer.written == n
-        await log.end(call, "drained", reason="its worker died")
+        if ended:
+            await log.end(call, "drained", reason="its worker died", cause="lost_agent")
 
 
 async def test_a_sentence_follows_on_from_the_dead_workers_count_deletes_the_room_and_seals(
@@ -49,7 +53,7 @@ async def test_a_sentence_follows_on_from_the_dead_workers_count_deletes_the_roo
 ) -> None:
     async with asyncio.timeout(90):
         await dead_workers_call(call_log, keys, "call_d", "room-d", 3)
-        await dead_workers_call(call_log, keys, "call_e", "room-e", 2)
+        await dead_workers_call(call_log, keys, "call_e", "room-e", 2, ended=False)
         callers = [
             await sip_call(
                 livekit_api, standin.url, API_KEY, API_SECRET, room=room, fleet="pinecall"
@@ -76,13 +80,15 @@ async def test_a_sentence_follows_on_from_the_dead_workers_count_deletes_the_roo
                 DEAD,
                 n + 1,
             )
+            # call_d ended by the death handler, call_e by its sentence job: a lost agent's both
+            assert record["cause"] == "lost_agent"
             log = (await http.get(f"/v1/calls/{call}/entries")).json()["entries"]
             counted = [e for e in log if e["counted"] is not None]
             assert [e["counted"] for e in counted] == list(range(n + 1)), "no gap, nothing twice"
             assert counted[-1]["kind"] == "call.sentence"
             assert counted[-1]["data"] == {"text": SAYS, "job": "sentence"}
             assert log[-1]["kind"] == "call.sealed"
-            assert [e["kind"] for e in log].count("call.ended") == 1  # the death handler's
+            assert [e["kind"] for e in log].count("call.ended") == 1  # whichever came first
         # the sentence job writes no call back: that is the death handler's (a phone caller's)
         production = {"environment": "production"}
         agent_log = await http.get("/v1/agents/support-bot/log", params=production)

@@ -40,7 +40,7 @@ def log_client(call_log: Replica, key: str) -> CallLogClient:
 
 
 def on(livekits: Mapping[str, LiveKitAccess]) -> LiveKits:
-    """Environments on fixed LiveKits (the app resolves them at each sweep)."""
+    """Environments on fixed LiveKits (the app resolves them at each reap)."""
 
     async def fixed() -> Mapping[str, LiveKitAccess]:
         return livekits

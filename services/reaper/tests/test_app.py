@@ -1,4 +1,4 @@
-"""``reaper serve``'s app: /healthz, /readyz (ready once a sweep read call-log and every LiveKit),
+"""``reaper serve``'s app: /healthz, /readyz (ready once a reap read call-log and every LiveKit),
 /metrics, and problem details for what it does not serve; the loop runs in its lifespan."""
 
 from __future__ import annotations
@@ -53,11 +53,11 @@ def settings(
 async def swept(app: Replica) -> Reaper:
     reaper: Reaper = app.app.state.reaper
     async with asyncio.timeout(60):
-        await reaper.swept.wait()
+        await reaper.reaped_once.wait()
     return reaper
 
 
-async def test_ready_after_a_sweep_that_read_everything_and_its_metrics(
+async def test_ready_after_a_reap_that_read_everything_and_its_metrics(
     call_log_process: Process, keys: Keys, standin: StandIn, nats_at: tuple[str, str]
 ) -> None:
     async with running(create_app(settings(call_log_process, keys, standin.url, nats_at))) as app:
@@ -76,7 +76,7 @@ async def test_ready_after_a_sweep_that_read_everything_and_its_metrics(
         assert pinged.name == bus.subjects.reaper_service
         assert (await app.get("/healthz")).status_code == 200
         metrics = (await app.get("/metrics")).text
-        assert "pinecall_reaper_sweeps_total 1.0" in metrics
+        assert "pinecall_reaper_reaps_total 1.0" in metrics
         assert 'pinecall_reaper_calls_total{why="no_agent"} 0.0' in metrics
         for method, path, status in (("GET", "/v1/nothing", 404), ("POST", "/healthz", 405)):
             r = await app.request(method, path)

@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from pinecall_reaper.domain import (
     WRITTEN_QUIET_S,
     CallSeen,
-    Reap,
     RoomSeen,
     Rules,
+    Verdict,
     judge,
     unclaimed,
     worth_a_look,
@@ -45,20 +45,30 @@ def test_the_seeds_numbers() -> None:
 
 def test_quiet_five_minutes_with_no_agent_ends_drained_and_takes_the_room() -> None:
     assert judge(call(), ROOM, 0, at(299.9), RULES) is None
-    assert judge(call(), ROOM, 0, at(300), RULES) == Reap(
-        call="call_1", room="room-1", why="no_agent", outcome="drained", take_room=True
+    assert judge(call(), ROOM, 0, at(300), RULES) == Verdict(
+        call="call_1",
+        room="room-1",
+        why="no_agent",
+        outcome="drained",
+        take_room=True,
+        cause="stale",
     )
 
 
 def test_a_room_gone_counts_as_no_agent_left() -> None:
-    assert judge(call(), None, 0, at(300), RULES) == Reap(
-        call="call_1", room="room-1", why="room_gone", outcome="drained", take_room=False
+    assert judge(call(), None, 0, at(300), RULES) == Verdict(
+        call="call_1",
+        room="room-1",
+        why="room_gone",
+        outcome="drained",
+        take_room=False,
+        cause="stale",
     )
 
 
 def test_an_agent_in_the_room_keeps_a_quiet_call_until_the_ceiling() -> None:
     assert judge(call(), ROOM, 1, at(1799), RULES) is None
-    assert judge(call(moved=1790), ROOM, 1, at(1800), RULES) == Reap(
+    assert judge(call(moved=1790), ROOM, 1, at(1800), RULES) == Verdict(
         call="call_1", room="room-1", why="ceiling", outcome="timeout", take_room=True
     )
 
@@ -66,7 +76,7 @@ def test_an_agent_in_the_room_keeps_a_quiet_call_until_the_ceiling() -> None:
 def test_an_ended_call_is_only_sealed_its_outcome_kept() -> None:
     verdict = judge(call(ended=True), ROOM, 0, at(300), RULES)
     assert verdict is not None
-    assert verdict.outcome is None
+    assert (verdict.outcome, verdict.cause) == (None, None)
 
 
 def test_a_call_just_written_to_is_not_worth_a_look() -> None:

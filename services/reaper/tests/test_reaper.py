@@ -1,6 +1,6 @@
-"""The reaper's sweep against the stand-in and a call-log replica (issue 8, "The reaper";
+"""The reaper's reap against the stand-in and a call-log replica (issue 8, "The reaper";
 acceptance 5): webhooks lost for some rooms, and still every call nobody runs ends, every room
-left over goes; two replicas sweeping at once do not fight; MAX_CALL_SECONDS. The sweep is driven
+left over goes; two replicas reaping at once do not fight; MAX_CALL_SECONDS. The reap is driven
 directly with an explicit ``now`` (minutes later), not by waiting."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.callers import agent_token, sip_call
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
-from pinecall_reaper.domain import Reap, Rules
+from pinecall_reaper.domain import Rules, Verdict
 from pinecall_reaper.reaper import Reaper
 from pinecall_testkit.call_log import Keys, Replica, bearer, entry, opening
 
@@ -52,6 +52,11 @@ async def state(call_log: Replica, keys: Keys, call: str) -> tuple[str, str | No
     return record["state"], record["outcome"], kinds
 
 
+async def cause_of(call_log: Replica, keys: Keys, call: str) -> str | None:
+    record = (await call_log.get(f"/v1/calls/{call}", headers=bearer(keys.operator))).json()
+    return record["cause"]  # type: ignore[no-any-return]
+
+
 async def test_lost_webhooks_leave_nothing_open_and_two_replicas_do_not_fight(
     reaper: Reaper, standin: StandIn, livekit_api: api.LiveKitAPI, call_log: Replica, keys: Keys
 ) -> None:
@@ -78,7 +83,9 @@ async def test_lost_webhooks_leave_nothing_open_and_two_replicas_do_not_fight(
         await standin.events.wait_for(ev.RoomFinished, lambda e: e.room == "room-b")
         # room-d: the death handler ended the call drained, and no sentence job came
         r = await call_log.post(
-            "/v1/calls/call_d/end", json={"outcome": "drained"}, headers=bearer(keys.production)
+            "/v1/calls/call_d/end",
+            json={"outcome": "drained", "cause": "lost_agent"},
+            headers=bearer(keys.production),
         )
         assert r.is_success
         # room-s: a room nobody ever joined; room-w: a caller no call was opened for
@@ -90,29 +97,41 @@ async def test_lost_webhooks_leave_nothing_open_and_two_replicas_do_not_fight(
     assert lost == LOST
 
     # now: nothing is quiet yet and every room is young
-    now = await reaper.sweep()
+    now = await reaper.reap()
     assert (now.reaped, now.rooms, now.failed) == ([], [], [])
 
-    # six minutes on, two replicas sweep at once
+    # six minutes on, two replicas reap at once
     later = dt.datetime.now(dt.UTC) + dt.timedelta(minutes=6)
     async with log_client(call_log, keys.service) as log:
         livekit = LiveKitAccess(url=standin.url, api_key=API_KEY, api_secret=API_SECRET)
         other = Reaper(log, on({"production": livekit}), Rules())
         async with asyncio.timeout(60):
-            sweeps = await asyncio.gather(reaper.sweep(later), other.sweep(later))
+            reaps = await asyncio.gather(reaper.reap(later), other.reap(later))
         await other.aclose()
-    assert [s.failed for s in sweeps] == [[], []]
-    verdicts: dict[str, set[Reap]] = {}
-    for r in (r for s in sweeps for r in s.reaped):
+    assert [s.failed for s in reaps] == [[], []]
+    verdicts: dict[str, set[Verdict]] = {}
+    for r in (r for s in reaps for r in s.reaped):
         verdicts.setdefault(r.call, set()).add(r)
     expected = {
-        "call_a": Reap(
-            call="call_a", room="room-a", why="no_agent", outcome="drained", take_room=True
+        "call_a": Verdict(
+            call="call_a",
+            room="room-a",
+            why="no_agent",
+            outcome="drained",
+            take_room=True,
+            cause="stale",
         ),
-        "call_b": Reap(
-            call="call_b", room="room-b", why="room_gone", outcome="drained", take_room=False
+        "call_b": Verdict(
+            call="call_b",
+            room="room-b",
+            why="room_gone",
+            outcome="drained",
+            take_room=False,
+            cause="stale",
         ),
-        "call_d": Reap(call="call_d", room="room-d", why="no_agent", outcome=None, take_room=True),
+        "call_d": Verdict(
+            call="call_d", room="room-d", why="no_agent", outcome=None, take_room=True
+        ),
     }
     assert verdicts.keys() == expected.keys()
     for call, verdict in expected.items():
@@ -120,15 +139,21 @@ async def test_lost_webhooks_leave_nothing_open_and_two_replicas_do_not_fight(
         # down finds it gone, and that changes nothing the first did: it ends the call as the
         # first did, or, if it read the call after the first ended it, finds it ended (None)
         after = dataclasses.replace(verdict, why="room_gone", take_room=False)
-        ended = dataclasses.replace(after, outcome=None)
+        ended = dataclasses.replace(after, outcome=None, cause=None)
         assert verdict in verdicts[call], call
         assert verdicts[call] <= {verdict, after, ended}, call
-    assert sorted(r for s in sweeps for r in s.rooms) == ["room-s", "room-w"]
+    assert sorted(r for s in reaps for r in s.rooms) == ["room-s", "room-w"]
     for call in ("call_a", "call_b", "call_d"):
         sealed, outcome, kinds = await state(call_log, keys, call)
         assert (sealed, outcome) == ("sealed", "drained")
         assert (kinds.count("call.ended"), kinds.count("call.sealed")) == (1, 1), call
         assert kinds[-1] == "call.sealed"
+    # the reaper's own ends say stale; the one the death handler ended keeps its cause
+    assert [await cause_of(call_log, keys, c) for c in ("call_a", "call_b", "call_d")] == [
+        "stale",
+        "stale",
+        "lost_agent",
+    ]
     assert (await state(call_log, keys, "call_c"))[:2] == ("open", None)
     listed = {r.name for r in (await livekit_api.room.list_rooms(api.ListRoomsRequest())).rooms}
     assert listed == {"room-c"}
@@ -137,11 +162,12 @@ async def test_lost_webhooks_leave_nothing_open_and_two_replicas_do_not_fight(
         assert callers[room].removed_reason == "ROOM_DELETED"
 
     # thirty-one minutes on: the call still running hits MAX_CALL_SECONDS
-    ceiling = await reaper.sweep(dt.datetime.now(dt.UTC) + dt.timedelta(minutes=31))
+    ceiling = await reaper.reap(dt.datetime.now(dt.UTC) + dt.timedelta(minutes=31))
     assert ceiling.reaped == [
-        Reap(call="call_c", room="room-c", why="ceiling", outcome="timeout", take_room=True)
+        Verdict(call="call_c", room="room-c", why="ceiling", outcome="timeout", take_room=True)
     ]
     assert (await state(call_log, keys, "call_c"))[:2] == ("sealed", "timeout")
+    assert await cause_of(call_log, keys, "call_c") is None  # a timeout is not drained
     await asyncio.wait_for(agents["room-c"].closed.wait(), 10)
     assert agents["room-c"].removed_reason == "ROOM_DELETED"
     assert (await livekit_api.room.list_rooms(api.ListRoomsRequest())).rooms == []
@@ -155,8 +181,8 @@ async def test_a_livekit_that_does_not_answer_is_no_evidence_a_room_is_gone(
         nobody = LiveKitAccess(url="http://127.0.0.1:9", api_key=API_KEY, api_secret=API_SECRET)
         blind = Reaper(log, on({"production": nobody}), Rules())
         async with asyncio.timeout(30):
-            sweep = await blind.sweep(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
+            done = await blind.reap(dt.datetime.now(dt.UTC) + dt.timedelta(hours=1))
         await blind.aclose()
-    assert (sweep.reaped, sweep.rooms, len(sweep.failed)) == ([], [], 1)
-    assert "ListRooms" in sweep.failed[0]
+    assert (done.reaped, done.rooms, len(done.failed)) == ([], [], 1)
+    assert "ListRooms" in done.failed[0]
     assert (await state(call_log, keys, "call_x"))[:2] == ("open", None)

@@ -92,14 +92,14 @@ def test_totals_count_seats_of_accepting_and_full_workers_and_calls_of_every_wor
 
 
 # failing, with the minimum counts
-def test_the_failing_line_needs_four_ended_calls_or_twenty_turns() -> None:
-    assert not domain.past_failing_line(None)
-    assert not domain.past_failing_line(WorkerMinute(ended=3, failed=3))
-    assert domain.past_failing_line(WorkerMinute(ended=4, failed=2))
-    assert not domain.past_failing_line(WorkerMinute(ended=5, failed=2))
-    assert not domain.past_failing_line(WorkerMinute(turns=19, first_audio_p95_s=9.0))
-    assert not domain.past_failing_line(WorkerMinute(turns=20, first_audio_p95_s=5.0))
-    assert domain.past_failing_line(SLOW)
+def test_failing_needs_four_ended_calls_or_twenty_turns() -> None:
+    assert not domain.is_failing(None)
+    assert not domain.is_failing(WorkerMinute(ended=3, failed=3))
+    assert domain.is_failing(WorkerMinute(ended=4, failed=2))
+    assert not domain.is_failing(WorkerMinute(ended=5, failed=2))
+    assert not domain.is_failing(WorkerMinute(turns=19, first_audio_p95_s=9.0))
+    assert not domain.is_failing(WorkerMinute(turns=20, first_audio_p95_s=5.0))
+    assert domain.is_failing(SLOW)
 
 
 def test_a_failing_worker_stops_counting_while_another_accepts() -> None:
@@ -109,10 +109,10 @@ def test_a_failing_worker_stops_counting_while_another_accepts() -> None:
     ]
 
 
-def test_the_failing_line_never_empties_a_fleet() -> None:
+def test_failing_never_empties_a_fleet() -> None:
     # alone: still counted
     assert states((heard(hb("a", minute=SLOW)), False)) == ["accepting"]
-    # every worker past the line: every one counted
+    # every worker failing: every one counted
     assert states(
         (heard(hb("a", minute=SLOW)), False), (heard(hb("b", minute=BAD_ERRORS)), False)
     ) == ["accepting", "accepting"]
@@ -131,7 +131,7 @@ workers_strategy = st.lists(
     st.tuples(
         st.integers(0, 10),  # active
         st.integers(1, 10),  # seats
-        st.booleans(),  # past the line
+        st.booleans(),  # failing
         st.booleans(),  # cordoned
         st.floats(0, 60),  # heard ago
         st.booleans(),  # draining
@@ -142,7 +142,7 @@ workers_strategy = st.lists(
 
 
 @given(workers_strategy)
-def test_property_the_line_never_leaves_a_fleet_without_a_seat_it_had(workers: list) -> None:
+def test_property_failing_never_leaves_a_fleet_without_a_seat_it_had(workers: list) -> None:
     pairs = [
         (
             heard(
@@ -156,14 +156,14 @@ def test_property_the_line_never_leaves_a_fleet_without_a_seat_it_had(workers: l
         for i, (a, s, bad, cordoned, ago, drain) in enumerate(workers)
     ]
     standing = domain.standings(pairs, NOW)
-    without_line = [
+    without_failing = [
         p
         for p in standing
         if p.state == "accepting"
         or (p.state == "failing" and not domain.is_full(p.heard.heartbeat))
     ]
-    # if any worker would accept without the line, some worker still accepts with it
-    if without_line:
+    # if any worker would accept without failing, some worker still accepts with it
+    if without_failing:
         assert any(p.state == "accepting" for p in standing)
     # a failing worker is only ever set aside for a healthy accepting one
     if any(p.state == "failing" for p in standing):

@@ -23,7 +23,7 @@ def row(host: str, state: str, **extra: Any) -> WorkerRow:
     return WorkerRow(**(fields | extra))
 
 
-def test_a_full_fleet_with_a_worker_the_line_keeps_and_its_refusals() -> None:
+def test_a_full_fleet_with_a_failing_worker_kept_counted_and_its_refusals() -> None:
     minute = WorkerMinute(ended=0, turns=22, first_audio_p95_s=6.1)
     view = FleetView(
         fleet="pinecall",
@@ -44,7 +44,7 @@ def test_a_full_fleet_with_a_worker_the_line_keeps_and_its_refusals() -> None:
     table = lines[2].splitlines()
     assert table[1].split()[:2] == ["pinecall/worker-a.1791067258", "full*"]
     assert table[2].split()[:2] == ["pinecall/worker-b.1791067258", "cordoned"]
-    assert lines[3].startswith("* past the failing line, still offered calls")
+    assert lines[3].startswith("* failing, still offered calls")
 
 
 def test_a_fleet_of_nobody_heard_is_silent_and_a_fleet_the_dispatcher_does_not_know_waits_0() -> (

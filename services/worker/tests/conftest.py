@@ -107,7 +107,7 @@ def worker_for(
             lab_settings(call_log_url=call_log_url, **overrides),
             entrypoint,
             prewarm=prewarm,
-            roster_transport=roster.line,
+            roster_transport=roster.transport,
             executor=executor,
             num_idle_processes=1,
         )

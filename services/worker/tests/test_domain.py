@@ -1,4 +1,5 @@
-"""The worker's rules: LiveKit's line read from the installed framework, the two loads, the minute."""
+"""The worker's rules: LiveKit's load threshold read from the installed framework, the two loads,
+the minute."""
 
 from __future__ import annotations
 
@@ -22,16 +23,16 @@ from pinecall_worker.offer import derived_call_id, offer_of_job
 from pinecall_worker.settings import WorkerSettings
 
 
-def test_the_line_is_the_installed_frameworks_own() -> None:
+def test_the_load_threshold_is_the_installed_frameworks_own() -> None:
     # read straight from the framework's source of truth, so an upgrade that moves it fails here
-    assert domain.livekit_line() == agents_worker._default_load_threshold.prod_default
+    assert domain.load_threshold() == agents_worker._default_load_threshold.prod_default
 
 
 @given(st.integers(1, 256))
 def test_livekit_reads_full_exactly_at_the_last_seat(seats: int) -> None:
-    line = domain.livekit_line()
-    assert domain.livekit_load(seats, seats, line) == pytest.approx(line)
-    assert domain.livekit_load(seats - 1, seats, line) < line
+    threshold = domain.load_threshold()
+    assert domain.livekit_load(seats, seats, threshold) == pytest.approx(threshold)
+    assert domain.livekit_load(seats - 1, seats, threshold) < threshold
     assert domain.roster_load(seats, seats) == 1.0
 
 
@@ -39,12 +40,12 @@ def test_livekit_reads_full_exactly_at_the_last_seat(seats: int) -> None:
 def test_an_offer_waiting_for_its_process_weighs_one_seat(
     seats: int, active: int, reserved: int
 ) -> None:
-    """livekit-agents takes an offer while its effective load is under the line: a counting
-    worker takes exactly its seats less its calls and the offers it reserved."""
-    line = domain.livekit_line()
-    takes = domain.effective_load(active, reserved, seats, line) < line
+    """livekit-agents takes an offer while its effective load is under its load
+    threshold: a counting worker takes exactly its seats less its calls and the offers it reserved."""
+    threshold = domain.load_threshold()
+    takes = domain.effective_load(active, reserved, seats, threshold) < threshold
     assert takes == (active + reserved < seats)
-    assert domain.livekit_load(active, seats, line) < line or active >= seats
+    assert domain.livekit_load(active, seats, threshold) < threshold or active >= seats
 
 
 def test_the_framework_still_has_what_the_counting_server_mends() -> None:
@@ -63,9 +64,9 @@ def test_the_framework_still_has_what_the_counting_server_mends() -> None:
 
 def test_a_worker_of_8_reporting_calls_over_seats_would_stop_at_6() -> None:
     # the seed's bug: calls ÷ seats crosses 0.7 after the 6th call of 8
-    line = domain.livekit_line()
-    assert [k for k in range(9) if domain.roster_load(k, 8) < line] == list(range(6))
-    assert [k for k in range(9) if domain.livekit_load(k, 8, line) < line] == list(range(8))
+    limit = domain.load_threshold()
+    assert [k for k in range(9) if domain.roster_load(k, 8) < limit] == list(range(6))
+    assert [k for k in range(9) if domain.livekit_load(k, 8, limit) < limit] == list(range(8))
 
 
 def test_seats_and_names() -> None:
@@ -107,7 +108,7 @@ def test_a_job_offer_in_the_metadata_is_the_jobs_offer() -> None:
         fleet="pinecall",
         environment="production",
         room="call-7Qm2x",
-        offer=2,
+        attempt=2,
         job="sentence",
         agent="support-bot",
         written=17,
@@ -232,3 +233,12 @@ print("sqlalchemy" in sys.modules)
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=False
     )
     assert (done.returncode, done.stdout.strip()) == (0, "False"), done.stderr
+
+
+def test_a_job_shut_down_from_outside_says_why_its_call_ended_drained() -> None:
+    # livekit-agents' reasons (job_proc_lazy_main): its room disconnected; any other shutdown
+    # request (the worker closing its jobs, LiveKit's JobTermination) says the same default
+    assert domain.shutdown_cause("room disconnected") == "room_gone"
+    assert domain.shutdown_cause("the room went") == "room_gone"  # the stand-in's watch
+    assert domain.shutdown_cause("parent process shutdown") == "shutdown"
+    assert domain.shutdown_cause("session closed: user_initiated") == "shutdown"

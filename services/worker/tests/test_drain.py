@@ -78,10 +78,11 @@ async def test_past_the_drain_timeout_the_calls_held_are_ended_drained_and_seale
                 await offer_call(livekit_api, worker.name, room=f"call-{n}", call=f"call_{n}")
                 await call_events.wait("opened", f"call_{n}")
             await play(callers[0], [Say(line="question"), WaitForAgent(until_quiet_s=1.0)])
-            worker.stop()  # the callers stay on the line past the drain timeout
+            worker.stop()  # the callers stay in their calls past the drain timeout
             assert await running == ExitCode.OK
             sealed = [await call_events.wait("sealed", f"call_{n}") for n in (1, 2)]
-    assert [s.outcome for s in sealed] == ["drained", "drained"]
+    # each job, shut down by the worker closing it, ended its own call
+    assert [(s.outcome, s.cause) for s in sealed] == [("drained", "shutdown")] * 2
     log = await read_log(call_log.url, keys.production, "call_1")
     assert log.state == "sealed"
     assert [t["text"] for t in of_kind(log, "turn.agent")] == ["It arrives on Thursday."]

@@ -41,7 +41,7 @@ def worker(s: WorkerSettings, roster: Replica) -> Worker:
     return Worker(
         s,
         answer_and_hold,
-        roster_transport=roster.line,
+        roster_transport=roster.transport,
         executor=JobExecutorType.THREAD,
         num_idle_processes=0,
     )
@@ -83,7 +83,7 @@ async def test_the_startup_probe_answers_once_registered_with_every_plugin_loade
     lacking = Worker(
         s,
         answer_and_hold,
-        roster_transport=roster.line,
+        roster_transport=roster.transport,
         executor=JobExecutorType.THREAD,
         num_idle_processes=0,
         plugins=domain.PLUGINS | {"livekit.plugins.elsewhere"},

@@ -27,9 +27,11 @@ async def test_a_heartbeat_through_the_roster_client_is_counted_and_answered(
     async def on_reply(reply: HeartbeatReply) -> None:
         replies.append(reply)
 
-    line = RosterClient(keys.production, base_url="http://roster.test", transport=roster.line)
-    async with line:
-        heartbeat = Heartbeat(line, lambda: STATE, on_reply)
+    client = RosterClient(
+        keys.production, base_url="http://roster.test", transport=roster.transport
+    )
+    async with client:
+        heartbeat = Heartbeat(client, lambda: STATE, on_reply)
         reply = await heartbeat.beat()
     assert reply == HeartbeatReply(cordoned=False, fleet_full=False)
     assert replies == [reply]
@@ -44,7 +46,7 @@ async def test_a_heartbeat_refused_or_unanswered_is_logged_and_nothing_is_answer
     async def on_reply(reply: HeartbeatReply) -> None:
         raise AssertionError("no answer to hand on")
 
-    sandbox = RosterClient(keys.sandbox, base_url="http://roster.test", transport=roster.line)
+    sandbox = RosterClient(keys.sandbox, base_url="http://roster.test", transport=roster.transport)
 
     def gone(request: httpx.Request) -> httpx.Response:
         raise httpx.ConnectError("the roster is gone", request=request)

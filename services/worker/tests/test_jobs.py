@@ -80,9 +80,13 @@ async def test_past_the_drain_timeout_a_job_that_cannot_end_its_call_has_it_seal
             sealed = await call_events.wait("sealed", "call_stuck")
             await running
         await room.leave()
-    assert sealed.outcome == "drained"
+    assert (sealed.outcome, sealed.cause) == ("drained", "drain_timeout")
     log = await read_log(call_log.url, keys.production, "call_stuck")
     assert of_kind(log, "call.ended") == [
-        {"outcome": "drained", "reason": "the job's process exited with code -9"}
+        {
+            "outcome": "drained",
+            "reason": "the job's process exited with code -9",
+            "cause": "drain_timeout",
+        }
     ]
     assert log.state == "sealed"

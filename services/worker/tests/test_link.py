@@ -118,7 +118,7 @@ async def worker(
     w = Worker(
         settings,
         answer_and_hold,
-        roster_transport=roster.line,
+        roster_transport=roster.transport,
         executor=JobExecutorType.THREAD,
         num_idle_processes=1,
         start=1791067258,

@@ -6,8 +6,8 @@ beats beside it.
 
 The slow case needs 20 turns with a p95 over 5 s: two real turns with the model's first token
 6 s late are measured by the job (their first audio is on the log, over 5 s), and the other
-turns are the same datagram a job sends (``measures.report``), each fast, so the p95 is over the
-line because of the real turns alone. At 19 turns the line is not yet crossed; the 20th crosses it.
+turns are the same datagram a job sends (``measures.report``), each fast, so the p95 is over 5 s
+because of the real turns alone. At 19 turns the worker is not yet failing; the 20th makes it so.
 """
 
 from __future__ import annotations

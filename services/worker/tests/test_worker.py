@@ -50,7 +50,7 @@ async def worker(worker_settings: WorkerSettings, roster: Replica) -> AsyncItera
     w = Worker(
         worker_settings,
         answer_and_hold,
-        roster_transport=roster.line,
+        roster_transport=roster.transport,
         executor=JobExecutorType.THREAD,
         num_idle_processes=1,
         start=1791067258,
@@ -80,7 +80,7 @@ async def livekit_heard(standin: StandIn, worker: Worker, active: int) -> None:
     """Wait until the stand-in heard ``worker`` say it is available with ``active`` calls of
     the jobs it runs now (the worker says it when a seat frees, not at the 2.5 s tick)."""
     [registered] = standin.events.of(ev.WorkerRegistered, lambda e: e.agent_name == worker.name)
-    load = round(worker.line * active / worker.seats, 6)
+    load = round(worker.load_threshold * active / worker.seats, 6)
     jobs = len(worker.server.active_jobs)
     async with asyncio.timeout(10):
         await standin.events.wait_for(
@@ -102,17 +102,19 @@ async def test_four_seats_take_four_calls_on_both_scales_and_the_fifth_is_declin
             standin, livekit_api, agent_name=worker.name, calls=5, interval_s=0
         )
     assert [c.answered for c in calls] == [True, True, True, True, False]
-    # to LiveKit: only ever 0.7 × calls ÷ 4, and the line exactly at the 4th call
+    # to LiveKit: only ever 0.7 × calls ÷ 4, and the load threshold exactly at the 4th call
     [registered] = standin.events.of(ev.WorkerRegistered, lambda e: e.agent_name == worker.name)
     reports = standin.events.of(
         ev.WorkerStatusReported, lambda e: e.worker_id == registered.worker_id
     )
-    allowed = {round(worker.line * k / 4, 6) for k in range(5)}
+    allowed = {round(worker.load_threshold * k / 4, 6) for k in range(5)}
     assert {round(r.load, 6) for r in reports} <= allowed
     async with asyncio.timeout(10):
         await standin.events.wait_for(
             ev.WorkerStatusReported,
-            lambda e: e.worker_id == registered.worker_id and round(e.load, 6) == worker.line,
+            lambda e: (
+                e.worker_id == registered.worker_id and round(e.load, 6) == worker.load_threshold
+            ),
         )
     # to the roster: calls ÷ seats, full at 1.0, under its LiveKit name
     await worker.heartbeat.beat()
@@ -132,7 +134,7 @@ async def test_a_job_whose_call_ended_holds_no_seat_while_it_closes(
 ) -> None:
     """The dispatcher frees a seat on ``call.ended``; the job may still be closing (sealing,
     its process exiting). Its worker takes the next call meanwhile instead of declining it at
-    LiveKit's line, which would leave that caller waiting for the re-offer."""
+    LiveKit's load threshold, which would leave that caller waiting for the re-offer."""
     async with asyncio.timeout(60):
         calls = await place_calls(
             standin, livekit_api, agent_name=worker.name, calls=4, interval_s=0

@@ -41,6 +41,7 @@ from pinecall_contracts.calls import (
     CallLog,
     CallOpen,
     CallRecord,
+    EndCause,
     Outcome,
     Reopened,
     ToolCall,
@@ -216,16 +217,27 @@ class CallLogClient:
             f"/v1/calls/{call}/reopened", said, CallRecord, within_s=SEAL_WITHIN_S, call=call
         )
 
-    async def end(self, call: str, outcome: Outcome, reason: str | None = None) -> CallRecord:
-        """End the call, retrying within 30 s (idempotent)."""
-        body = CallEnd(outcome=outcome, reason=reason)
+    async def end(
+        self,
+        call: str,
+        outcome: Outcome,
+        reason: str | None = None,
+        *,
+        cause: EndCause | None = None,
+    ) -> CallRecord:
+        """End the call, retrying within 30 s (idempotent); ``cause`` says why a ``drained``
+        one ended (``pinecall_contracts.calls.EndCause``)."""
+        body = CallEnd(outcome=outcome, reason=reason, cause=cause)
         return await self.request(
             f"/v1/calls/{call}/end", body, CallRecord, within_s=SEAL_WITHIN_S, call=call
         )
 
-    async def seal(self, call: str, outcome: Outcome | None = None) -> CallRecord:
-        """Seal the call, retrying within 30 s (idempotent)."""
-        body = CallEnd(outcome=outcome)
+    async def seal(
+        self, call: str, outcome: Outcome | None = None, *, cause: EndCause | None = None
+    ) -> CallRecord:
+        """Seal the call, retrying within 30 s (idempotent); ``outcome`` and ``cause`` end it
+        first when it is still open."""
+        body = CallEnd(outcome=outcome, cause=cause)
         return await self.request(
             f"/v1/calls/{call}/seal", body, CallRecord, within_s=SEAL_WITHIN_S, call=call
         )

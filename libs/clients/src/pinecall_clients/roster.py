@@ -49,7 +49,7 @@ READ_WITHIN_S = 2.0
 
 class RosterClient:
     """The roster with one ``key``: over HTTP at ``base_url`` (``transport``, a test's in-process
-    replica or a cut line, instead of the network) for the heartbeat, over ``bus`` for the reads.
+    replica or a transport a test cuts, instead of the network) for the heartbeat, over ``bus`` for the reads.
 
     Give what the caller asks through: a worker gives ``base_url``, a service its ``bus``; asking
     through a transport not given is a ``TypeError``. Close with :meth:`aclose` (or ``async

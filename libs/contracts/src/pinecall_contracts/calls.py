@@ -60,6 +60,21 @@ Text = Annotated[str, msgspec.Meta(max_length=2000)]
 TimeoutS = Annotated[float, msgspec.Meta(gt=0.0, le=600.0)]
 
 Outcome = Literal["completed", "caller_hangup", "drained", "timeout", "failed", "overflow"]
+EndCause = Literal["drain_timeout", "shutdown", "room_gone", "lost_agent", "stale"]
+"""Why a call ended ``drained`` (``drained`` covers several causes; older readers refuse an
+outcome value they do not know, so the cause is a field of its own beside the outcome, None for a
+writer that does not say it):
+
+- ``drain_timeout``: the worker's main process, past its drain timeout, ended a call its job did
+  not (the job's process died while closing, or the call was still held when it sealed);
+- ``shutdown``: the answer job was shut down from outside before its call ended: the worker
+  closing its jobs past the drain timeout, or LiveKit's JobTermination (the job cannot tell which);
+- ``room_gone``: the answer job's room went (deleted, or disconnected) under a running call;
+- ``lost_agent``: the dispatcher's death handler, or the sentence job after it, ended a lost
+  agent's call (GLOSSARY, *lost agent*);
+- ``stale``: the reaper ended a quiet call with no agent in its room, or no room (GLOSSARY,
+  *reap*).
+"""
 CallState = Literal["open", "ended", "sealed"]
 
 
@@ -126,6 +141,8 @@ class CallRecord(Contract, frozen=True, kw_only=True, tag="calls.record.v1"):
     sealed_at: dt.datetime | None = None
     reopened: bool = False
     prompt_hash: str | None = None
+    cause: EndCause | None = None
+    """Why it ended ``drained``, when its ender said (:data:`EndCause`)."""
 
 
 class EntryBatch(Contract, frozen=True, kw_only=True, tag="calls.batch.v1"):
@@ -187,6 +204,8 @@ class CallSummary(Contract, frozen=True, kw_only=True, tag="calls.summary.v1"):
     service's clock, a writer's are when they happened, clamped to the service's clock."""
     written: int
     last_seq: int
+    cause: EndCause | None = None
+    """Why it ended ``drained``, when its ender said (:data:`EndCause`)."""
 
 
 class CallPage(Contract, frozen=True, kw_only=True, tag="calls.page.v1"):
@@ -204,6 +223,9 @@ class CallEnd(Contract, frozen=True, kw_only=True, tag="calls.end.v1"):
 
     outcome: Outcome | None = None
     reason: Text | None = None
+    cause: EndCause | None = None
+    """Why a call is ended ``drained`` (:data:`EndCause`); kept only by the request that ends
+    the call, like the outcome."""
 
 
 class ToolCall(Contract, frozen=True, kw_only=True, tag="calls.tool_call.v1"):
@@ -260,7 +282,7 @@ class CallbackRequest(Contract, frozen=True, kw_only=True, tag="calls.callback_r
 
 
 class AgentEntry(Contract, frozen=True, kw_only=True, tag="calls.agent_entry.v1"):
-    """An entry of an agent's log: ``fleet.full`` (a caller refused at the fleet's line),
+    """An entry of an agent's log: ``fleet.full`` (a caller refused: the fleet is full),
     ``fleet.refused`` (one refused for another reason: ``data.reason`` ``unheard`` or
     ``cordoned``), ``callback.requested``, ``agent.draining``;
     ``data`` at most :data:`MAX_ENTRY_BYTES` as JSON (422 over it)."""
@@ -293,6 +315,8 @@ class CallEvent(Contract, frozen=True, kw_only=True, tag="calls.event.v1"):
     worker: str
     outcome: Outcome | None = None
     at: dt.datetime
+    cause: EndCause | None = None
+    """Why the call ended ``drained``, when its ender said (:data:`EndCause`)."""
 
 
 class LogToken(Contract, frozen=True, kw_only=True, tag="calls.log_token.v1"):

@@ -77,14 +77,17 @@ class JobOffer(Contract, frozen=True, kw_only=True, tag="dispatch.offer.v1"):
     fleet: Fleet
     environment: EnvironmentField
     room: Annotated[str, msgspec.Meta(min_length=1, max_length=256)]
-    offer: Annotated[int, msgspec.Meta(ge=1, le=100)]
-    """1 for the first offer of the room; the overflow's is the offer after the last."""
+    attempt: Annotated[int, msgspec.Meta(ge=1, le=100)] = msgspec.field(name="offer")
+    """Which offer of the room this is: 1 for the first; the overflow's is the one after the
+    last. Named ``offer`` on the wire (the metadata's key since v1, kept so metadata of either
+    release decodes in the other)."""
     job: JobKind = "answer"
     agent: AgentField
     org: Annotated[str, msgspec.Meta(max_length=128)] = ""
     caller: CallerKind = "sip"
     number: Number | None = None
-    """The caller's phone number (``sip.phoneNumber``), for a call back."""
+    """The caller's phone number (``sip.phoneNumber``), for a call back. ``number`` is only ever
+    a phone number; which offer this is is :attr:`attempt`."""
     written: Count | None = None
     """The count to follow on from: the entries the log took from the call's earlier writer."""
     arrived_at: dt.datetime
@@ -179,7 +182,7 @@ class KeptRoom(Contract, frozen=True, kw_only=True, tag="dispatch.kept_room.v1")
 
 
 class FleetOffers(Contract, frozen=True, kw_only=True, tag="dispatch.fleet_offers.v1"):
-    """One fleet's rooms in offers, and its line health."""
+    """One fleet's rooms in offers, and its intake health."""
 
     fleet: str
     environment: str | None = None
@@ -191,7 +194,7 @@ class FleetOffers(Contract, frozen=True, kw_only=True, tag="dispatch.fleet_offer
     """Rooms kept in offers now (not opened, not ended)."""
     refused: dict[str, int] = {}
     """Refusals at admission in the last ten minutes, by reason (``not_ready``, ``fleet_full``,
-    ``quota``): line health, since a refusal leaves no call record."""
+    ``quota``): intake health, since a refusal leaves no call record."""
 
 
 class OffersRequest(Contract, frozen=True, kw_only=True, tag="dispatch.offers_request.v1"):

@@ -25,7 +25,7 @@ WorkerState = Literal["accepting", "full", "failing", "draining", "cordoned", "s
 """A worker as the roster counts it.
 
 accepting: heard in the last 30 s with a seat free; full: every seat taken (``active >= max_jobs``
-or ``load >= 1.0``); failing: past the failing line while another worker of its fleet accepts;
+or ``load >= 1.0``); failing: its minute is failing while another worker of its fleet accepts;
 draining: told to stop, finishing what it holds; cordoned: an operator's cordon stands; silent: not
 heard for 30 s, no longer capacity (forgotten after an hour).
 """
@@ -128,7 +128,7 @@ class WorkerRow(Contract, frozen=True, kw_only=True, tag="fleet.worker_row.v1"):
     draining: bool = False
     cordoned: bool = False
     failing: bool = False
-    """Past the failing line (shown even while the line keeps it counted)."""
+    """Its minute is failing (shown even while it is kept counted: no other worker accepts)."""
     load_per_core: Ratio | None = None
     version: str | None = None
     minute: WorkerMinute | None = None

@@ -61,7 +61,7 @@ already stored (``duplicate``)."""
 class WebhookDropped(Contract, frozen=True, kw_only=True, tag="livekit.webhook_dropped.v1"):
     """A webhook webhook-ingest did not pass on, said on the drops stream
     (``<ns>.webhooks.dropped.<environment>.<reason>``): the ten minutes the stream keeps are the
-    line health ``doctor`` reads, since a dropped webhook leaves no other record."""
+    intake health ``doctor`` reads, since a dropped webhook leaves no other record."""
 
     environment: Annotated[str, msgspec.Meta(max_length=64)]
     """The environment the webhook's URL named (``?world=``); ``_unknown`` for one with no

@@ -38,7 +38,7 @@ from pinecall_clients.calllog import SEAL_WITHIN_S, CallLogClient, CallLogWriter
 from pinecall_clients.errors import CallLogRefused, CallLogUnavailable, CallUnknown
 from pinecall_clients.livekit import LiveKit, LiveKitAccess
 from pinecall_contracts import entries
-from pinecall_contracts.calls import CallOpen, Outcome
+from pinecall_contracts.calls import CallOpen, EndCause, Outcome
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_jobs.errors import CallTaken
 from pinecall_jobs.room import Caller, JobRoom
@@ -97,12 +97,13 @@ async def say_sentence(
     *,
     log: CallLogClient,
     outcome: Outcome = "drained",
+    cause: EndCause | None = "lost_agent",
     then: Callable[[list[Caller]], Awaitable[None]] | None = None,
 ) -> Said:
     """Run the sentence job of ``offer`` in ``ctx``'s room (the steps in the module docstring).
 
-    ``outcome`` ends the call if it is still open (``drained`` for a dead worker's call,
-    ``overflow`` for the overflow's). Raises ``CallTaken`` before saying anything. No caller in
+    ``outcome`` ends the call if it is still open (``drained`` for a dead worker's call, with
+    ``cause`` ``lost_agent``; ``overflow`` for the overflow's, with no cause). Raises ``CallTaken`` before saying anything. No caller in
     silence: a call log that does not answer (``CallLogUnavailable``) at the start does not stop
     the sentence, and whatever the log answers after it the room is deleted; the log's error is
     raised then, and the call left to the reaper; so is a room LiveKit did not delete
@@ -129,7 +130,7 @@ async def say_sentence(
                 if then is not None:
                     await then(callers)
                 reason = f"the {offer.job} job said its sentence"
-                sealed = await _end(log, offer.call, outcome, reason)
+                sealed = await _end(log, offer.call, outcome, reason, cause)
         finally:
             await _delete_room(sentence.livekit, offer.room)  # hung up, whatever the log said
         if writer is not None and not sealed:
@@ -185,10 +186,12 @@ def _following(log: CallLogClient, call: str, written: int) -> CallLogWriter:
     return log.writer(call, written=written, batch_timeout_s=SEAL_WITHIN_S)
 
 
-async def _end(log: CallLogClient, call: str, outcome: Outcome, reason: str) -> bool:
+async def _end(
+    log: CallLogClient, call: str, outcome: Outcome, reason: str, cause: EndCause | None
+) -> bool:
     """End the call; True if it was sealed already (the reaper was first: a 409)."""
     try:
-        await log.end(call, outcome, reason=reason)
+        await log.end(call, outcome, reason=reason, cause=cause)
     except CallLogRefused as exc:
         if exc.status != 409:
             raise

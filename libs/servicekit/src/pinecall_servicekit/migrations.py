@@ -49,6 +49,12 @@ class Migrations:
     def __repr__(self) -> str:
         return f"Migrations({self.schema!r})"
 
+    def heads(self) -> list[str]:
+        """The revisions at the head of the installed scripts, sorted (one, unless they branch)."""
+        from alembic.script import ScriptDirectory
+
+        return sorted(ScriptDirectory(str(self.script_location)).get_heads())
+
     async def status(self, engine: AsyncEngine) -> MigrationStatus:
         """Where the database of ``engine`` stands; ``StoreUnavailable`` if it does not answer.
 
@@ -59,7 +65,7 @@ class Migrations:
         from alembic.script.revision import RevisionError
 
         scripts = ScriptDirectory(str(self.script_location))
-        heads = sorted(scripts.get_heads())
+        heads = self.heads()
         applied = await self._applied(engine)
         if not applied:
             standing: Standing = "never"

@@ -9,11 +9,11 @@ Steps are tagged msgspec Structs, so a scenario can keep scripts in JSON:
 - `WaitForAnswer`: silent until an agent is in the room (a phone rings until someone picks up;
   its ``lk.agent_name`` says who: a worker, or ``<fleet>/overflow``), bounded by `timeout_s`;
 - `Say`: speak one of `lines.LINES` (its committed WAV), 20 ms frames at the real-time pace;
-- `Pause`: stay on the line, silent, sending silent frames as a phone line does;
+- `Pause`: stay in the call, silent, sending silent frames as a phone does;
 - `WaitForAgent`: silent until the agent's audio is heard (bounded by `timeout_s`), then, with
   `until_quiet_s`, until the agent has been quiet that long;
 - `Interrupt`: wait until the agent speaks, then say a line over it;
-- `HangUp`: leave with a goodbye (CLIENT_INITIATED), or drop the line (``abort=True``).
+- `HangUp`: leave with a goodbye (CLIENT_INITIATED), or drop the connection (``abort=True``).
 
 The player reuses the lab room client (`pinecall_labroom.LabRoom`) for the transport and keeps a
 `CallerLog` of when each line started and ended and when the agent was heard (loop seconds). A

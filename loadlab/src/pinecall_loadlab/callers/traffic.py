@@ -2,8 +2,8 @@
 endpoint, in every environment, each speaking the recorded lines for a turn or two, then hanging
 up (issue 8, "The whole platform on one machine"). ``pinecall-runtime lab callers`` runs it.
 
-Caller ``i`` rings the environment ``lines[i % len(lines)]``, as a phone or a visitor in turn
-(``kinds[(i // len(lines)) % len(kinds)]``), and speaks one turn or two (every other round of
+Caller ``i`` rings the environment ``environments[i % len(environments)]``, as a phone or a
+visitor in turn (``kinds[(i // len(environments)) % len(kinds)]``), and speaks one turn or two (every other round of
 callers speaks two). Its arrivals are paced ``1 / rate`` seconds apart from the start, never
 bunched to catch up. Each caller:
 
@@ -19,7 +19,7 @@ bunched to catch up. Each caller:
 
 Every change of a caller's state is a :class:`~pinecall_contracts.lab.CallerReport` line written
 to ``out`` at once (the reader keeps the last line of each caller). Stopping (SIGTERM) places no
-new caller and hangs up every caller on the line with a goodbye.
+new caller and hangs up every caller still in its call with a goodbye.
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ from pinecall_loadlab.livekit.callers import Refused, sip_call, web_call
 _log = logging.getLogger(__name__)
 
 
-class Line(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+class Environment(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """One environment the callers ring: its fleet, its LiveKit, and the keys a SIP trunk and a
     web page of it hold."""
 
@@ -76,7 +76,7 @@ class Line(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True
 class TrafficPlan(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
     """Who rings, where, how often and how many (a JSON file for ``lab callers --plan``)."""
 
-    lines: list[Line]
+    environments: list[Environment]
     dispatcher_url: str
     """The token endpoint's service (``POST /v1/tokens``)."""
     call_log_url: str
@@ -91,7 +91,7 @@ class TrafficPlan(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     answer_within_s: float = 60.0
     """How long a caller rings before it gives up (a caller nobody answers is silent)."""
     speak_within_s: float = 30.0
-    """How long a caller waits for the agent's voice after a line before it gives up."""
+    """How long a caller waits for the agent's voice after one of its lines before it gives up."""
     listen_s: float = 1.0
     """How long a caller listens to the agent's answer before it speaks again or hangs up."""
     run: str = ""
@@ -133,15 +133,15 @@ class Traffic:
 
     async def run_until(self, stop: asyncio.Event) -> None:
         """Place callers until ``plan.calls`` were placed and ended, or ``stop`` is set (then
-        every caller on the line hangs up); returns once every caller ended."""
+        every caller still in its call hangs up); returns once every caller ended."""
         loop = asyncio.get_running_loop()
         start = loop.time()
         callers: set[asyncio.Task[None]] = set()
         async with contextlib.AsyncExitStack() as stack:
             http = await stack.enter_async_context(httpx.AsyncClient(timeout=10))
             lkapis = []
-            for line in self.plan.lines:
-                lk = api.LiveKitAPI(line.livekit_url, line.api_key, line.api_secret)
+            for env in self.plan.environments:
+                lk = api.LiveKitAPI(env.livekit_url, env.api_key, env.api_secret)
                 stack.push_async_callback(lk.aclose)
                 lkapis.append(lk)
             i = 0
@@ -153,7 +153,7 @@ class Traffic:
                             await stop.wait()
                     if stop.is_set():
                         break
-                    n = len(self.plan.lines)
+                    n = len(self.plan.environments)
                     task = asyncio.create_task(self.caller(i, lkapis[i % n], http))
                     callers.add(task)
                     task.add_done_callback(callers.discard)
@@ -172,30 +172,30 @@ class Traffic:
     async def caller(self, i: int, lk: api.LiveKitAPI, http: httpx.AsyncClient) -> None:
         """Caller ``i``: ring, speak, hang up; its reports said as it goes. Never raises but
         ``CancelledError`` (after hanging up)."""
-        plan, n = self.plan, len(self.plan.lines)
-        line = plan.lines[i % n]
+        plan, n = self.plan, len(self.plan.environments)
+        env = plan.environments[i % n]
         kind = plan.kinds[(i // n) % len(plan.kinds)]
         turns = 1 + (i // (n * len(plan.kinds))) % 2
         room_name = f"{self.run}-{i}-{kind}"
         number = f"+1555{i:07d}" if kind == "sip" else None
         report = CallerReport(
-            caller=i, kind=kind, environment=line.environment, state="ringing", number=number
+            caller=i, kind=kind, environment=env.environment, state="ringing", number=number
         )
         room: LabRoom | None = None
         try:
             if kind == "sip":
                 ring = CallRing(agent=plan.agent, org=plan.org, caller="sip")
                 room = await sip_call(
-                    lk, line.livekit_url, line.api_key, line.api_secret,
-                    room=room_name, fleet=line.fleet, phone=number or "",
+                    lk, env.livekit_url, env.api_key, env.api_secret,
+                    room=room_name, fleet=env.fleet, phone=number or "",
                     metadata=encode(ring).decode(),
                 )  # fmt: skip
             else:
                 asked = TokenRequest(agent=plan.agent, org=plan.org, identity=f"visitor-{i}")
-                token, room = await web_call(http, plan.dispatcher_url, line.app_key, asked)
+                token, room = await web_call(http, plan.dispatcher_url, env.app_key, asked)
                 report = msgspec.structs.replace(report, call=token.call)
         except Refused as exc:
-            called_back = exc.code == "fleet_full" and await self._call_back(http, line, i)
+            called_back = exc.code == "fleet_full" and await self._call_back(http, env, i)
             self.say(
                 msgspec.structs.replace(
                     report, state="refused", refused=exc.code, callback=called_back
@@ -255,7 +255,7 @@ class Traffic:
         if stopped:
             raise asyncio.CancelledError
 
-    async def _call_back(self, http: httpx.AsyncClient, line: Line, i: int) -> bool:
+    async def _call_back(self, http: httpx.AsyncClient, env: Environment, i: int) -> bool:
         """What a page does for a visitor refused ``fleet_full``: ask a call back."""
         asked = CallbackRequest(
             agent=self.plan.agent, contact=f"visitor-{i}@example.com", reason="fleet full"
@@ -264,7 +264,7 @@ class Traffic:
             r = await http.post(
                 f"{self.plan.call_log_url}/v1/callbacks",
                 content=encode(asked),
-                headers={"authorization": f"Bearer {line.app_key}"},
+                headers={"authorization": f"Bearer {env.app_key}"},
             )
         except httpx.HTTPError as exc:
             _log.warning("visitor %d: the call back was not asked: %r", i, exc)

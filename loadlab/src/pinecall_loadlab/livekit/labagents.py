@@ -24,7 +24,7 @@ class LoadReport(enum.Enum):
     """How a lab worker turns its running calls into LiveKit's load."""
 
     CALLS_OVER_SEATS = "calls/seats"
-    """``calls ÷ seats``: LiveKit's 0.7 line stops it at 70 % of its seats."""
+    """``calls ÷ seats``: LiveKit's 0.7 load threshold stops it at 70 % of its seats."""
     COUNTED = "0.7*calls/seats"
     """``0.7 × calls ÷ seats``: full (0.7) exactly when every seat is taken."""
 

@@ -42,13 +42,13 @@ def node_affinity(
     workers: Iterable[Candidate], formula: AffinityFormula, target_load: float = 0.7
 ) -> float:
     """The node's claim on a job: Σ over `WS_AVAILABLE` workers of the formula's headroom (≥ 0)."""
-    line = {
+    threshold = {
         AffinityFormula.TARGET_LOAD: target_load,
         AffinityFormula.ONE_MINUS_LOAD: 1.0,
         AffinityFormula.LEGACY_065: 0.65,
     }[formula]
     return sum(
-        max(0.0, line - w.load) for w in workers if w.status == agent.WorkerStatus.WS_AVAILABLE
+        max(0.0, threshold - w.load) for w in workers if w.status == agent.WorkerStatus.WS_AVAILABLE
     )
 
 

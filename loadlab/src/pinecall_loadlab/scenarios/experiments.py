@@ -3,9 +3,9 @@ choosing (seed 000, "Capacity is counted in calls", "A machine that vanishes is 
 acceptance 1, 2 and 9).
 
 - **capacity**: two workers of 8 seats, 18 calls one after another. LiveKit choosing, the workers
-  report ``calls ÷ seats`` (the seed's before): LiveKit's 0.7 line stops each at 6 of 8, and the
-  rest are silent. The runtime choosing, real workers reporting LiveKit's scale: 8 of 8 each, and
-  the two calls past the fleet's seats go to the overflow.
+  report ``calls ÷ seats`` (the seed's before): LiveKit's 0.7 load threshold stops each at 6 of 8,
+  and the rest are silent. The runtime choosing, real workers reporting LiveKit's scale: 8 of 8
+  each, and the two calls past the fleet's seats go to the overflow.
 - **ghost**: two workers of 16 seats, 16 calls a second apart, the second worker's machine gone at
   the 8th (LiveKit keeps its socket; the roster hears nothing). LiveKit choosing keeps drawing the
   ghost: each call offered to it is lost. The runtime choosing offers the ghost nothing once it is

@@ -147,7 +147,7 @@ def start_worker(
         seal_timeout_s=1,
         health_port=0,  # several workers share this process: each probe on a port of its own
     )
-    transport = Cuttable(roster.line)
+    transport = Cuttable(roster.transport)
     worker = Worker(
         settings,
         answer_and_hold,
@@ -167,10 +167,12 @@ def beat_forever(
     does: through the roster's client, an answer or none alike."""
 
     async def beat() -> None:
-        async with RosterClient(key, base_url="http://roster.lab", transport=roster.line) as line:
+        async with RosterClient(
+            key, base_url="http://roster.lab", transport=roster.transport
+        ) as client:
             while True:
                 with contextlib.suppress(RosterError):
-                    await line.heartbeat(heartbeat, timeout_s=every_s)
+                    await client.heartbeat(heartbeat, timeout_s=every_s)
                 await asyncio.sleep(every_s)  # a heartbeat's cadence
 
     return beat()

@@ -1,12 +1,12 @@
 """``pinecall-runtime doctor``: what is wrong now, one line per thing, and what to do.
 
 Source: ``shared/DESIGN.md``, "The operator's surface": silent fleets, failing workers, rooms kept
-in offers past a minute, refusals at admission (line health), dropped webhooks, stale migrations.
+in offers past a minute, refusals at admission (intake health), dropped webhooks, stale migrations.
 
 :mod:`.evidence` asks the platform (the services' ops verbs over NATS, webhook-ingest's drops
 stream, ``$SRV.PING``, each installed service's version table), each question bounded, a
 service that does not answer being a finding and never a crash; :mod:`.findings` holds what was
-said; the rules (:mod:`.fleets`, :mod:`.line`, :mod:`.schema`) are pure functions of it;
+said; the rules (:mod:`.fleets`, :mod:`.intake`, :mod:`.schema`) are pure functions of it;
 :mod:`.command` is the click command. :func:`diagnose` runs every rule in the order said.
 """
 
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from pinecall_runtime.doctor.findings import Evidence, Finding
 from pinecall_runtime.doctor.fleets import fleets, services, workers
-from pinecall_runtime.doctor.line import admission, kept_rooms, webhooks
+from pinecall_runtime.doctor.intake import admission, kept_rooms, webhooks
 from pinecall_runtime.doctor.schema import migrations
 
 __all__ = ["Evidence", "Finding", "diagnose"]

@@ -1,7 +1,7 @@
 """``doctor``'s rules of the roster: services that answer, fleets, workers.
 
 Source: ``shared/DESIGN.md``, "The operator's surface" and "Numbers the runtime lives by" (silent
-30 s, the failing line); seed 000, "The gateway hears every worker", "A worker that is up but bad".
+30 s, failing); seed 000, "The gateway hears every worker", "A worker that is up but bad".
 The states are the roster's own (``WorkerRow.state``): nothing here recounts them.
 """
 
@@ -100,7 +100,7 @@ def _fleet(view: FleetView) -> Iterator[Finding]:
 
 
 def workers(roster: RosterSnapshot | None) -> list[Finding]:
-    """Failing workers (and one past the line but still offered calls); one heard but not
+    """Failing workers (and one failing but still offered calls); one heard but not
     registered with LiveKit for ``UNREGISTERED_S`` as a warning; cordoned, draining, silent and
     not-yet-registered workers as information."""
     if roster is None:
@@ -130,7 +130,7 @@ def _worker(w: WorkerRow) -> Finding | None:
     if w.failing and w.state in ("accepting", "full"):
         return finding(
             "fail",
-            f"past the failing line ({_minute(w.minute, w.first_audio_p95_s)}) but still "
+            f"failing ({_minute(w.minute, w.first_audio_p95_s)}) but still "
             "offered calls: no other worker of its fleet accepts",
             "start healthy workers of the fleet, then cordon this one",
         )

@@ -210,7 +210,7 @@ def callers(
     """Step 5: the callers' process (``lab callers``: phones and visitors of every environment
     at ``rate``, ``calls`` in all, ringing for ``agent``), its plan in
     ``<state dir>/callers-plan.json``, each caller's state in ``<state dir>/callers.jsonl``."""
-    lines = [
+    environments = [
         {
             "environment": e,
             "fleet": fleet,
@@ -225,7 +225,7 @@ def callers(
     plan_file.write_text(
         json.dumps(
             {
-                "lines": lines,
+                "environments": environments,
                 "dispatcher_url": at.dispatcher,
                 "call_log_url": at.call_log,
                 "rate": rate,

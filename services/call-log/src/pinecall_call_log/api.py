@@ -226,7 +226,9 @@ async def reopened(request: AnyRequest, call: CallPath, data: JSONBody[Reopened]
 async def end_call(request: AnyRequest, call: CallPath, data: JSONBody[CallEnd]) -> CallRecord:
     """End the call with its outcome (idempotent; 409 once sealed)."""
     await _call(request, call, WORKER_OR_SERVICE)
-    return await service_of(request).end(call, data.outcome, data.reason, seal=False)
+    return await service_of(request).end(
+        call, data.outcome, data.reason, seal=False, cause=data.cause
+    )
 
 
 @post(
@@ -240,7 +242,9 @@ async def seal_call(
     """Seal the call (ending it first if it is open: then name the outcome). Idempotent."""
     await _call(request, call, WORKER_OR_SERVICE)
     body = data or CallEnd()
-    return await service_of(request).end(call, body.outcome, body.reason, seal=True)
+    return await service_of(request).end(
+        call, body.outcome, body.reason, seal=True, cause=body.cause
+    )
 
 
 @post(

@@ -25,6 +25,7 @@ from pinecall_contracts.calls import (
     CallEvent,
     CallOpen,
     CallRecord,
+    EndCause,
     Entry,
     Outcome,
     Reopened,
@@ -123,9 +124,18 @@ class CallLogService:
         return seq
 
     async def end(
-        self, call: str, outcome: Outcome | None, reason: str | None, *, seal: bool
+        self,
+        call: str,
+        outcome: Outcome | None,
+        reason: str | None,
+        *,
+        seal: bool,
+        cause: EndCause | None = None,
     ) -> CallRecord:
-        record, done = await self.store.calls.end(call, outcome, reason, db.utcnow(), seal=seal)
+        """End (and with ``seal``, seal) ``call``; say on NATS what changed."""
+        record, done = await self.store.calls.end(
+            call, outcome, reason, db.utcnow(), seal=seal, cause=cause
+        )
         for what in done:
             await self._event(what, record)
         if done:
@@ -215,6 +225,7 @@ class CallLogService:
             room=record.room,
             worker=record.worker,
             outcome=record.outcome,
+            cause=record.cause,
             at=db.utcnow(),
         )
         await self.bus.publish(self.bus.subjects.call_event(what, record.call), event)

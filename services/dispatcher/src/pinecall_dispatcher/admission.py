@@ -10,7 +10,7 @@ dispatcher places it like any ring. Before it is minted, in order:
    rule: no worker heard lately with a seat free, counting rooms offered and not counted), and
    the problem names ``POST /v1/callbacks``, so the page offers a call back before any room is
    made. What is written on the agent's log through call-log, and the refusal's reason, say what
-   is true (``domain.admission``): ``fleet.full`` when the workers heard lately are at their line
+   is true (``domain.admission``): ``fleet.full`` when the workers heard lately are full
    (reason ``fleet_full``); ``fleet.refused`` with ``reason`` ``unheard`` (no worker heard in the
    last 12 s) or ``cordoned`` (every worker heard lately is cordoned or draining) otherwise. The
    problem's detail says the same.
@@ -56,8 +56,8 @@ ON_THE_LOG_WITHIN_S = 2.0
 """How long a refusal's entry on the agent's log may hold the refused visitor's answer."""
 CALLBACKS = "POST /v1/callbacks"
 FLEET_FULL, FLEET_REFUSED = "fleet.full", "fleet.refused"
-"""The agent log's kinds for a caller refused at the token endpoint: ``fleet.full`` at the line,
-``fleet.refused`` (with its ``reason``) for a fleet refused for another reason than its line."""
+"""The agent log's kinds for a caller refused at the token endpoint: ``fleet.full`` for a full
+fleet, ``fleet.refused`` (with its ``reason``) for a fleet refused for another reason."""
 NO_SEAT = {
     "fleet_full": "no worker of {fleet} has a seat free",
     "unheard": "no worker of {fleet} was heard in the last {heard_s:.0f} s",
@@ -195,7 +195,7 @@ class Admission:
     async def _on_the_agents_log(
         self, request: TokenRequest, environment: str, fleet: str, reason: str
     ) -> None:
-        """``fleet.full`` (at the line) or ``fleet.refused`` with ``reason`` on the agent's log,
+        """``fleet.full`` (full) or ``fleet.refused`` with ``reason`` on the agent's log,
         through call-log (its owner), with the service key naming the environment."""
         data = {"fleet": fleet, "org": request.org, "callbacks": CALLBACKS}
         entry = (

@@ -15,8 +15,8 @@ room the lost worker holds opened, in order:
    row still opened by that worker: a duplicate or reordered webhook, or another replica, takes
    nothing. From here on the room is the sweep's too: a replica that stops now leaves it offered
    by the next sweep, and the sentence job ends the call itself.
-3. **End** the call ``drained`` through call-log (the seed: the sentence is said after
-   ``call.ended`` is on the log).
+3. **End** the call ``drained`` (cause ``lost_agent``) through call-log (the seed: the sentence
+   is said after ``call.ended`` is on the log).
 4. **Offer** the sentence at once, like any call (:meth:`Offering.sweep`): a worker with a seat,
    never the lost one; the overflow when the fleet is full; a fleet nobody else is heard from
    waits.
@@ -168,12 +168,12 @@ class Deaths:
         return record, record.state
 
     async def _end(self, call: str) -> bool:
-        """End the call ``drained``; False when the log did not take it (the sentence job ends
-        it then)."""
+        """End the call ``drained`` (cause ``lost_agent``); False when the log did not take it
+        (the sentence job ends it then)."""
         try:
             await self.call_log.request(
                 f"/v1/calls/{call}/end",
-                CallEnd(outcome="drained", reason=REASON),
+                CallEnd(outcome="drained", reason=REASON, cause="lost_agent"),
                 CallRecord,
                 within_s=LOG_WITHIN_S,
             )

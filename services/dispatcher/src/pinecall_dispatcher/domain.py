@@ -27,10 +27,10 @@ fresh one is not counted twice, and ``seats − active − not counted = seats �
 whenever the dispatcher's knowledge is whole. Where it is not (a call the dispatcher never saw),
 the heartbeat's own count wins, since ``max`` never goes below ``active``.
 
-**Admission** (seed 003, DESIGN.md "Where the seeds disagree") reads the same line: a fleet with
+**Admission** (seed 003, DESIGN.md "Where the seeds disagree") reads the same count: a fleet with
 no worker heard for 90 s is ``not_ready``; one with no candidate is refused for what is true of
 it: ``unheard`` (no worker heard in the last 12 s), ``cordoned`` (every worker heard lately is
-cordoned or draining), else ``fleet_full`` (the workers heard lately are at their line, by the
+cordoned or draining), else ``fleet_full`` (the workers heard lately are full, by the
 rule above). Calls are counted, never load per core.
 """
 
@@ -113,14 +113,14 @@ class Offer(msgspec.Struct, frozen=True, kw_only=True):
     worker: str
     seats_free: int
     heard_s: float
-    number: int
-    """1 for the first offer of the room."""
+    attempt: int
+    """Which offer of the room this is: 1 for the first (``JobOffer.attempt``)."""
 
     def journal(self, room: str) -> str:
         """The line the dispatcher's log says: who was offered and why."""
         return (
             f"room {room}: offered to {self.worker}: {counted(self.seats_free, 'seat')} free, "
-            f"heard {self.heard_s:.0f} s ago (offer {self.number})"
+            f"heard {self.heard_s:.0f} s ago (offer {self.attempt})"
         )
 
 
@@ -243,7 +243,7 @@ def _to_the_best(
         worker=best.worker,
         seats_free=seats_free(best, pending),
         heard_s=best.last_heard_s,
-        number=len(room.tried) + 1,
+        attempt=len(room.tried) + 1,
     )
 
 

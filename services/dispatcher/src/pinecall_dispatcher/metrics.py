@@ -7,7 +7,7 @@
   again) and rooms given to the overflow (``to`` overflow, ``reason`` three_offers, no_seat,
   nobody_heard);
 - ``pinecall_admissions_total{environment, fleet, answer}``: the token endpoint's answers,
-  ``admitted`` or a refusal (``not_ready``, ``fleet_full``, ``quota``): line health, since a
+  ``admitted`` or a refusal (``not_ready``, ``fleet_full``, ``quota``): intake health, since a
   refusal leaves no call record.
 """
 
@@ -59,7 +59,7 @@ class Metrics:
 
     def offer(self, fleet: str, decision: domain.Offer | domain.Overflow) -> None:
         if isinstance(decision, domain.Offer):
-            self.offers.labels(fleet, "worker", "first" if decision.number == 1 else "again").inc()
+            self.offers.labels(fleet, "worker", "first" if decision.attempt == 1 else "again").inc()
         else:
             self.offers.labels(fleet, "overflow", decision.reason).inc()
 

@@ -75,7 +75,7 @@ def job_offer(row: RoomRow, reoffer_s: float) -> JobOffer:
         fleet=row.fleet,
         environment=row.environment,
         room=row.room,
-        offer=len(row.tried) + (1 if row.state == "overflow" else 0),
+        attempt=len(row.tried) + (1 if row.state == "overflow" else 0),
         job=row.job,  # type: ignore[arg-type]  # the column holds a JobKind
         agent=row.agent,
         org=row.org,

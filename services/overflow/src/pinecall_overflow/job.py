@@ -89,7 +89,13 @@ async def entrypoint(settings: OverflowSettings, ctx: JobContext) -> None:
         try:
             if offer.job == "answer":
                 await say_sentence(
-                    ctx, offer, sentence, log=log, outcome="overflow", then=callback(offer, log)
+                    ctx,
+                    offer,
+                    sentence,
+                    log=log,
+                    outcome="overflow",
+                    cause=None,
+                    then=callback(offer, log),
                 )
             else:
                 await say_sentence(ctx, offer, sentence, log=log)

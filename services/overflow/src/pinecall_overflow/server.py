@@ -1,8 +1,8 @@
 """The overflow's process: an ``AgentServer`` registered as exactly ``<fleet>/overflow``.
 
-**It must never refuse a job**, so it counts no seats against LiveKit's line and reports a load of
-**0.0**, always (``load_fnc``). LiveKit's 0.7 line is read twice and is never overridden
-(``GLOSSARY.md``, "the 0.7 line"), and 0.0 passes both:
+**It must never refuse a job**, so it counts no seats against LiveKit's load threshold and reports
+a load of **0.0**, always (``load_fnc``). LiveKit's 0.7 load threshold is read twice and is never
+overridden (``GLOSSARY.md``, "load threshold"), and 0.0 passes both:
 
 * livekit-server offers a job only while ``Σ max(0, target_load − load) > 0`` over available
   workers and draws one with weight ``1 − load`` (reference §2.3–2.4): with load 0 the overflow

@@ -1,8 +1,8 @@
 """``create_app``: the reaper's Litestar app (``/healthz``, ``/readyz``, ``/metrics``, OpenAPI);
-its lifespan runs the sweep loop. Granian serves it as a factory.
+its lifespan runs the reap loop. Granian serves it as a factory.
 
-Ready once a sweep has read every LiveKit and call-log without a failure, and while the last one
-did (and NATS answers); a sweep that could not read is tried again next minute. Its replicas
+Ready once a reap has read every LiveKit and call-log without a failure, and while the last one
+did (and NATS answers); a reap that could not read is tried again next minute. Its replicas
 answer ``$SRV.PING.<ns>-reaper`` (nats.micro), which is how ``doctor`` finds one up.
 """
 

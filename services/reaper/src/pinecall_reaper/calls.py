@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 
 from pinecall_clients.calllog import SEAL_WITHIN_S, CallLogClient
 from pinecall_clients.errors import CallLogRefused
-from pinecall_contracts.calls import CallPage, Outcome
+from pinecall_contracts.calls import CallPage, EndCause, Outcome
 from pinecall_reaper.domain import CallSeen
 
 PAGE = 500
@@ -46,10 +46,13 @@ async def unsealed(log: CallLogClient, environment: str) -> list[CallSeen]:
         after = page.next
 
 
-async def end(log: CallLogClient, call: str, outcome: Outcome, reason: str) -> bool:
-    """End ``call``; False if it was sealed already (a 409: another replica, or its job)."""
+async def end(
+    log: CallLogClient, call: str, outcome: Outcome, reason: str, cause: EndCause | None = None
+) -> bool:
+    """End ``call`` (``cause``: why a ``drained`` one ended); False if it was sealed already (a
+    409: another replica, or its job)."""
     try:
-        await log.end(call, outcome, reason=reason)
+        await log.end(call, outcome, reason=reason, cause=cause)
     except CallLogRefused as exc:
         if exc.status == 409:
             return False

@@ -12,8 +12,8 @@ not quiet). *No agent left* includes a room LiveKit no longer has: webhooks are 
 lost ``participant_left`` or ``room_finished`` must not leave a call open for ever (issue 8).
 
 The verdicts, in order: older than the ceiling → end ``timeout``, whoever is in the room; quiet
-and no agent → end ``drained``. A call already ended is only sealed (its outcome stays). Its room,
-if LiveKit still has it, is taken down with it.
+and no agent → end ``drained`` (cause ``stale``). A call already ended is only sealed (its
+outcome and cause stay). Its room, if LiveKit still has it, is taken down with it.
 
 A room no unsealed call names, older than ``quiet_s``, with no agent in it, is taken down: a room
 nobody ever joined, or a caller left with nobody after the call was sealed. A younger one may be a
@@ -27,7 +27,7 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from pinecall_contracts.calls import Outcome
+from pinecall_contracts.calls import EndCause, Outcome
 
 Why = Literal["ceiling", "no_agent", "room_gone"]
 """Why a call is reaped: older than ``MAX_CALL_SECONDS``; quiet with no agent in its room;
@@ -63,7 +63,7 @@ class RoomSeen:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Reap:
+class Verdict:
     """What to do with a call: end it with ``outcome`` (None: it is ended already), take its
     room down when ``take_room``, then seal it."""
 
@@ -72,6 +72,8 @@ class Reap:
     why: Why
     outcome: Outcome | None
     take_room: bool
+    cause: EndCause | None = None
+    """``stale`` beside a ``drained`` outcome: a call nobody runs (``EndCause``)."""
 
 
 def _seconds(since: dt.datetime, now: dt.datetime) -> float:
@@ -93,7 +95,7 @@ def worth_a_look(call: CallSeen, now: dt.datetime, rules: Rules) -> bool:
 
 def judge(
     call: CallSeen, room: RoomSeen | None, agents: int, now: dt.datetime, rules: Rules
-) -> Reap | None:
+) -> Verdict | None:
     """The verdict on ``call``, whose room is ``room`` (None: LiveKit has no such room) with
     ``agents`` agent participants in it; None leaves it be."""
     if over_ceiling(call, now, rules):
@@ -107,12 +109,13 @@ def judge(
     else:
         return None
     outcome: Outcome = "timeout" if why == "ceiling" else "drained"
-    return Reap(
+    return Verdict(
         call=call.call,
         room=call.room,
         why=why,
         outcome=None if call.ended else outcome,
         take_room=room is not None,
+        cause="stale" if outcome == "drained" and not call.ended else None,
     )
 
 

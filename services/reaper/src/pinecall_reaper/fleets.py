@@ -4,8 +4,8 @@
 the fleets row says"), else ``LIVEKIT_URL``.
 
 The rows are read from the roster (``fleet.records`` over NATS, through the roster's client with
-the reaper's service key, as the dispatcher reads them) at every sweep; a roster that does not
-answer leaves the rows last read, so a sweep goes on with what it knew.
+the reaper's service key, as the dispatcher reads them) at every reap; a roster that does not
+answer leaves the rows last read, so a reap goes on with what it knew.
 """
 
 from __future__ import annotations

@@ -12,8 +12,8 @@ cli = service_cli(
     settings=ReaperSettings.from_env,
     check=ReaperSettings.check,
     serves=(
-        "Serve /healthz, /readyz and /metrics and sweep every PINECALL_REAP_EVERY_S seconds.\n\n"
-        "One Granian worker: the sweep runs in the app's lifespan, and a second replica is "
+        "Serve /healthz, /readyz and /metrics and reap every PINECALL_REAP_EVERY_S seconds.\n\n"
+        "One Granian worker: the reap runs in the app's lifespan, and a second replica is "
         "another process (replicas do not fight, see pinecall_reaper.reaper)."
     ),
     workers=False,

@@ -1,8 +1,8 @@
 """The reaper's Prometheus metrics, read from the reaper at each scrape.
 
-``pinecall_reaper_sweeps_total``; ``pinecall_reaper_calls_total{why}`` (calls reaped: ``ceiling``,
+``pinecall_reaper_reaps_total``; ``pinecall_reaper_calls_total{why}`` (calls reaped: ``ceiling``,
 ``no_agent``, ``room_gone``); ``pinecall_reaper_rooms_total`` (rooms no call named, taken down);
-``pinecall_reaper_failures_total`` (reads and steps that failed, tried again next sweep).
+``pinecall_reaper_failures_total`` (reads and steps that failed, tried again next reap).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ class ReaperCollector(Collector):
         if reaper is None:  # scraped before the lifespan started
             return
         totals = reaper.totals
-        yield CounterMetricFamily("pinecall_reaper_sweeps", "sweeps done", value=reaper.sweeps)
+        yield CounterMetricFamily("pinecall_reaper_reaps", "reaps done", value=reaper.reaps)
         reaped = CounterMetricFamily("pinecall_reaper_calls", "calls reaped", labels=["why"])
         for why in get_args(Why):
             reaped.add_metric([why], totals.get(f"reaped_{why}", 0))

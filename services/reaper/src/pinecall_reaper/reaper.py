@@ -1,22 +1,22 @@
-"""The sweep: every minute, the unsealed calls and the rooms of each LiveKit, judged and closed.
+"""The reap: every minute, the unsealed calls and the rooms of each LiveKit, judged and closed.
 
-A sweep goes LiveKit by LiveKit, with the calls of every environment on it (two environments
+A reap goes LiveKit by LiveKit, with the calls of every environment on it (two environments
 sharing one LiveKit share its rooms, so neither may take down a room the other's call holds):
 
 1. the unsealed calls of those environments, from call-log (read *before* the rooms: a call
    opened after this read has a room too young to look unclaimed);
-2. the rooms, from ListRooms; if LiveKit does not answer, nothing of it is judged this sweep (a
+2. the rooms, from ListRooms; if LiveKit does not answer, nothing of it is judged this reap (a
    room missing from no answer is not a room gone);
 3. each call worth a look (over the ceiling, or quiet) gets its room's agents read and its
    verdict (:func:`pinecall_reaper.domain.judge`): end it (unless ended), take its room down,
    seal it — the order the sentence job keeps;
 4. each room no unsealed call names, older than ``quiet_s`` and with no agent, is taken down.
 
-Two replicas sweeping at once do not fight: every step is idempotent where the owner decides
+Two replicas reaping at once do not fight: every step is idempotent where the owner decides
 (call-log ends a call once under its head row's lock, a second end changes nothing, a seal of a
 sealed call changes nothing, an end of one is a 409 taken as done; DeleteRoom of a room gone is
 ``not_found``, taken as done), and both reach the same verdicts from the same state up to the
-difference of their clocks. Nothing is leased or locked here, so a replica that dies mid-sweep
+difference of their clocks. Nothing is leased or locked here, so a replica that dies mid-reap
 leaves nothing held. What a race can do: a replica may end ``drained`` a call the other ended
 ``timeout`` a moment before; the first outcome stays.
 """
@@ -45,14 +45,14 @@ REASONS: dict[domain.Why, str] = {
 
 
 @dataclass
-class Sweep:
-    """What one sweep did."""
+class Reaped:
+    """What one reap did."""
 
-    reaped: list[domain.Reap] = field(default_factory=list)
+    reaped: list[domain.Verdict] = field(default_factory=list)
     rooms: list[str] = field(default_factory=list)
     """Rooms no unsealed call named, taken down."""
     failed: list[str] = field(default_factory=list)
-    """What could not be read or done (it is tried again next sweep)."""
+    """What could not be read or done (it is tried again next reap)."""
 
 
 LiveKits = Callable[[], Awaitable[Mapping[str, LiveKitAccess]]]
@@ -60,7 +60,7 @@ LiveKits = Callable[[], Awaitable[Mapping[str, LiveKitAccess]]]
 
 
 class Reaper:
-    """Sweeps the calls of the environments ``livekits`` names; :meth:`run` every ``every_s``."""
+    """Reaps the calls of the environments ``livekits`` names; :meth:`run` every ``every_s``."""
 
     def __init__(
         self,
@@ -75,10 +75,10 @@ class Reaper:
         self.rules = rules
         self.every_s = every_s
         self._rooms: dict[LiveKitAccess, Rooms] = {}
-        self.sweeps = 0
-        self.last: Sweep | None = None
-        self.swept = asyncio.Event()
-        """Set after every sweep (a test or a probe awaits it; it is never cleared here)."""
+        self.reaps = 0
+        self.last: Reaped | None = None
+        self.reaped_once = asyncio.Event()
+        """Set after every reap (a test or a probe awaits it; it is never cleared here)."""
         self.totals: dict[str, int] = {}
         """Counts since start: ``reaped_<why>``, ``rooms``, ``failed``."""
 
@@ -87,35 +87,35 @@ class Reaper:
             await rooms.aclose()
 
     async def run(self) -> None:
-        """Sweep now and every ``every_s`` seconds until cancelled; a sweep's failures are
+        """Reap now and every ``every_s`` seconds until cancelled; a reap's failures are
         logged and counted, never the end of the loop."""
         while True:
             try:
-                await self.sweep()
+                await self.reap()
             except Exception:
-                _log.exception("a sweep failed")
+                _log.exception("a reap failed")
             await asyncio.sleep(self.every_s)
 
-    async def sweep(self, now: dt.datetime | None = None) -> Sweep:
-        """One sweep of every LiveKit, judged at ``now`` (default: the clock at its start)."""
+    async def reap(self, now: dt.datetime | None = None) -> Reaped:
+        """One reap of every LiveKit, judged at ``now`` (default: the clock at its start)."""
         now = now or dt.datetime.now(dt.UTC)
-        done = Sweep()
+        done = Reaped()
         on: dict[LiveKitAccess, list[str]] = {}
         for environment, lk in sorted((await self.livekits()).items()):
             on.setdefault(lk, []).append(environment)
         for lk, environments in on.items():
             rooms = self._rooms.get(lk) or self._rooms.setdefault(lk, Rooms(lk))
-            await self._sweep(rooms, environments, now, done)
-        self.sweeps += 1
+            await self._reap_on(rooms, environments, now, done)
+        self.reaps += 1
         self.last = done
-        self.swept.set()
-        for reap in done.reaped:
-            self._count(f"reaped_{reap.why}")
+        self.reaped_once.set()
+        for verdict in done.reaped:
+            self._count(f"reaped_{verdict.why}")
         self._count("rooms", len(done.rooms))
         self._count("failed", len(done.failed))
         if done.reaped or done.rooms or done.failed:
             _log.info(
-                "swept: %d calls reaped, %d rooms taken down, %d failed",
+                "reaped: %d calls reaped, %d rooms taken down, %d failed",
                 len(done.reaped),
                 len(done.rooms),
                 len(done.failed),
@@ -125,8 +125,8 @@ class Reaper:
     def _count(self, what: str, n: int = 1) -> None:
         self.totals[what] = self.totals.get(what, 0) + n
 
-    async def _sweep(
-        self, rooms: Rooms, environments: list[str], now: dt.datetime, done: Sweep
+    async def _reap_on(
+        self, rooms: Rooms, environments: list[str], now: dt.datetime, done: Reaped
     ) -> None:
         try:
             seen = [c for env in environments for c in await calls.unsealed(self.log, env)]
@@ -148,7 +148,7 @@ class Reaper:
                     room = None
                 verdict = domain.judge(call, room, agents or 0, now, self.rules)
                 if verdict is not None:
-                    await self._reap(rooms, verdict)
+                    await self._carry_out(rooms, verdict)
                     done.reaped.append(verdict)
             except (CallLogError, LiveKitError) as exc:
                 done.failed.append(f"call {call.call}: {exc}")
@@ -163,11 +163,13 @@ class Reaper:
             except LiveKitError as exc:
                 done.failed.append(f"room {room.name}: {exc}")
 
-    async def _reap(self, rooms: Rooms, reap: domain.Reap) -> None:
+    async def _carry_out(self, rooms: Rooms, verdict: domain.Verdict) -> None:
         """End (unless ended), take the room down, seal: each step idempotent."""
-        if reap.outcome is not None:
-            await calls.end(self.log, reap.call, reap.outcome, REASONS[reap.why])
-        if reap.take_room:
-            await rooms.delete(reap.room)
-        await self.log.seal(reap.call)
-        _log.info("call %s reaped (%s): %s", reap.call, reap.why, reap.outcome or "sealed")
+        if verdict.outcome is not None:
+            await calls.end(
+                self.log, verdict.call, verdict.outcome, REASONS[verdict.why], verdict.cause
+            )
+        if verdict.take_room:
+            await rooms.delete(verdict.room)
+        await self.log.seal(verdict.call)
+        _log.info("call %s reaped (%s): %s", verdict.call, verdict.why, verdict.outcome or "sealed")

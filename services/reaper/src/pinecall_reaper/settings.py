@@ -31,7 +31,7 @@ class ReaperSettings(Settings, frozen=True, kw_only=True):
     person's operator key): it lists, ends and seals calls of every environment through
     call-log, and reads the fleets rows from the roster over NATS."""
     reap_every_s: float = 60.0
-    """Seconds between two sweeps (seed 002, "The reaper looks every minute")."""
+    """Seconds between two reaps (seed 002, "The reaper looks every minute")."""
     quiet_s: float = 300.0
     """Seconds a call with no agent in its room stays quiet before it ends drained; also the
     age at which a room no unsealed call names is taken down (seed 002: five minutes)."""

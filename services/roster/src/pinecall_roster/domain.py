@@ -1,7 +1,7 @@
 """The roster's rules, as pure functions of plain values (``shared/CONVENTIONS.md`` habit 5).
 
 Source: seed 000 — "The gateway hears every worker" (silent 30 s, forgotten 1 h, the newest start
-replaces), "A worker that is up but bad" (the failing line, which never empties a fleet),
+replaces), "A worker that is up but bad" (failing, which never empties a fleet),
 "Capacity is counted in calls" (full at ``active >= max_jobs``), "The burst" (wanted, absolute,
 never asking twice for a pod still booting).
 """
@@ -79,8 +79,8 @@ def is_full(heartbeat: WorkerHeartbeat) -> bool:
     return heartbeat.active >= heartbeat.max_jobs or heartbeat.load >= 1.0
 
 
-def past_failing_line(minute: WorkerMinute | None) -> bool:
-    """A minute past the failing line: half or more of its ended calls in error (4 ended at
+def is_failing(minute: WorkerMinute | None) -> bool:
+    """Whether a worker's minute is failing: half or more of its ended calls in error (4 ended at
     least), or first audio p95 over 5 s (20 turns at least). No minute (an older release): never.
     """
     if minute is None:
@@ -142,12 +142,12 @@ def standings(
 ) -> list[Standing]:
     """The state of each worker of one fleet, given ``(heard, cordoned)`` pairs.
 
-    A worker past the failing line reads ``failing`` (and stops counting) only while another
-    worker of the fleet is accepting and not past the line, so the line never empties a fleet.
+    A worker whose minute is failing (:func:`is_failing`) reads ``failing`` (and stops counting)
+    only while another worker of the fleet is accepting and not failing, so failing never empties
+    a fleet.
     """
     base = [
-        (h, c, _base_state(h, now, c, silent_s), past_failing_line(h.heartbeat.minute))
-        for h, c in workers
+        (h, c, _base_state(h, now, c, silent_s), is_failing(h.heartbeat.minute)) for h, c in workers
     ]
     healthy_accepting = sum(1 for _, _, s, f in base if s == "accepting" and not f)
     standing = []

@@ -29,7 +29,7 @@ HEADERS = (
     "livekit",
 )
 KEPT = "*"
-"""Marks a worker past the failing line that still counts: no other worker of its fleet accepts."""
+"""Marks a failing worker that still counts: no other worker of its fleet accepts."""
 UNKNOWN = "-"
 """LIVEKIT of a worker not heard in the dispatcher's window (:data:`HEARD_S`): what its last
 heartbeat said LiveKit held is not known to hold now (it may have exited)."""
@@ -109,7 +109,7 @@ def fleet_lines(view: FleetView, offers: Mapping[str, FleetOffers] | None) -> li
     if view.workers:
         lines.append(table(HEADERS, [_row(w) for w in view.workers]))
     if any(w.failing and w.state in ("accepting", "full") for w in view.workers):
-        lines.append(f"{KEPT} past the failing line, still offered calls: no other worker accepts")
+        lines.append(f"{KEPT} failing, still offered calls: no other worker accepts")
     if any(livekit(w) == UNKNOWN for w in view.workers):
         lines.append(
             f"{UNKNOWN} in LIVEKIT: not heard in {HEARD_S:.0f} s, so whether LiveKit holds it now "

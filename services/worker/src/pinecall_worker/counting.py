@@ -2,11 +2,11 @@
 
 The dispatcher offers a worker a call when its seats (``PINECALL_MAX_JOBS``) less its calls and
 the calls offered to it are above 0; livekit-agents accepts the offer when its effective load is
-under the line (0.7). Both must agree at every instant, bursts included, or an offer is declined
+under its load threshold (0.7). Both must agree at every instant, bursts included, or an offer is declined
 and its caller waits the re-offer's 12 s (issue 14, item 6). Two things in livekit-agents 1.8 make
-them disagree, and this subclass mends them without touching either line:
+them disagree, and this subclass mends them without touching either threshold:
 
-- an offer accepted and not launched yet weighs ``line ÷ warm processes`` when no job runs
+- an offer accepted and not launched yet weighs ``threshold ÷ warm processes`` when no job runs
   (``livekit/agents/worker.py``, ``_get_effective_load``, L1331-1342): here it weighs one seat
   (:func:`pinecall_worker.domain.effective_load`);
 - LiveKit hears the worker's status only every 2.5 s (``UPDATE_STATUS_INTERVAL``; ``_load_task``
@@ -38,18 +38,22 @@ SAY_TIMEOUT_S = 1.0
 
 class CountingServer(LinkedServer):
     """A :class:`LinkedServer` whose offers are decided by calls counted: ``active()`` calls
-    held of ``seats``, each offer accepted and not launched one seat more."""
+    held of ``seats``, each offer accepted and not launched one seat more; ``load_threshold`` is
+    the framework's own, read (:func:`pinecall_worker.domain.load_threshold`) and not passed on,
+    so the framework keeps its default."""
 
     def __init__(
-        self, link: Link, *, seats: int, line: float, active: Callable[[], int], **kw: Any
+        self, link: Link, *, seats: int, load_threshold: float, active: Callable[[], int], **kw: Any
     ) -> None:
         super().__init__(link, **kw)
         self._seats = seats
-        self._line = line
+        self._threshold = load_threshold
         self._active = active
 
     def _get_effective_load(self) -> float:
-        return domain.effective_load(self._active(), self._reserved_slots, self._seats, self._line)
+        return domain.effective_load(
+            self._active(), self._reserved_slots, self._seats, self._threshold
+        )
 
     async def say_status(self) -> None:
         """Tell LiveKit the worker's load and status now (not at the next 2.5 s tick); a no-op

@@ -1,10 +1,11 @@
 """The worker's rules, as pure functions of plain values.
 
-LiveKit reads a worker's load twice with one line, 0.7: livekit-server offers a job only to a
-worker under its ``agents.target_load``, and livekit-agents declines at its ``load_threshold``
-(``livekit/agents/worker.py``, ``_default_load_threshold``). A counting worker reports
-``line × calls ÷ seats`` so the line falls on its last seat, and ``calls ÷ seats`` to the roster
-(full at 1.0). Neither line is overridden: :func:`livekit_line` reads the installed framework's.
+LiveKit reads a worker's load twice against one load threshold, 0.7: livekit-server offers a
+job only to a worker under its ``agents.target_load``, and livekit-agents declines at its
+``load_threshold`` (``livekit/agents/worker.py``, ``_default_load_threshold``). A counting worker
+reports ``threshold × calls ÷ seats`` so the threshold falls on its last seat, and
+``calls ÷ seats`` to the roster (full at 1.0). Neither threshold is overridden:
+:func:`load_threshold` reads the installed framework's.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 from collections import deque
 from collections.abc import Iterable
 
+from pinecall_contracts.calls import EndCause
 from pinecall_contracts.fleet import WorkerMinute
 
 PLUGINS = frozenset(
@@ -50,7 +52,19 @@ def opens_first(reoffer_at: float | None, now: float) -> bool:
     return reoffer_at is not None and now >= reoffer_at - OPEN_FIRST_S
 
 
-def livekit_line() -> float:
+ROOM_GONE_REASONS = frozenset({"room disconnected", "the room went"})
+"""A job's shutdown reasons that say its room went: livekit-agents' (``job_proc_lazy_main``, its
+room's disconnection) and the stand-in watch's (``pinecall_worker.call.answer``)."""
+
+
+def shutdown_cause(reason: str) -> EndCause:
+    """Why an answer job shut down from outside ends its call ``drained``: ``room_gone`` when
+    ``reason`` says its room went, else ``shutdown`` (the worker closing its jobs past the drain
+    timeout and LiveKit's JobTermination both say livekit-agents' "parent process shutdown")."""
+    return "room_gone" if reason in ROOM_GONE_REASONS else "shutdown"
+
+
+def load_threshold() -> float:
     """The installed livekit-agents' production ``load_threshold`` (0.7 in 1.8.x)."""
     from livekit.agents import AgentServer
 
@@ -58,30 +72,31 @@ def livekit_line() -> float:
     return float(default.prod_default)
 
 
-def livekit_load(active: int, seats: int, line: float) -> float:
-    """The load a counting worker reports to LiveKit: ``line × active ÷ seats``.
+def livekit_load(active: int, seats: int, threshold: float) -> float:
+    """The load a counting worker reports to LiveKit: ``threshold × active ÷ seats``, where
+    ``threshold`` is LiveKit's load threshold (:func:`load_threshold`).
 
-    At ``active == seats`` it is exactly ``line``: LiveKit's full is the worker's last seat.
+    At ``active == seats`` it is exactly ``threshold``: LiveKit's full is the worker's last seat.
     """
     if seats < 1:
         raise ValueError("seats must be 1 or more")
     if active >= seats:
-        return line  # exactly: ``0.7 × 3 ÷ 3`` is 0.6999999999999998 in floats, under the line
-    return line * active / seats
+        return threshold  # exactly: ``0.7 × 3 ÷ 3`` is 0.6999999999999998 in floats, under it
+    return threshold * active / seats
 
 
-def effective_load(active: int, reserved: int, seats: int, line: float) -> float:
-    """The load livekit-agents decides an offer by, for a counting worker: ``line × (active +
-    reserved) ÷ seats``, exactly ``line`` from the last seat on.
+def effective_load(active: int, reserved: int, seats: int, threshold: float) -> float:
+    """The load livekit-agents decides an offer by, for a counting worker: ``threshold ×
+    (active + reserved) ÷ seats``, exactly ``threshold`` from the last seat on.
 
     The framework adds to the sampled load a guess per offer it accepted and has not launched
-    (``reserved``): the load per running job, or, with none running, ``line ÷ warm processes``
+    (``reserved``): the load per running job, or, with none running, ``threshold ÷ warm processes``
     (``livekit/agents/worker.py``, ``_get_effective_load``). A counting worker knows a call's
-    weight: one seat, ``line ÷ seats``. With the guess, a worker of 3 seats and 2 warm
+    weight: one seat, ``threshold ÷ seats``. With the guess, a worker of 3 seats and 2 warm
     processes declined its third call while two offers waited for their process, and the
     dispatcher, which counts seats, waited 12 s for an open that never came (issue 14, item 6).
     """
-    return livekit_load(active + reserved, seats, line)
+    return livekit_load(active + reserved, seats, threshold)
 
 
 def roster_load(active: int, seats: int) -> float:
@@ -98,7 +113,7 @@ def default_seats(cpus: int) -> int:
 
 def idle_processes(seats: int, cpus: int) -> int:
     """Warm job processes to keep: livekit-agents' own default (one per vCPU), 2 at least, never
-    more than the seats. An idle worker guesses a call's weight as its line over its warm
+    more than the seats. An idle worker guesses a call's weight as its load threshold over its warm
     processes (``livekit/agents/worker.py``, ``_is_available``), so it accepts at most this many
     offers in one instant until the first call runs (seed 000, "Capacity is counted in calls")."""
     return max(1, min(seats, max(2, cpus)))

@@ -11,8 +11,9 @@ exit code as the reason, and counts the call in the minute. It leaves the call u
 runtime may still send a sentence job into the room, which writes after the dead job's count and
 seals. A job whose process exited cleanly ran its own shutdown, which ended its call.
 
-Past the drain timeout the worker closes its jobs (each ends its own call ``drained`` and seals
-it); the calls it held are then sealed ``drained`` from here (:meth:`HeldCalls.seal`), which
+Past the drain timeout the worker closes its jobs (each ends its own call ``drained``, cause
+``shutdown``, and seals it); the calls it held are then sealed ``drained`` (cause
+``drain_timeout``) from here (:meth:`HeldCalls.seal`), which
 changes nothing on a call its job sealed and closes one whose job was killed.
 """
 
@@ -30,7 +31,7 @@ from livekit.agents.ipc.job_executor import JobStatus
 
 from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.errors import CallLogError
-from pinecall_contracts.calls import Outcome
+from pinecall_contracts.calls import EndCause, Outcome
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_worker.measures import MeasuresSocket
 from pinecall_worker.offer import offer_of_job
@@ -65,6 +66,8 @@ class HeldCalls:
         self.fallback: Outcome = "failed"
         """The outcome of a call whose job's process died: ``drained`` while the worker closes
         its jobs past the drain timeout."""
+        self.fallback_cause: EndCause | None = None
+        """The :attr:`fallback`'s cause: ``drain_timeout`` beside ``drained``."""
         self.ended: deque[tuple[str, Outcome, str]] = deque(maxlen=100)
         """(call, outcome, reason) of the last calls this main process ended."""
         self.changed = asyncio.Event()
@@ -118,17 +121,19 @@ class HeldCalls:
             exitcode = getattr(proc, "exitcode", None)
             reason = f"the job's process exited with code {exitcode}"
             _log.error("call %s: %s; ending it %s", held.offer.call, reason, self.fallback)
-            task = asyncio.create_task(self._end(held, self.fallback, reason))
+            task = asyncio.create_task(self._end(held, self.fallback, reason, self.fallback_cause))
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def _end(self, held: Held, outcome: Outcome, reason: str) -> None:
+    async def _end(
+        self, held: Held, outcome: Outcome, reason: str, cause: EndCause | None = None
+    ) -> None:
         call = held.offer.call
         if held.offer.job == "answer":
             self.measures.call_ended(call, outcome == "failed")
         try:
             if self.client is not None:
-                await self.client.end(call, outcome, reason)
+                await self.client.end(call, outcome, reason, cause=cause)
                 if held.offer.job == "sentence":
                     await self.client.seal(call)
         except CallLogError as exc:  # an ended or sealed call keeps what it has
@@ -136,15 +141,16 @@ class HeldCalls:
         self.ended.append((call, outcome, reason))
         self._changed()
 
-    async def seal(self, held: list[Held], outcome: Outcome) -> None:
-        """Seal every call of ``held`` (``outcome`` for one still open); idempotent on the log."""
+    async def seal(self, held: list[Held], outcome: Outcome, cause: EndCause | None = None) -> None:
+        """Seal every call of ``held`` (``outcome`` and ``cause`` for one still open);
+        idempotent on the log."""
         if self.client is None:
             return
         client = self.client
 
         async def one(h: Held) -> None:
             try:
-                await client.seal(h.offer.call, outcome)
+                await client.seal(h.offer.call, outcome, cause=cause)
             except CallLogError as exc:
                 _log.error("call %s: not sealed: %s", h.offer.call, exc)
 

@@ -66,7 +66,7 @@ def offer_of_job(
             fleet=fleet,
             environment=environment,
             room=room or job_id,
-            offer=1,
+            attempt=1,
             agent=fleet,
             arrived_at=now,
             context={"job": job_id},

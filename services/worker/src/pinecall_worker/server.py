@@ -1,14 +1,14 @@
 """One worker process: the AgentServer, its name and load, heartbeat, measures, drain and cordon.
 
-It registers with LiveKit as ``<fleet>/<host>.<start>`` so a dispatch to that name reaches it and
-no other (seed 000, "The gateway hears every worker"). A counting worker (``PINECALL_MAX_JOBS``)
-reports ``line × calls ÷ seats`` to LiveKit and ``calls ÷ seats`` to the roster. SIGTERM drains:
-no new call (it tells LiveKit and declines offers), its calls finish within the drain timeout;
-past it the worker closes its jobs (each ends its call ``drained``), seals every call it still
-held within ``seal_timeout_s`` (60 s), and exits 0. A cordon said in a heartbeat answer drains it
-with no timeout and exits 3 (seed 000, "Deploys drain, cordons shrink"). The main process knows
-each running job's call (``jobs``) and ends it ``failed`` when the job's process dies. Its health
-port answers the startup probe once LiveKit registered it and the plugins are loaded
+It registers with LiveKit as ``<fleet>/<host>.<start>`` so a dispatch to that name reaches it and no
+other (seed 000, "The gateway hears every worker"). A counting worker (``PINECALL_MAX_JOBS``)
+reports ``0.7 × calls ÷ seats`` (0.7: LiveKit's load threshold) to LiveKit and ``calls ÷ seats`` to
+the roster. SIGTERM drains: no new call (it tells LiveKit and declines offers), its calls finish
+within the drain timeout; past it the worker closes its jobs (each ends its call ``drained``), seals
+every call it still held within ``seal_timeout_s`` (60 s), and exits 0. A cordon said in a heartbeat
+answer drains it with no timeout and exits 3 (seed 000, "Deploys drain, cordons shrink"). The main
+process knows each running job's call (``jobs``) and ends it ``failed`` when the job's process dies.
+Its health port answers the startup probe once LiveKit registered it and the plugins are loaded
 (``health``). Whether LiveKit holds it is what it says now (``link``): a connection gone or hung
 makes its heartbeat say no ``agent_name`` at once, and its probe 503, until it registers again.
 """
@@ -62,7 +62,7 @@ class Worker:
     """A worker of ``settings.fleet``; :meth:`run` returns its exit code.
 
     It beats to the roster at ``settings.roster_url``, or through ``roster_transport`` (a test's
-    in-process replica, or a line a test cuts) when given.
+    in-process replica, or a transport a test cuts) when given.
     """
 
     def __init__(
@@ -81,7 +81,7 @@ class Worker:
         self.settings = settings
         self.counting = settings.max_jobs is not None
         self.seats = settings.max_jobs or domain.default_seats(settings.cpus())
-        self.line = domain.livekit_line()
+        self.load_threshold = domain.load_threshold()
         self.name = settings.worker_name(start or int(time.time()))
         self.link = Link(self._link_changed)
         self.registered = self.link.registered
@@ -109,7 +109,11 @@ class Worker:
         )
         self.health = Health(settings.host, settings.health_port, self.not_ready)
         counting: dict[str, Any] = (
-            {"seats": self.seats, "line": self.line, "active": lambda: self.active}
+            {
+                "seats": self.seats,
+                "load_threshold": self.load_threshold,
+                "active": lambda: self.active,
+            }
             if self.counting
             else {}
         )
@@ -160,9 +164,9 @@ class Worker:
 
         A job still closing after its call's end (its writer sealing, its process exiting) holds
         no seat: the dispatcher frees the seat on ``call.ended`` and may offer the next call at
-        once, so the worker must not decline it at LiveKit's line meanwhile (seed 000, "Capacity
-        is counted in calls"). The job says its call's end over the measures socket as soon as
-        the end is on the log (:meth:`pinecall_worker.call.record.Recorder.finish`).
+        once, so the worker must not decline it at LiveKit's load threshold meanwhile (seed 000,
+        "Capacity is counted in calls"). The job says its call's end over the measures socket as
+        soon as the end is on the log (:meth:`pinecall_worker.call.record.Recorder.finish`).
         """
         ended = sum(self.measures.heard_ended(h.offer.call) for h in self.jobs.calls())
         return max(0, len(self.server.active_jobs) - ended)
@@ -181,7 +185,7 @@ class Worker:
             await self.heartbeat.beat()
 
     def _livekit_load(self, _server: AgentServer) -> float:
-        return domain.livekit_load(self.active, self.seats, self.line)
+        return domain.livekit_load(self.active, self.seats, self.load_threshold)
 
     def _on_started(self) -> None:
         self.jobs.attach(self.server._proc_pool)  # made by run(); no public handle in 1.8.9
@@ -279,7 +283,7 @@ class Worker:
             len(held),
             self.settings.seal_timeout_s,
         )
-        self.jobs.fallback = "drained"
+        self.jobs.fallback, self.jobs.fallback_cause = "drained", "drain_timeout"
         deadline = asyncio.get_running_loop().time() + self.settings.seal_timeout_s
         # not cancelled: livekit-agents bounds each job's close (shutdown_process_timeout), then
         # kills it, and a job process left running would outlive the worker
@@ -287,6 +291,6 @@ class Worker:
         try:
             async with asyncio.timeout_at(deadline):
                 await self.jobs.aclose()
-                await self.jobs.seal(held, "drained")
+                await self.jobs.seal(held, "drained", "drain_timeout")
         except TimeoutError:
             _log.error("seal timeout: the calls left unsealed are the reaper's")

@@ -53,7 +53,7 @@ async def offer_call(
         fleet=fleet_of(worker),
         environment="production",
         room=room,
-        offer=1,
+        attempt=1,
         job=job,
         agent=agent,
         org="org_acme",

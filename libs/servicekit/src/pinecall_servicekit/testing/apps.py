@@ -12,11 +12,11 @@ from litestar import Litestar
 
 
 class Replica(httpx.AsyncClient):
-    """An HTTP client of one in-process replica, with the app at hand (``.app``) and the line
-    it is reached on (``.line``: give it to a typed client, ``transport=``)."""
+    """An HTTP client of one in-process replica, with the app at hand (``.app``) and the
+    transport it is reached over (``.transport``: give it to a typed client, ``transport=``)."""
 
     app: Litestar
-    line: httpx.AsyncBaseTransport
+    transport: httpx.AsyncBaseTransport
 
 
 @asynccontextmanager
@@ -47,7 +47,7 @@ async def running(app: Litestar, base_url: str = "http://service.test") -> Async
         transport = httpx.ASGITransport(app=cast(Any, app))
         async with Replica(transport=transport, base_url=base_url) as client:
             client.app = app
-            client.line = transport
+            client.transport = transport
             yield client
     finally:
         stop.set()

@@ -34,6 +34,7 @@ from pinecall_contracts.calls import (
     CallLog,
     CallOpen,
     CallRecord,
+    EndCause,
     Entry,
     LoggedEntry,
     Outcome,
@@ -197,11 +198,13 @@ class CallStore:
         now: dt.datetime,
         *,
         seal: bool,
+        cause: EndCause | None = None,
     ) -> tuple[CallRecord, list[str]]:
         """End (and with ``seal``, seal) a call; returns the record and what changed, in order
         (``["ended", "sealed"]``, or ``[]`` for a repeat). Idempotent: ending an ended call or
         sealing a sealed one changes nothing; ending a sealed call is ``Conflict``. Ending an
-        open call needs an ``outcome`` (``Unprocessable`` otherwise)."""
+        open call needs an ``outcome`` (``Unprocessable`` otherwise); its ``cause`` (why it ended
+        ``drained``) is kept with it, and a repeat's is not."""
         async with db.translate_errors("ending a call"), self.engine.begin() as conn:
             head = await lock_head(conn, call, changing=not seal)
             done: list[str] = []
@@ -213,8 +216,10 @@ class CallStore:
                 data: dict[str, Any] = {"outcome": outcome}
                 if reason:
                     data["reason"] = reason
+                if cause:
+                    data["cause"] = cause
                 own.append(("call.ended", data))
-                changes |= {"ended_at": now, "outcome": outcome}
+                changes |= {"ended_at": now, "outcome": outcome, "cause": cause}
                 done.append("ended")
             if seal and head.sealed_at is None:
                 own.append(("call.sealed", {}))

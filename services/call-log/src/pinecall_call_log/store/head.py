@@ -59,6 +59,7 @@ def record_of(row: sa.Row[Any]) -> CallRecord:
         written=row.written,
         last_seq=row.last_seq,
         outcome=row.outcome,
+        cause=row.cause,
         opened_at=row.opened_at,
         ended_at=row.ended_at,
         sealed_at=row.sealed_at,

@@ -62,6 +62,7 @@ class UnsealedCalls:
                 worker=r.worker,
                 state=domain.state_of(r.ended_at is not None, False),
                 outcome=r.outcome,
+                cause=r.cause,
                 opened_at=r.opened_at,
                 ended_at=r.ended_at,
                 last_entry_at=r.moved_at,

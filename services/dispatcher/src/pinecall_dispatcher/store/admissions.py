@@ -79,7 +79,7 @@ class AdmissionStore:
     async def refused(
         self, now: dt.datetime, environment: str, fleet: str, agent: str, org: str, reason: str
     ) -> None:
-        """Count a refusal at admission (line health: it leaves no call record)."""
+        """Count a refusal at admission (intake health: it leaves no call record)."""
         async with db.translate_errors("counting a refusal"), self.engine.begin() as conn:
             await conn.execute(
                 sa.insert(REFUSALS).values(

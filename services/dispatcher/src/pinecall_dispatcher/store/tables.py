@@ -18,7 +18,7 @@ ended       the room ended, the caller hung up before an open, or the call ended
 ``job`` and ``written`` are the seam of a worker that dies (issue 8): such a room is offered again
 as ``JobOffer(job="sentence", written=…)``. ``journal``: every offer and where each room went.
 ``quotas``: an org's ``concurrent_calls`` per environment. ``refusals``: the token endpoint's
-refusals (line health: they leave no call record).
+refusals (intake health: they leave no call record).
 """
 
 from __future__ import annotations

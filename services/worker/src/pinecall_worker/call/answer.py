@@ -2,18 +2,19 @@
 
 How a call ends, and the outcome the log gets (the first that happens wins):
 
-====================================================  ==============
+====================================================  ============================
 what happened                                         outcome
-====================================================  ==============
+====================================================  ============================
 the agent ran ``end_call`` (livekit-agents'           completed
 ``EndCallTool``: it says goodbye, deletes the room)
 the caller left the room                              caller_hangup
 the session closed on an error (a vendor failed       failed
 past livekit-agents' tolerance), or the job crashed
-the job was shut down from outside: the worker's      drained
+the job was shut down from outside: the worker's      drained, cause ``shutdown``
 drain past its timeout, LiveKit's JobTermination
-(a deleted dispatch), the room gone
-====================================================  ==============
+(a deleted dispatch)
+the room went                                         drained, cause ``room_gone``
+====================================================  ============================
 
 A job process that dies takes none of these paths: the worker's main process ends its call
 ``failed`` (``pinecall_worker.jobs``). In production the job joins its room with
@@ -47,7 +48,7 @@ from pinecall_contracts import entries
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_worker.call.record import Recorder
 from pinecall_worker.call.session import model_client, session_for
-from pinecall_worker.domain import opens_first
+from pinecall_worker.domain import opens_first, shutdown_cause
 from pinecall_worker.settings import WorkerSettings
 
 _log = logging.getLogger(__name__)
@@ -121,7 +122,10 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
 
     async def on_shutdown(reason: str) -> None:
         await held.aclose()
-        await recorder.finish("failed" if reason == "job crashed" else "drained", reason)
+        if reason == "job crashed":
+            await recorder.finish("failed", reason)
+        else:
+            await recorder.finish("drained", reason, cause=shutdown_cause(reason))
         await client.aclose()
 
     # first, so a job that crashes from here on still ends its call failed on the log
@@ -184,7 +188,7 @@ async def _watch_caller(room: Any, recorder: Recorder, ended: Any) -> None:
         closed.cancel()
         if get not in done:
             get.cancel()
-            recorder.settle("drained", "the room went")
+            recorder.settle("drained", "the room went", cause="room_gone")
             ended("the room went")
             return
         event = get.result()

@@ -31,7 +31,7 @@ from typing import Any
 from pinecall_clients.calllog import SEAL_WITHIN_S, CallLogClient
 from pinecall_clients.errors import CallLogError, CallLogRefused
 from pinecall_contracts import entries
-from pinecall_contracts.calls import CallOpen, Outcome, Reopened
+from pinecall_contracts.calls import CallOpen, EndCause, Outcome, Reopened
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_contracts.worker import CallEnded, CallError, TurnMeasured
 from pinecall_worker.measures import report
@@ -80,6 +80,8 @@ class Recorder:
         )
         self.outcome: Outcome | None = None
         self.reason: str | None = None
+        self.cause: EndCause | None = None
+        """Why a ``drained`` call ended (``EndCause``), settled with the outcome."""
         self.opened = asyncio.Event()
         self.refused: str | None = None
         """Why the log refused the call (None while it has not)."""
@@ -93,11 +95,14 @@ class Recorder:
 
     # ------------------------------------------------------------------ what the call says
 
-    def settle(self, outcome: Outcome, reason: str | None = None) -> bool:
-        """Fix the call's outcome unless an earlier event already did; True if this one did."""
+    def settle(
+        self, outcome: Outcome, reason: str | None = None, *, cause: EndCause | None = None
+    ) -> bool:
+        """Fix the call's outcome (and a ``drained`` one's ``cause``) unless an earlier event
+        already did; True if this one did."""
         if self.outcome is not None:
             return False
-        self.outcome, self.reason = outcome, reason
+        self.outcome, self.reason, self.cause = outcome, reason, cause
         return True
 
     def add(self, kind: str, data: dict[str, Any], *, at: float | None = None) -> None:
@@ -156,7 +161,7 @@ class Recorder:
             room=self.offer.room,
             worker=self.worker,
             context=self.offer.context
-            | {"caller": self.offer.caller, "offer": self.offer.offer}
+            | {"caller": self.offer.caller, "offer": self.offer.attempt}
             | ({"number": self.offer.number} if self.offer.number else {}),
             config=self.offer.config,
         )
@@ -219,14 +224,19 @@ class Recorder:
         await self._close_log(seal=False)
 
     async def finish(
-        self, outcome: Outcome, reason: str | None = None, *, seal: bool = True
+        self,
+        outcome: Outcome,
+        reason: str | None = None,
+        *,
+        seal: bool = True,
+        cause: EndCause | None = None,
     ) -> None:
         """Settle ``outcome`` unless one is settled, write what is queued, end and seal.
 
         Bounded: the queue gets :data:`SEAL_WITHIN_S` to drain, the end and the seal their own
         30 s each (the client's). Tells the worker's minute how the call ended either way.
         """
-        self.settle(outcome, reason)
+        self.settle(outcome, reason, cause=cause)
         assert self.outcome is not None
         if self._ending is not None:
             # done long since, as a rule; one still waiting for the open, or cut short here,
@@ -266,7 +276,7 @@ class Recorder:
             )
         try:
             if not self._ended:
-                await self.client.end(self.call, self.outcome, self.reason)
+                await self.client.end(self.call, self.outcome, self.reason, cause=self.cause)
                 self._ended = True
             # the seat is free from here (the dispatcher hears call.ended now), not once sealed
             self._report_end()

@@ -1,7 +1,7 @@
-"""``doctor``'s rules of the line: rooms kept in offers, refusals at admission, dropped webhooks.
+"""``doctor``'s rules of intake: rooms kept in offers, refusals at admission, dropped webhooks.
 
 Source: ``shared/DESIGN.md``, "The operator's surface" and "Where the seeds disagree" (refusals
-are line health: they leave no call record); seed 000, "Who takes a call" (a room kept in offers
+are intake health: they leave no call record); seed 000, "Who takes a call" (a room kept in offers
 past a minute; rooms that waited); the dispatcher's ``OffersSnapshot`` and webhook-ingest's drops
 stream are the sources.
 """
@@ -115,7 +115,7 @@ ADMISSION_TODO = {
 
 def admission(offers: OffersSnapshot | None) -> list[Finding]:
     """Refusals at the token endpoint in the last ten minutes, by fleet and reason (seed 003:
-    line health, since a refusal leaves no call record)."""
+    intake health, since a refusal leaves no call record)."""
     if offers is None:
         return [skip("admission", "dispatcher")]
     found = []
