@@ -4,40 +4,20 @@ the previous release's rows untouched, the new table taking versions at once."""
 from __future__ import annotations
 
 import asyncio
-import secrets
-from collections.abc import Iterator
 
-import psycopg
-import pytest
 import sqlalchemy as sa
 
 from pinecall_call_log.store import Store, migrate
 from pinecall_call_log.store.tables import CALLS
 from pinecall_contracts.agents import AgentDefinition
 from pinecall_servicekit import db
-from pinecall_servicekit.dburl import with_database
-from pinecall_servicekit.platform import Endpoints
 
 
-@pytest.fixture
-def empty_database(platform_endpoints: Endpoints) -> Iterator[str]:
-    """A database of this test's own that no migration ran on."""
-    admin = platform_endpoints.database_url
-    name = f"pc_m_{secrets.token_hex(5)}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        yield with_database(admin, name)
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-async def test_0004_migrates_up_from_0003_keeping_its_calls(empty_database: str) -> None:
+async def test_0004_migrates_up_from_0003_keeping_its_calls(empty_database_url: str) -> None:
     await asyncio.to_thread(
-        db.migrate, empty_database, migrate.script_location, migrate.schema, "0003"
+        db.migrate, empty_database_url, migrate.script_location, migrate.schema, "0003"
     )
-    engine = db.create_engine(empty_database, pool_size=1)
+    engine = db.create_engine(empty_database_url, pool_size=1)
     try:
         call = {
             "call_id": "call_1", "agent": "support-bot", "org": "org_acme",
@@ -47,7 +27,7 @@ async def test_0004_migrates_up_from_0003_keeping_its_calls(empty_database: str)
         async with engine.begin() as conn:
             await conn.execute(sa.insert(CALLS).values(**call))
         assert (await migrate.status(engine)).standing == "behind"
-        await asyncio.to_thread(migrate, empty_database)
+        await asyncio.to_thread(migrate, empty_database_url)
         status = await migrate.status(engine)
         assert status.standing == "at_head"
         async with engine.connect() as conn:

@@ -8,21 +8,18 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import secrets
 import sys
 from pathlib import Path
 
 import msgspec
 import nats
 import nats.aio.msg
-import psycopg
 import pytest
 
 from pinecall_contracts.subjects import Subjects
 from pinecall_servicekit.lifecycle import ExitCode
 from pinecall_servicekit.operator import UpState
-from pinecall_servicekit.platform import Endpoints, free_port
-from pinecall_servicekit.testing.plugin import with_database
+from pinecall_servicekit.platform import free_port
 from pinecall_testkit.roster import Keys, Replica, bearer, heartbeat
 
 
@@ -212,20 +209,12 @@ async def test_a_bad_command_is_a_named_error(
 
 
 async def test_keys_on_a_database_never_migrated_is_a_named_error(
-    env: dict[str, str], platform_endpoints: Endpoints
+    env: dict[str, str], empty_database_url: str
 ) -> None:
     """A database with no service's tables (the default ``test`` when no ``up`` runs): said,
     not a driver's traceback."""
-    admin = platform_endpoints.database_url
-    name = f"pc_empty_{secrets.token_hex(4)}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        empty = {"PINECALL_DATABASE_URL": with_database(admin, name)}
-        code, out, err = await cli("keys", "list", env=env | empty)
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    empty = {"PINECALL_DATABASE_URL": empty_database_url}
+    code, out, err = await cli("keys", "list", env=env | empty)
     assert code == ExitCode.UNAVAILABLE, (out, err)
     assert "[store_unavailable] listing keys: the database has no table for it" in err
     assert "never migrated (pinecall-runtime migrate)" in err

@@ -52,33 +52,42 @@ def platform_endpoints() -> Iterator[Endpoints]:
         yield endpoints
 
 
-@pytest.fixture(scope="session")
-def template_database(platform_endpoints: Endpoints) -> Iterator[str]:
-    """The name of a database with every migration applied, copied by each test."""
-    admin = platform_endpoints.database_url
-    name = f"pc_tpl_{secrets.token_hex(4)}"
+@contextlib.contextmanager
+def own_database(admin: str, prefix: str, template: str | None = None) -> Iterator[str]:
+    """A database of its own on the server of ``admin`` (a libpq URL), named ``<prefix>_<hex>``
+    and copied from ``template`` when given, else empty (no migration ran on it); yields its
+    URL and drops it after, connections and all."""
+    name = f"{prefix}_{secrets.token_hex(5)}"
+    copied = f' TEMPLATE "{template}"' if template else ""
     with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    try:
-        run_all_migrations(with_database(admin, name))
-        yield name
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-
-
-@pytest.fixture
-def database_url(platform_endpoints: Endpoints, template_database: str) -> Iterator[str]:
-    """A migrated database of this test's own (libpq URL)."""
-    admin = platform_endpoints.database_url
-    name = f"pc_t_{secrets.token_hex(5)}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template_database}"')
+        conn.execute(f'CREATE DATABASE "{name}"{copied}')
     try:
         yield with_database(admin, name)
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+@pytest.fixture(scope="session")
+def template_database(platform_endpoints: Endpoints) -> Iterator[str]:
+    """The name of a database with every migration applied, copied by each test."""
+    with own_database(platform_endpoints.database_url, "pc_tpl") as url:
+        run_all_migrations(url)
+        yield where(url).database
+
+
+@pytest.fixture
+def database_url(platform_endpoints: Endpoints, template_database: str) -> Iterator[str]:
+    """A migrated database of this test's own (libpq URL)."""
+    with own_database(platform_endpoints.database_url, "pc_t", template_database) as url:
+        yield url
+
+
+@pytest.fixture
+def empty_database_url(platform_endpoints: Endpoints) -> Iterator[str]:
+    """A database of this test's own that no migration ran on (libpq URL)."""
+    with own_database(platform_endpoints.database_url, "pc_m") as url:
+        yield url
 
 
 @pytest.fixture
