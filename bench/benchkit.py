@@ -252,3 +252,25 @@ async def delete_bucket(nats_url: str, bucket: str) -> None:
         log(f"NATS: could not delete bucket {bucket}: {exc}")
     finally:
         await client.close()
+
+
+# ---------------------------------------------------------------- a running `up`
+
+
+def up_livekit_keys(dispatcher_url: str) -> dict[str, tuple[str, str]]:
+    """Each environment's stand-in key and secret under a running ``up`` (environment → (key,
+    secret)): ``up`` makes them at random and keeps them only in its services' environments,
+    so they are read from the process serving ``dispatcher_url`` (``PINECALL_LIVEKIT_KEYS``), as
+    an operator on the machine could. ``LookupError`` if nothing listens there."""
+    import psutil
+
+    port = int(dispatcher_url.rsplit(":", 1)[1])
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
+            found: dict[str, tuple[str, str]] = {}
+            for item in psutil.Process(conn.pid).environ()["PINECALL_LIVEKIT_KEYS"].split(","):
+                environment, pair = item.split("=", 1)
+                key, secret = pair.split(":", 1)
+                found[environment] = (key, secret)
+            return found
+    raise LookupError(f"nothing listens on port {port}")

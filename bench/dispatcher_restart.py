@@ -37,6 +37,7 @@ from typing import Any
 
 import httpx
 import psutil
+from benchkit import up_livekit_keys
 from livekit import api
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,13 +51,13 @@ def _listener(port: int) -> psutil.Process:
     raise LookupError(f"nothing listens on port {port}")
 
 
-def _duplicate_webhooks(urls: dict[str, str], keys: str) -> None:
+def _duplicate_webhooks(urls: dict[str, str]) -> None:
     """Every environment's stand-in sends each webhook twice from now on."""
-    by_env = dict(item.split("=", 1) for item in keys.split(","))
+    keys = up_livekit_keys(urls["dispatcher"])
     for name, url in urls.items():
         if not name.startswith("livekit-"):
             continue
-        key, secret = by_env[name.removeprefix("livekit-")].split(":", 1)
+        key, secret = keys[name.removeprefix("livekit-")]
         token = api.AccessToken(key, secret).with_identity("bench").to_jwt()
         r = httpx.post(
             f"{url}/lab/control/webhooks/faults",
@@ -107,8 +108,7 @@ def run(calls: int, rate: float, seats: int, kill_at: list[float], report: Path)
         began = time.monotonic()
         urls = json.loads((ROOT / ".state/up.json").read_text())["urls"]
         port = int(urls["dispatcher"].rsplit(":", 1)[1])
-        keys = _listener(port).environ()["PINECALL_LIVEKIT_KEYS"]
-        _duplicate_webhooks(urls, keys)
+        _duplicate_webhooks(urls)
         for at in kill_at:
             time.sleep(max(0.0, began + at - time.monotonic()))
             os.killpg(os.getpgid(_listener(port).pid), signal.SIGKILL)

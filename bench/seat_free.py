@@ -8,13 +8,18 @@ reads the roster's row of the worker and asks a token again, each every ``--ever
 until the row counts no call and a token is given. It prints both waits' p50/p99/max (seconds)
 and stops ``up``. Not a test: nothing asserts a time.
 
-    .venv/bin/python bench/seat_free.py [--trials 20] [--json]
+``--made-first`` (issue 14, item 4): each visitor's room is made through livekit-api before the
+visitor joins it, as a page's server may do, so LiveKit applies none of the token's ring; it
+also prints how many of those visitors an agent answered, and the seconds from the join to it.
+
+    .venv/bin/python bench/seat_free.py [--trials 20] [--made-first] [--json]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -27,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from benchkit import up_livekit_keys
+from livekit import api
 
 from pinecall_labroom import LabRoom
 
@@ -53,8 +60,17 @@ async def until(check: Any, every_s: float, within_s: float = 60.0) -> float:
 
 
 async def trial(
-    dispatcher: httpx.AsyncClient, roster: httpx.AsyncClient, app: str, op: str, every_s: float
-) -> tuple[float, float]:
+    dispatcher: httpx.AsyncClient,
+    roster: httpx.AsyncClient,
+    app: str,
+    op: str,
+    every_s: float,
+    livekit: api.LiveKitAPI | None = None,
+) -> tuple[float, float, float]:
+    """One visitor answered and hung up: (join → agent, hang-up → free on the roster, hang-up →
+    admitted again), in seconds; the room made first through ``livekit`` when given.
+    ``TimeoutError`` if no agent came within 60 s."""
+
     async def token() -> httpx.Response:
         return await dispatcher.post(
             "/v1/tokens", json={"agent": "support-bot"}, headers={"authorization": f"Bearer {app}"}
@@ -63,8 +79,16 @@ async def trial(
     r = await token()
     r.raise_for_status()
     visitor = r.json()
+    if livekit is not None:
+        await livekit.room.create_room(api.CreateRoomRequest(name=visitor["room"]))
     room = await LabRoom.connect(visitor["url"], visitor["token"])
-    await asyncio.wait_for(room.wait_for_participant(kind="AGENT"), 60)
+    joined = time.monotonic()
+    try:
+        await asyncio.wait_for(room.wait_for_participant(kind="AGENT"), 60)
+    except TimeoutError:
+        await room.leave()
+        raise
+    answered_s = time.monotonic() - joined
 
     async def row_free() -> bool:
         fleet = await roster.get(
@@ -83,35 +107,58 @@ async def trial(
 
     await room.leave()
     roster_s, admission_s = await asyncio.gather(until(row_free, every_s), until(admitted, every_s))
-    return roster_s, admission_s
+    return answered_s, roster_s, admission_s
 
 
-async def measure(state: Path, trials: int, every_s: float) -> dict[str, Any]:
+async def measure(state: Path, trials: int, every_s: float, made_first: bool) -> dict[str, Any]:
     up = json.loads((state / "up.json").read_text())
     keys = json.loads((state / "keys.json").read_text())
-    async with (
-        httpx.AsyncClient(base_url=up["urls"]["dispatcher"], timeout=10) as dispatcher,
-        httpx.AsyncClient(base_url=up["urls"]["roster"], timeout=10) as roster,
-    ):
-        roster_s, admission_s = [], []
+    async with contextlib.AsyncExitStack() as stack:
+        dispatcher = await stack.enter_async_context(
+            httpx.AsyncClient(base_url=up["urls"]["dispatcher"], timeout=10)
+        )
+        roster = await stack.enter_async_context(
+            httpx.AsyncClient(base_url=up["urls"]["roster"], timeout=10)
+        )
+        livekit = None
+        if made_first:
+            key, secret = up_livekit_keys(up["urls"]["dispatcher"])["production"]
+            livekit = api.LiveKitAPI(up["urls"]["livekit-production"], key, secret)
+            stack.push_async_callback(livekit.aclose)
+        answered_s, roster_s, admission_s, unanswered = [], [], [], 0
         for n in range(trials):
-            r, a = await trial(
-                dispatcher, roster, keys["app-production"], keys["operator"], every_s
-            )
+            try:
+                j, r, a = await trial(
+                    dispatcher, roster, keys["app-production"], keys["operator"], every_s, livekit
+                )
+            except TimeoutError:
+                unanswered += 1
+                log(f"trial {n + 1}: no agent came within 60 s")
+                continue
+            answered_s.append(j)
             roster_s.append(r)
             admission_s.append(a)
-            log(f"trial {n + 1}: roster {r:.3f} s, admission {a:.3f} s")
+            log(f"trial {n + 1}: answered {j:.3f} s, roster {r:.3f} s, admission {a:.3f} s")
             await asyncio.sleep(3)  # the admitted token's visitor never joins: let its seat go
-    return {
+    result: dict[str, Any] = {
         what: {"p50": pct(v, 0.5), "p99": pct(v, 0.99), "max": max(v), "n": len(v)}
-        for what, v in (("roster_s", roster_s), ("admission_s", admission_s))
-    }
+        for what, v in (
+            ("answered_s", answered_s), ("roster_s", roster_s), ("admission_s", admission_s)
+        )
+        if v
+    }  # fmt: skip
+    result["answered"] = f"{trials - unanswered} of {trials}"
+    result["rooms_made_first"] = made_first
+    return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=20)
     parser.add_argument("--every-ms", type=float, default=25.0)
+    parser.add_argument(
+        "--made-first", action="store_true", help="make each room before its visitor joins"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     state = Path(tempfile.mkdtemp(prefix="pcbench-seat-"))
@@ -125,14 +172,17 @@ def main() -> None:
             if up.poll() is not None or time.monotonic() > deadline:
                 raise SystemExit(f"up did not start: see {state}/logs")
             time.sleep(0.5)
-        result = asyncio.run(measure(state, args.trials, args.every_ms / 1000))
+        result = asyncio.run(measure(state, args.trials, args.every_ms / 1000, args.made_first))
     finally:
         up.send_signal(signal.SIGTERM)
         up.wait(timeout=120)
     if args.json:
         print(json.dumps(result, indent=2))
     else:
+        print(f"answered by an agent: {result['answered']} (rooms made first: {args.made_first})")
         for what, v in result.items():
+            if not isinstance(v, dict):
+                continue
             print(
                 f"{what:12} p50 {v['p50']:.3f}  p99 {v['p99']:.3f}  max {v['max']:.3f}  (n={v['n']})"
             )
