@@ -51,4 +51,4 @@ async def test_a_database_not_at_head_says_how(
         await conn.execute(sa.text(change.format(schema=migrations.schema)))
     status = await migrations.status(engine)
     assert status.standing == standing
-    assert status.heads == ["0004"]
+    assert status.heads == ["0005"]

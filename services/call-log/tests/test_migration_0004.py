@@ -49,7 +49,7 @@ async def test_0004_migrates_up_from_0003_keeping_its_calls(empty_database: str)
         assert (await migrate.status(engine)).standing == "behind"
         await asyncio.to_thread(migrate, empty_database)
         status = await migrate.status(engine)
-        assert (status.standing, status.applied) == ("at_head", ["0004"])
+        assert (status.standing, status.applied) == ("at_head", ["0005"])
         async with engine.connect() as conn:
             kept = (await conn.execute(sa.select(CALLS.c.call_id, CALLS.c.org))).all()
         assert [tuple(r) for r in kept] == [("call_1", "org_acme")]

@@ -321,3 +321,28 @@ ToApp = (
     | ErrorFrame
 )
 """Every frame the runtime sends."""
+
+
+# -- between call-log replicas, on NATS (``Subjects.app_holding``, ``Subjects.app_hand``) ----
+
+
+class Holding(Contract, frozen=True, kw_only=True, tag="apps.holding.v1"):
+    """A replica's app sockets, said every ``app_announce_s``: the agents some socket of it
+    takes calls of, as ``[environment, org, agent]``. A replica not heard for three of them is
+    taken for dead: its holds are taken back and its calls handed again."""
+
+    replica: str
+    agents: list[tuple[str, str, str]] = []
+
+
+class HandCall(Contract, frozen=True, kw_only=True, tag="apps.hand_call.v1"):
+    """Hand ``call`` to one of your sockets (``why``: as ``call.attached`` says)."""
+
+    call: CallIdField
+    why: Literal["new", "handed", "parked"] = "new"
+
+
+class Handed(Contract, frozen=True, kw_only=True, tag="apps.handed.v1"):
+    """The answer to :class:`HandCall`: whether a socket of the replica took the call."""
+
+    attached: bool

@@ -46,6 +46,7 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_APP_HEARTBEAT_S",
         "PINECALL_APP_MAX_FRAME_BYTES",
         "PINECALL_APP_QUEUE_FRAMES",
+        "PINECALL_APP_ANNOUNCE_S",
         # the CLI
         "PINECALL_OPERATOR_KEY",
         "PINECALL_STATE_DIR",

@@ -106,6 +106,9 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     appsocket.AgentDraining,
     appsocket.CallDetached,
     appsocket.ErrorFrame,
+    appsocket.Holding,
+    appsocket.HandCall,
+    appsocket.Handed,
 )
 """Every wire type; a test holds this list to the modules so none is forgotten."""
 

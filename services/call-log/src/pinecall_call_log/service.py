@@ -10,8 +10,9 @@ registers, then reads the log, then waits out what is left of the deadline count
 is read. Past the deadline the log gets ``tool.result`` with ``error: "timeout"`` (once).
 
 App sockets (issue 16): the replica's :class:`~pinecall_call_log.sockets.hub.Hub` is told of
-every call opened (handed to a socket holding its agent), tool asked (sent as ``tool.call`` to the
-socket holding its call; one nobody holds waits in the log for the next holder) and call ended.
+every call opened (handed to a socket holding its agent, here or on another replica), tool asked
+(sent as ``tool.call`` to the socket holding its call; the ToolAsked said on NATS reaches the
+replica holding it; one nobody holds waits in the log for the next holder) and call ended.
 A socket's ``tool.result`` is written by :meth:`CallLogService.answer`, the HTTP answer's path.
 The app's commands are ``call.command`` entries on the call's log, once per app-minted id: the
 log is the command stream a worker follows (``GET .../entries?after=`` and ``calls.appended``).
@@ -65,15 +66,17 @@ class CallLogService:
         """Entries written from batches and ``/events``, for metrics."""
         self.changes = Changes()
         """Notified when a tool call's waiter starts waiting here (for tests and ops)."""
-        self.hub = Hub(settings, store, replica=f"{platform.node()}.{id(self):x}")
+        self.hub = Hub(settings, store, bus, replica=f"{platform.node()}.{id(self):x}")
         """This replica's app sockets."""
 
     async def start(self) -> None:
         await self.keyring.start()
         await self.bus.subscribe(self.bus.subjects.tool_results, ToolResult, self._heard)
+        await self.hub.start()
 
     async def stop(self) -> None:
         self.hub.close_all()
+        await self.hub.stop()
         for futures in self._waiters.values():
             for future in futures:
                 future.cancel()
@@ -145,7 +148,7 @@ class CallLogService:
         if done:
             await self._appended(call, record.last_seq)
         if "ended" in done:
-            self.hub.ended(call, record.last_seq)
+            await self.hub.ended(call, record.last_seq)
         return record
 
     # -- tool calls -------------------------------------------------------------------------
@@ -170,6 +173,7 @@ class CallLogService:
                     name=tool.name,
                     arguments=tool.arguments,
                     deadline=state.deadline,
+                    seq=state.seq,
                 )
                 await self.bus.publish(
                     self.bus.subjects.tool_asked(record.environment, record.agent), asked

@@ -30,3 +30,6 @@ class CallLogSettings(Settings, frozen=True, kw_only=True):
     app_queue_frames: int = 1024
     """Frames waiting for an app socket to read them, at most; past it the socket closes 4008
     (a slow consumer) and its calls are handed over."""
+    app_announce_s: float = 1.0
+    """Seconds between a replica's words on NATS of the agents its app sockets take; a replica
+    not heard for three of them is taken for dead and its calls handed again."""
