@@ -167,7 +167,11 @@ class Session:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
-            await self.hub.leave(app)
+            try:
+                await self.hub.leave(app)
+            except Exception:  # Postgres or NATS gone (the replica stopping): its holds stay,
+                # and another replica takes them back once this one is no longer heard
+                log.warning("socket %s left without handing its calls", app.instance, exc_info=True)
         if app.closing is not None:
             if app.closing[0] != Close.SLOW_CONSUMER:
                 await self._flush(app)
