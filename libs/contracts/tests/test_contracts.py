@@ -11,6 +11,7 @@ import pytest
 
 from pinecall_contracts import (
     agents,
+    appsocket,
     calls,
     dispatch,
     fleet,
@@ -54,7 +55,18 @@ def test_every_contract_has_a_golden_fixture() -> None:
 def test_the_schema_lists_every_contract_in_the_modules() -> None:
     defined = {
         obj
-        for module in (fleet, keys, livekit, problems, worker, calls, dispatch, lab, agents)
+        for module in (
+            fleet,
+            keys,
+            livekit,
+            problems,
+            worker,
+            calls,
+            dispatch,
+            lab,
+            agents,
+            appsocket,
+        )
         for _, obj in inspect.getmembers(module, inspect.isclass)
         if issubclass(obj, msgspec.Struct) and obj.__module__ == module.__name__
     }

@@ -248,6 +248,8 @@ class ToolAsked(Contract, frozen=True, kw_only=True, tag="calls.tool_asked.v1"):
     name: str
     arguments: dict[str, Any] = {}
     deadline: dt.datetime
+    seq: int = 0
+    """The seq of its ``tool.call`` entry (0 from a replica of an older release)."""
 
 
 class ToolAnswer(Contract, frozen=True, kw_only=True, tag="calls.tool_answer.v1"):

@@ -12,6 +12,7 @@ import msgspec
 
 from pinecall_contracts import (
     agents,
+    appsocket,
     calls,
     dispatch,
     fleet,
@@ -86,6 +87,28 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     agents.AgentDefinition,
     agents.AgentVersion,
     agents.AgentList,
+    appsocket.Limits,
+    appsocket.Hello,
+    appsocket.Welcome,
+    appsocket.Ping,
+    appsocket.Pong,
+    appsocket.AgentRegister,
+    appsocket.AgentRegistered,
+    appsocket.CallAttached,
+    appsocket.CallSetup,
+    appsocket.CallReady,
+    appsocket.ToolCallFrame,
+    appsocket.ToolResultFrame,
+    appsocket.ToolResultAck,
+    appsocket.CallCommand,
+    appsocket.CallCommandAck,
+    appsocket.AgentDrain,
+    appsocket.AgentDraining,
+    appsocket.CallDetached,
+    appsocket.ErrorFrame,
+    appsocket.Holding,
+    appsocket.HandCall,
+    appsocket.Handed,
 )
 """Every wire type; a test holds this list to the modules so none is forgotten."""
 

@@ -24,6 +24,8 @@ subject / name              delivery   what
 ``<ns>.calls.appended.<c>``  core       entries written to call ``c`` up to a seq (Appended)
 ``<ns>.calls.tool.asked.<e>.<a>``  core  a tool call for the app holding agent ``a`` (ToolAsked)
 ``<ns>.calls.tool.result.<c>``  core    a tool call's one result, to replicas waiting (ToolResult)
+``<ns>.apps.holding.<r>``    core       the agents call-log replica ``r``'s app sockets take (Holding)
+``<ns>.apps.hand.<r>``       core       request/reply: hand a call to a socket on replica ``r``
 ==========================  =========  ===========================================================
 """
 
@@ -227,6 +229,23 @@ class Subjects:
         return (
             f"{self.namespace}.calls.tool.asked.{escape_token(environment)}.{escape_token(agent)}"
         )
+
+    @property
+    def tools_asked(self) -> str:
+        """Every tool call asked: each call-log replica sends those of the calls its sockets hold."""
+        return f"{self.namespace}.calls.tool.asked.>"
+
+    def app_holding(self, replica: str) -> str:
+        """What replica ``replica``'s app sockets hold, said every ``app_announce_s``."""
+        return f"{self.namespace}.apps.holding.{escape_token(replica)}"
+
+    @property
+    def apps_holding(self) -> str:
+        return f"{self.namespace}.apps.holding.*"
+
+    def app_hand(self, replica: str) -> str:
+        """Ask replica ``replica`` to hand a call to one of its sockets (request/reply)."""
+        return f"{self.namespace}.apps.hand.{escape_token(replica)}"
 
     def tool_result(self, call: str) -> str:
         return f"{self.namespace}.calls.tool.result.{escape_token(call)}"

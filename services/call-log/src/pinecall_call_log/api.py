@@ -21,6 +21,7 @@ PUT  /v1/agents/{agent}?org=               app, operator     AgentVersion (:mod:
 GET  /v1/agents?org=, /v1/agents/{agent}   app, operator     AgentList, AgentVersion (the same)
 POST /v1/calls/{call}/log-token            app, operator     LogToken
 GET  /v1/calls/{call}/stream?log_token=    the log token     Server-Sent Events (Last-Event-ID)
+WS   /v1/apps/socket                       app               the app socket (:mod:`.sockets`)
 =========================================  ================  ==================================
 
 Keys: the workers (and the overflow) use their environment's fleet key; the app answering a tool

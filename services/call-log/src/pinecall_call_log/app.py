@@ -12,6 +12,7 @@ from pinecall_call_log.metrics import registry_for
 from pinecall_call_log.ops import start_ops
 from pinecall_call_log.service import CallLogService
 from pinecall_call_log.settings import CallLogSettings
+from pinecall_call_log.sockets import route
 from pinecall_call_log.store import Store
 from pinecall_servicekit import db
 from pinecall_servicekit.http import service_app
@@ -40,7 +41,7 @@ def create_app(settings: CallLogSettings | None = None) -> Litestar:
     return service_app(
         service="call-log",
         version=VERSION,
-        route_handlers=[*api.ROUTES, *definitions.ROUTES],
+        route_handlers=[*api.ROUTES, *definitions.ROUTES, *route.ROUTES],
         lifespan=[service_lifespan("call-log", settings, start, engine=engine)],
         registry=registry_for(lambda: held.now),
         readiness=readiness,

@@ -8,17 +8,28 @@ replica listens there, so a retry of the same id waiting on any replica wakes at
 registers, then reads the log, then waits out what is left of the deadline counted from the
 ``tool.call``: a result that lands between the read and the wait is heard, one that landed before
 is read. Past the deadline the log gets ``tool.result`` with ``error: "timeout"`` (once).
+
+App sockets (issue 16): the replica's :class:`~pinecall_call_log.sockets.hub.Hub` is told of
+every call opened (handed to a socket holding its agent, here or on another replica), tool asked
+(sent as ``tool.call`` to the socket holding its call; the ToolAsked said on NATS reaches the
+replica holding it; one nobody holds waits in the log for the next holder) and call ended.
+A socket's ``tool.result`` is written by :meth:`CallLogService.answer`, the HTTP answer's path.
+The app's commands are ``call.command`` entries on the call's log, once per app-minted id: the
+log is the command stream a worker follows (``GET .../entries?after=`` and ``calls.appended``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import platform
 from collections import OrderedDict, defaultdict
 from typing import Any
 
 from pinecall_call_log import domain
 from pinecall_call_log.settings import CallLogSettings
+from pinecall_call_log.sockets.hub import Hub
 from pinecall_call_log.store import Store
+from pinecall_contracts.appsocket import ToolCallFrame
 from pinecall_contracts.calls import (
     Appended,
     BatchWritten,
@@ -56,12 +67,17 @@ class CallLogService:
         """Entries written from batches and ``/events``, for metrics."""
         self.changes = Changes()
         """Notified when a tool call's waiter starts waiting here (for tests and ops)."""
+        self.hub = Hub(settings, store, bus, replica=f"{platform.node()}.{id(self):x}")
+        """This replica's app sockets."""
 
     async def start(self) -> None:
         await self.keyring.start()
         await self.bus.subscribe(self.bus.subjects.tool_results, ToolResult, self._heard)
+        await self.hub.start()
 
     async def stop(self) -> None:
+        self.hub.close_all()
+        await self.hub.stop()
         for futures in self._waiters.values():
             for future in futures:
                 future.cancel()
@@ -102,6 +118,7 @@ class CallLogService:
         if made:
             await self._event("opened", record)
             await self._appended(record.call, record.last_seq)
+            await self.hub.opened(record)
         return record
 
     async def reopen(self, call: str, r: Reopened, environment: str) -> CallRecord:
@@ -140,6 +157,8 @@ class CallLogService:
             await self._event(what, record)
         if done:
             await self._appended(call, record.last_seq)
+        if "ended" in done:
+            await self.hub.ended(call, record.last_seq)
         return record
 
     # -- tool calls -------------------------------------------------------------------------
@@ -164,10 +183,21 @@ class CallLogService:
                     name=tool.name,
                     arguments=tool.arguments,
                     deadline=state.deadline,
+                    seq=state.seq,
                 )
                 await self.bus.publish(
                     self.bus.subjects.tool_asked(record.environment, record.agent), asked
                 )
+            self.hub.tool_asked(
+                ToolCallFrame(
+                    call=call,
+                    id=tool.id,
+                    name=tool.name,
+                    arguments=tool.arguments,
+                    deadline=state.deadline,
+                    seq=state.seq,
+                )
+            )
             held = await self.store.agents.tool_result(call, tool.id)
             if held is not None:
                 return held
@@ -190,12 +220,28 @@ class CallLogService:
         self, call: str, tool_id: str, result: Any, error: str | None
     ) -> ToolResult:
         """The app's answer: written once; a second answer gets the first."""
+        answer, _ = await self.answer(call, tool_id, result, error)
+        return answer
+
+    async def answer(
+        self, call: str, tool_id: str, result: Any, error: str | None, *, in_time: bool = False
+    ) -> tuple[ToolResult, bool]:
+        """The app's answer and whether it was written now (``in_time``: refused past the
+        deadline, ``PastDeadline``); the waiters on every replica wake."""
         answer, wrote = await self.store.agents.finish_tool(
-            call, tool_id, result, error, db.utcnow()
+            call, tool_id, result, error, db.utcnow(), in_time=in_time
         )
         if wrote:
             await self._tool_done(answer)
-        return answer
+        return answer, wrote
+
+    async def command(self, call: str, data: dict[str, Any]) -> tuple[int, bool]:
+        """An app's ``say`` or ``end`` on the call's log, once per its ``id``: (seq, written
+        now). ``NotFound``/``Conflict`` for an unknown call or one that is over."""
+        seq, wrote = await self.store.held.command(call, data, db.utcnow())
+        if wrote:
+            await self._appended(call, seq)
+        return seq, wrote
 
     def waiting(self, call: str, tool_id: str) -> int:
         """Requests of this tool call waiting on this replica now."""

@@ -21,3 +21,15 @@ class CallLogSettings(Settings, frozen=True, kw_only=True):
     """Signs the pages' log tokens; the same on every replica. Empty: no token is minted."""
     log_token_ttl_s: float = 3600.0
     """Seconds a log token lets a page follow its call."""
+    app_heartbeat_s: float = 15.0
+    """Seconds between an app socket's frames at most (it pings when it has nothing to say);
+    silence for twice as long closes it 4010 and parks its calls (app-socket reference §4.2)."""
+    app_max_frame_bytes: int = 262_144
+    """A frame from an app, at most this many bytes (256 KiB: a tool's result with room to
+    spare); over it the socket closes 1009."""
+    app_queue_frames: int = 1024
+    """Frames waiting for an app socket to read them, at most; past it the socket closes 4008
+    (a slow consumer) and its calls are handed over."""
+    app_announce_s: float = 1.0
+    """Seconds between a replica's words on NATS of the agents its app sockets take; a replica
+    not heard for three of them is taken for dead and its calls handed again."""

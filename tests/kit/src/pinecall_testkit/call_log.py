@@ -7,7 +7,7 @@ import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import msgspec
@@ -165,3 +165,48 @@ async def one_served(
     }
     async with served(env, count=1) as [replica]:
         yield replica
+
+
+class Listening(msgspec.Struct, kw_only=True):
+    """An in-process replica also served on a real port (what a WebSocket client dials)."""
+
+    client: Any
+    """The replica's :class:`Replica` (HTTP over ASGI, the app at ``.app``)."""
+    url: str
+    """``ws://127.0.0.1:<port>``."""
+
+
+@asynccontextmanager
+async def listening(app: Any) -> AsyncIterator[Listening]:
+    """Run ``app`` in this event loop (its lifespan as :data:`running` runs it) and serve it
+    on a free loopback port with Granian's embedded server, in this loop too, so a test dials
+    its app socket with a real WebSocket client and still awaits the app's own notices."""
+    from granian.constants import Interfaces
+    from granian.server.embed import Server
+
+    from pinecall_servicekit.platform import free_port
+
+    async with running(app) as client:
+        port = free_port()
+        server = Server(app, address="127.0.0.1", port=port, interface=Interfaces.ASGINL)
+        serving = asyncio.create_task(server.serve(), name="granian-embedded")
+        try:
+            await _accepting(port, serving)
+            yield Listening(client=client, url=f"ws://127.0.0.1:{port}")
+        finally:
+            cast(Any, server).stop()  # granian leaves it unannotated
+            await serving
+
+
+async def _accepting(port: int, serving: asyncio.Task[None]) -> None:
+    """Return once the embedded server accepts on ``port`` (it gives no other sign)."""
+    import stamina
+
+    async for attempt in stamina.retry_context(
+        on=OSError, attempts=None, timeout=30, wait_initial=0.01, wait_max=0.1
+    ).with_name("waiting for the embedded server to listen on", (port,), {}):
+        with attempt:
+            assert not serving.done(), "the embedded server stopped"
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.close()
+            await writer.wait_closed()

@@ -1,6 +1,7 @@
 """The call log's Postgres: tables (:mod:`.tables`), calls and entries (:mod:`.calls`), tool
 calls, the agent log and callbacks (:mod:`.agents`), the calls not sealed yet (:mod:`.unsealed`), the agents' definitions
-and their versions (:mod:`.definitions`).
+and their versions (:mod:`.definitions`), what an app socket is handed and the app's
+commands (:mod:`.held`).
 The only package of the service that speaks SQL; driver errors leave it as ``StoreUnavailable``.
 """
 
@@ -13,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pinecall_call_log.store.agents import AgentStore, ToolState
 from pinecall_call_log.store.calls import CallStore
 from pinecall_call_log.store.definitions import DefinitionStore
+from pinecall_call_log.store.held import HeldStore, WaitingTool
 from pinecall_call_log.store.tables import SCHEMA
 from pinecall_call_log.store.unsealed import UnsealedCalls
 from pinecall_servicekit.migrations import Migrations
@@ -21,9 +23,11 @@ __all__ = [
     "AgentStore",
     "CallStore",
     "DefinitionStore",
+    "HeldStore",
     "Store",
     "ToolState",
     "UnsealedCalls",
+    "WaitingTool",
     "migrate",
 ]
 
@@ -42,3 +46,4 @@ class Store:
         self.agents = AgentStore(engine)
         self.unsealed = UnsealedCalls(engine)
         self.definitions = DefinitionStore(engine)
+        self.held = HeldStore(engine)

@@ -19,7 +19,13 @@ from pinecall_call_log.store.head import append_own, lock_head
 from pinecall_call_log.store.tables import AGENT_ENTRIES, CALLBACKS, CALLS, TOOL_CALLS
 from pinecall_contracts.calls import AgentEntry, AgentLog, CallbackRequest, ToolCall, ToolResult
 from pinecall_servicekit import db
-from pinecall_servicekit.errors import Forbidden, NotFound, Unprocessable
+from pinecall_servicekit.errors import Conflict, Forbidden, NotFound, Unprocessable
+
+
+class PastDeadline(Conflict):
+    """A tool's answer after its deadline: the worker stopped waiting, the model went on."""
+
+    code = "past_deadline"
 
 
 @dataclass(frozen=True, slots=True)
@@ -29,6 +35,8 @@ class ToolState:
     asked: bool
     deadline: dt.datetime
     result: ToolResult | None
+    seq: int
+    """The seq of its ``tool.call`` entry."""
 
 
 def _result(call: str, row: sa.Row[Any]) -> ToolResult | None:
@@ -62,7 +70,9 @@ class AgentStore:
                 )
             ).first()
             if row is not None:
-                return ToolState(asked=False, deadline=row.deadline, result=_result(call, row))
+                return ToolState(
+                    asked=False, deadline=row.deadline, result=_result(call, row), seq=row.call_seq
+                )
             data = {
                 "id": tool.id,
                 "name": tool.name,
@@ -81,13 +91,22 @@ class AgentStore:
                     call_seq=seq,
                 )
             )
-            return ToolState(asked=True, deadline=deadline, result=None)
+            return ToolState(asked=True, deadline=deadline, result=None, seq=seq)
 
     async def finish_tool(
-        self, call: str, tool_id: str, result: Any, error: str | None, now: dt.datetime
+        self,
+        call: str,
+        tool_id: str,
+        result: Any,
+        error: str | None,
+        now: dt.datetime,
+        *,
+        in_time: bool = False,
     ) -> tuple[ToolResult, bool]:
         """Write a tool call's one ``tool.result``; returns it and whether this request wrote it
-        (a second answer gets the first). ``NotFound`` for an unknown call or tool call."""
+        (a second answer gets the first). ``NotFound`` for an unknown call or tool call;
+        ``in_time`` (the socket's answers): ``PastDeadline``, nothing written, for an answer
+        after the deadline that finds no result or the timeout (which is written without it)."""
         async with db.translate_errors("answering a tool"), self.engine.begin() as conn:
             head = await lock_head(conn, call)
             where = (TOOL_CALLS.c.call_id == call, TOOL_CALLS.c.tool_id == tool_id)
@@ -95,8 +114,11 @@ class AgentStore:
             if row is None:
                 raise NotFound(f"no tool call {tool_id} on call {call}")
             held = _result(call, row)
-            if held is not None:
+            late = in_time and now > row.deadline
+            if held is not None and not (late and held.error == "timeout"):
                 return held, False
+            if late:
+                raise PastDeadline(f"tool call {tool_id} of call {call} is past its deadline")
             data = {"id": tool_id, "result": result, "error": error}
             seq = await append_own(conn, head, "tool.result", data, now)
             await conn.execute(

@@ -6,6 +6,9 @@ locks that row ``FOR UPDATE`` at READ COMMITTED, so the writes of one call go on
 replica; ``entries`` has ``PRIMARY KEY (call_id, seq)`` and ``UNIQUE (call_id, counted)``, so even
 a bug in the head could not write a seq or a writer's place twice.
 
+``app_holds`` says which app socket (replica, instance) holds which call; a call without a row
+is parked.
+
 ``agent_versions`` holds every version of every agent (an org's definition in an environment),
 never updated: ``PRIMARY KEY (org, environment, name, version)``, so two writers can never store
 the same version twice.
@@ -121,3 +124,18 @@ AGENT_VERSIONS = sa.Table(
     sa.Column("created_at", db.UTC_TIMESTAMP, nullable=False),
     sa.CheckConstraint("version >= 1", name="version_positive"),
 )
+
+APP_HOLDS = sa.Table(
+    "app_holds",
+    METADATA,
+    sa.Column("call_id", sa.String(128), primary_key=True),
+    sa.Column("environment", sa.String(32), nullable=False),
+    sa.Column("org", sa.String(128), nullable=False),
+    sa.Column("agent", sa.String(128), nullable=False),
+    sa.Column("replica", sa.String(256), nullable=False),
+    sa.Column("instance", sa.String(128), nullable=False),
+    sa.Column("since", db.UTC_TIMESTAMP, nullable=False),
+    sa.Index("ix_app_holds_replica", "replica"),
+)
+"""A call held by an app socket: the replica and instance holding it. No row: the call is
+parked. ``PRIMARY KEY (call_id)``: one holder at a time, whichever replica claims first."""

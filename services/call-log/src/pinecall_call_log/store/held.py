@@ -1,0 +1,145 @@
+"""What an app socket is handed from Postgres: which socket holds which call (``app_holds``: a
+call without a row is parked), an agent's parked calls, a call's tool calls still waiting, and the
+app's commands written once per id (the only SQL of the socket).
+
+A hold is claimed with an insert that does nothing on a conflict, so of two replicas handing one
+call at once exactly one wins; a replica not heard from has its holds taken back by a delete that
+returns them, so exactly one survivor hands each again.
+
+A command is a ``call.command`` entry on the call's log, written under the call's head lock, so
+two copies of one command id (a retry through any replica) find each other: the first writes,
+the second reads the seq it took. The log is the command stream a worker follows.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert
+from sqlalchemy.ext.asyncio import AsyncEngine
+
+from pinecall_call_log.store.head import append_own, lock_head, record_of
+from pinecall_call_log.store.tables import APP_HOLDS, CALLS, ENTRIES, TOOL_CALLS
+from pinecall_contracts.calls import CallRecord
+from pinecall_servicekit import db
+from pinecall_servicekit.errors import Conflict
+
+
+@dataclass(frozen=True, slots=True)
+class WaitingTool:
+    """A tool call written and not answered, before its deadline."""
+
+    id: str
+    name: str
+    arguments: dict[str, Any]
+    deadline: dt.datetime
+    seq: int
+
+
+class HeldStore:
+    """An agent's open calls, their waiting tool calls and the app's commands."""
+
+    def __init__(self, engine: AsyncEngine) -> None:
+        self.engine = engine
+
+    async def parked_calls(self, org: str, environment: str, agent: str) -> list[CallRecord]:
+        """The agent's calls not ended that no socket holds, oldest first."""
+        query = (
+            sa.select(CALLS)
+            .outerjoin(APP_HOLDS, APP_HOLDS.c.call_id == CALLS.c.call_id)
+            .where(
+                CALLS.c.org == org,
+                CALLS.c.environment == environment,
+                CALLS.c.agent == agent,
+                CALLS.c.ended_at.is_(None),
+                APP_HOLDS.c.call_id.is_(None),
+            )
+            .order_by(CALLS.c.opened_at, CALLS.c.call_id)
+        )
+        async with db.translate_errors("reading parked calls"), self.engine.connect() as conn:
+            return [record_of(r) for r in (await conn.execute(query)).all()]
+
+    async def claim(
+        self, record: CallRecord, replica: str, instance: str, now: dt.datetime
+    ) -> bool:
+        """Hold ``record``'s call for ``instance`` on ``replica``; False when a socket holds it
+        already (on any replica)."""
+        statement = (
+            insert(APP_HOLDS)
+            .values(
+                call_id=record.call, environment=record.environment, org=record.org,
+                agent=record.agent, replica=replica, instance=instance, since=now,
+            )
+            .on_conflict_do_nothing(index_elements=["call_id"])
+            .returning(APP_HOLDS.c.call_id)
+        )  # fmt: skip
+        async with db.translate_errors("holding a call"), self.engine.begin() as conn:
+            return (await conn.execute(statement)).first() is not None
+
+    async def release(self, call: str, replica: str) -> None:
+        """The call is parked: its hold on ``replica`` is let go (none: nothing happens)."""
+        statement = sa.delete(APP_HOLDS).where(
+            APP_HOLDS.c.call_id == call, APP_HOLDS.c.replica == replica
+        )
+        async with db.translate_errors("parking a call"), self.engine.begin() as conn:
+            await conn.execute(statement)
+
+    async def take_back(
+        self, alive: list[str], before: dt.datetime
+    ) -> list[tuple[str, str, str, str]]:
+        """Park every call held on a replica not in ``alive`` since before ``before`` (a replica
+        killed, or stopped without letting go); returns them as (call, agent, environment, org),
+        each to exactly one caller."""
+        h = APP_HOLDS.c
+        statement = (
+            sa.delete(APP_HOLDS)
+            .where(h.replica.not_in(alive), h.since < before)
+            .returning(h.call_id, h.agent, h.environment, h.org)
+        )
+        async with db.translate_errors("taking back holds"), self.engine.begin() as conn:
+            return [
+                (r.call_id, r.agent, r.environment, r.org)
+                for r in (await conn.execute(statement)).all()
+            ]
+
+    async def waiting_tools(self, call: str, now: dt.datetime) -> list[WaitingTool]:
+        """The call's tool calls with no result and a deadline still ahead, in log order."""
+        t = TOOL_CALLS.c
+        query = (
+            sa.select(TOOL_CALLS)
+            .where(t.call_id == call, t.result_seq.is_(None), t.deadline > now)
+            .order_by(t.call_seq)
+        )
+        async with db.translate_errors("reading waiting tools"), self.engine.connect() as conn:
+            rows = (await conn.execute(query)).all()
+        return [
+            WaitingTool(
+                id=r.tool_id, name=r.name, arguments=r.arguments, deadline=r.deadline,
+                seq=r.call_seq,
+            )
+            for r in rows
+        ]  # fmt: skip
+
+    async def command(self, call: str, data: dict[str, Any], now: dt.datetime) -> tuple[int, bool]:
+        """Write ``call.command`` (``data`` holds its app-minted ``id``) once per id; returns its
+        seq and whether this request wrote it. ``NotFound`` for an unknown call, ``Conflict`` for
+        an ended or sealed one (a command for a call that is over is refused, nothing written)."""
+        async with db.translate_errors("writing a command"), self.engine.begin() as conn:
+            head = await lock_head(conn, call)
+            held = (
+                await conn.execute(
+                    sa.select(ENTRIES.c.seq).where(
+                        ENTRIES.c.call_id == call,
+                        ENTRIES.c.kind == "call.command",
+                        ENTRIES.c.data["id"].astext == data["id"],
+                    )
+                )
+            ).first()
+            if held is not None:
+                return int(held.seq), False
+            if head.ended_at is not None:
+                raise Conflict(f"call {call} has ended")
+            return await append_own(conn, head, "call.command", data, now), True

@@ -1,0 +1,154 @@
+"""The app socket on two call-log replicas (issue 16, acceptance 2): a call opened on one replica
+for an agent whose socket is on the other is handed there; a tool call asked on one reaches the
+socket on the other and its result wakes the worker waiting on the first; a socket killed hands
+its call and its waiting tool call to a socket on the other replica; a replica that stops being
+heard has its calls taken back and handed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager
+
+import msgspec
+import pytest
+import sqlalchemy as sa
+
+from pinecall_call_log.app import create_app
+from pinecall_call_log.settings import CallLogSettings
+from pinecall_call_log.store.tables import APP_HOLDS
+from pinecall_servicekit import db
+from pinecall_testkit.appsocket import app, define, kinds, service
+from pinecall_testkit.call_log import Keys, Listening, bearer, listening, opening
+
+TOOL = {"id": "tc_1", "name": "book_slot", "arguments": {"day": "2026-12-02"}, "timeout_s": 30}
+Serve = Callable[..., AbstractAsyncContextManager[Listening]]
+
+
+@pytest.fixture
+def serve(call_log_settings: CallLogSettings) -> Serve:
+    def start(**overrides: object) -> AbstractAsyncContextManager[Listening]:
+        return listening(create_app(msgspec.structs.replace(call_log_settings, **overrides)))
+
+    return start
+
+
+@pytest.fixture
+async def pair(serve: Serve, keys: Keys) -> AsyncIterator[tuple[Listening, Listening]]:
+    async with serve(app_announce_s=0.2) as a, serve(app_announce_s=0.2) as b:
+        await define(a, keys)
+        yield a, b
+
+
+async def _hears_taker(replica: Listening, other: Listening) -> None:
+    """``replica`` heard that ``other``'s sockets take support-bot."""
+    hub, name = service(replica).hub, service(other).hub.replica
+    await hub.changes.wait_for(
+        lambda: name in hub.takers("production", "org_acme", "support-bot"), 10
+    )
+
+
+async def _open(replica: Listening, keys: Keys, call: str = "call_1") -> None:
+    answer = await replica.client.post(
+        "/v1/calls", json=opening(call), headers=bearer(keys.production)
+    )
+    assert answer.status_code == 200, answer.text
+
+
+def _ask(replica: Listening, keys: Keys) -> asyncio.Task[dict[str, object]]:
+    async def asking() -> dict[str, object]:
+        answer = await replica.client.post(
+            "/v1/calls/call_1/tools", json=TOOL, headers=bearer(keys.production)
+        )
+        assert answer.status_code == 200, answer.text
+        body: dict[str, object] = answer.json()
+        return body
+
+    return asyncio.create_task(asking())
+
+
+async def test_a_call_opened_on_one_replica_goes_to_the_socket_on_the_other(
+    pair: tuple[Listening, Listening], keys: Keys
+) -> None:
+    a, b = pair
+    async with app(b, keys) as one:
+        await one.register()
+        await _hears_taker(a, b)
+        await _open(a, keys)
+        attached = await one.expect("call.attached.v1")
+        assert (attached["call"], attached["why"]) == ("call_1", "new")
+        asking = _ask(a, keys)  # the worker asks on the replica the socket is not on
+        asked = await one.expect("tool.call.v1")
+        assert (asked["id"], asked["seq"]) == ("tc_1", 2)
+        await one.send("tool.result.v1", call="call_1", id="tc_1", result="booked")
+        assert (await one.expect("tool.result.ack.v1"))["duplicate"] is False
+        assert (await asking)["result"] == "booked"
+        # a retry of the worker's ask on the other replica is answered from the log
+        again = await b.client.post(
+            "/v1/calls/call_1/tools", json=TOOL, headers=bearer(keys.production)
+        )
+        assert again.json()["result"] == "booked"
+        await one.nothing_queued()
+    log = await kinds(a, keys)
+    assert (log.count("tool.call"), log.count("tool.result")) == (1, 1)
+
+
+async def test_a_socket_killed_hands_its_call_and_tool_to_a_socket_on_the_other_replica(
+    pair: tuple[Listening, Listening], keys: Keys
+) -> None:
+    a, b = pair
+    async with (
+        app(a, keys, "app-a") as on_a,
+        app(b, keys, "app-b") as on_b,
+        app(a, keys, "console") as console,
+    ):
+        await console.register(takes_unclaimed=False)
+        await on_a.register()
+        await on_b.register()
+        await _hears_taker(b, a)
+        await _open(b, keys)  # b's own socket takes it
+        await on_b.expect("call.attached.v1")
+        asking = _ask(a, keys)
+        await on_b.expect("tool.call.v1")
+        on_b.kill()
+        attached = await on_a.expect("call.attached.v1")
+        assert (attached["call"], attached["why"], attached["claimed"]) == (
+            "call_1",
+            "handed",
+            True,
+        )
+        assert (await on_a.expect("tool.call.v1"))["id"] == "tc_1"
+        await on_a.send("tool.result.v1", call="call_1", id="tc_1", result=7)
+        await on_a.expect("tool.result.ack.v1")
+        assert (await asking)["result"] == 7
+        await console.nothing_queued()
+    log = await kinds(a, keys)
+    assert (log.count("tool.call"), log.count("tool.result")) == (1, 1)
+
+
+async def test_the_calls_of_a_replica_not_heard_are_taken_back_and_handed(
+    pair: tuple[Listening, Listening], keys: Keys, database_url: str
+) -> None:
+    a, _ = pair
+    await _open(a, keys)  # nobody holds the agent: parked
+    # a replica that was killed holding it: its hold stays, it is never heard again
+    engine = db.create_engine(database_url, pool_size=1)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(
+                sa.insert(APP_HOLDS).values(
+                    call_id="call_1", environment="production", org="org_acme",
+                    agent="support-bot", replica="killed.1", instance="app-x",
+                    since=db.utcnow(),
+                )
+            )  # fmt: skip
+    finally:
+        await engine.dispose()
+    async with app(a, keys) as one:
+        assert await one.register() == 0  # held by the dead replica, as far as the log says
+        attached = await one.expect("call.attached.v1")
+        assert (attached["call"], attached["why"], attached["claimed"]) == (
+            "call_1",
+            "handed",
+            True,
+        )
