@@ -89,6 +89,8 @@ class Close(IntEnum):
     """A newer socket said the same ``instance`` (the process reconnected)."""
     MISSED_HEARTBEAT = 4010
     """Nothing heard for two ``heartbeat_s``."""
+    INTERNAL = 1011
+    """The server failed on a frame (a defect of ours, logged): reconnect."""
 
 
 class Limits(msgspec.Struct, frozen=True, kw_only=True):

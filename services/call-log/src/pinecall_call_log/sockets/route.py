@@ -45,7 +45,14 @@ from pinecall_contracts.appsocket import (
     Welcome,
 )
 from pinecall_contracts.keys import KeyKind
-from pinecall_servicekit.errors import Conflict, NotFound, PinecallError, Unavailable
+from pinecall_servicekit.errors import (
+    BadRequest,
+    Conflict,
+    NotFound,
+    PinecallError,
+    Unavailable,
+    Unprocessable,
+)
 from pinecall_servicekit.keys import bearer
 
 log = logging.getLogger("pinecall.call_log.sockets")
@@ -202,6 +209,9 @@ class Session:
                     app.send(ErrorFrame(code=refused.code, message=refused.message, re=refused.re))
         except _Closing as closing:
             app.close(closing.code, closing.reason)
+        except Exception:  # a defect of ours: said, and the app told to reconnect
+            log.exception("socket %s: a frame failed", app.instance)
+            app.close(Close.INTERNAL, "the server failed on a frame: reconnect")
 
     async def _frame(self, app: AppSocket, text: str) -> None:
         frame = _decode(text)
@@ -214,6 +224,8 @@ class Session:
             raise Refused(code, exc.detail, _re(frame)) from None
         except Unavailable as exc:
             raise Refused("unavailable", exc.detail, _re(frame)) from None
+        except (BadRequest, Unprocessable) as exc:  # a NUL Postgres keeps none, an entry too big
+            raise Refused("invalid", exc.detail, _re(frame)) from None
 
     async def _handle(self, app: AppSocket, frame: Any) -> None:
         match frame:
@@ -302,13 +314,18 @@ def _decode(text: str) -> Any:
     except msgspec.ValidationError as exc:  # a DecodeError too: caught first
         try:
             kind = msgspec.json.decode(text, type=_Envelope).type
-        except msgspec.MsgspecError:
+        except (msgspec.MsgspecError, RecursionError):
             raise Refused("malformed", f"not a frame: {exc}") from None
+        if not isinstance(kind, str):
+            raise Refused("malformed", 'a frame names its type, a string ("type")') from None
         if kind not in APP_TAGS:
-            raise Refused("unknown_type", f"no frame of type {kind!r} in this version") from None
+            shown = kind if len(kind) <= 64 else f"{kind[:64]}…"
+            raise Refused("unknown_type", f"no frame of type {shown!r} in this version") from None
         raise Refused("malformed", f"{kind}: {exc}") from None
     except msgspec.DecodeError as exc:
         raise Refused("malformed", f"not JSON: {exc}") from None
+    except RecursionError:  # msgspec's decoder recurses per level of nesting
+        raise Refused("malformed", "nested too deeply to decode") from None
 
 
 def _re(frame: Any) -> str | None:
