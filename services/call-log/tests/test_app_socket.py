@@ -325,6 +325,38 @@ async def test_bad_frames_get_error_frames_and_the_socket_goes_on(
     assert await kinds(replica, keys, "call_other") == ["call.started"]
 
 
+async def test_frames_the_store_or_the_decoder_cannot_take_get_error_frames(
+    replica: Listening, keys: Keys
+) -> None:
+    """Found by a probe: a frame nested 1 000 deep, a NUL (Postgres keeps none) and a type that
+    is no string closed the socket with no code and logged nothing; a tool result over 64 KiB
+    was written whole. Each is an error frame now, the socket goes on, nothing is written."""
+    async with app(replica, keys) as one:
+        await one.register()
+        await _open(replica, keys)
+        await one.expect("call.attached.v1")
+        ask = _ask(replica, keys, timeout_s=5)
+        await one.expect("tool.call.v1")
+        deep = "[" * 1000 + "]" * 1000
+        await one.ws.send('{"type": "ping.v1", "x": ' + deep + "}")
+        assert (await one.expect("error.v1"))["code"] == "malformed"
+        await one.ws.send('{"type": {}}')
+        refused = await one.expect("error.v1")
+        assert (refused["code"], refused["message"]) == (
+            "malformed", 'a frame names its type, a string ("type")'
+        )  # fmt: skip
+        await one.send("call.command.v1", call="call_1", id="c_nul", kind="say", text="a\u0000b")
+        assert (await one.expect("error.v1"))["code"] == "invalid"
+        await one.send("tool.result.v1", call="call_1", id="tc_1", result="x" * 70_000)
+        too_big = await one.expect("error.v1")
+        assert (too_big["code"], too_big["re"]) == ("invalid", "tc_1")
+        assert "calls.MAX_ENTRY_BYTES" in too_big["message"]
+        await one.send("tool.result.v1", call="call_1", id="tc_1", result="booked")
+        assert (await one.expect("tool.result.ack.v1"))["duplicate"] is False
+        assert (await ask)["result"] == "booked"
+    assert await kinds(replica, keys) == ["call.started", "tool.call", "tool.result"]
+
+
 async def test_a_frame_over_the_limit_closes_1009(serve: Serve, keys: Keys) -> None:
     async with serve(app_max_frame_bytes=1024) as small, app(small, keys) as one:
         await one.send("ping.v1", pad="x" * 2000)

@@ -241,6 +241,22 @@ CASES: list[tuple[str, str, str, Any, str | None, int]] = [
         403,
     ),
     ("tool result malformed", "POST", f"{CALL}/tools/t9/result", b"{", "app", 400),
+    (  # an entry's bound holds for the service's own entries too (a probe wrote 200 KB)
+        "tool result over an entry's bound",
+        "POST",
+        f"{CALL}/tools/t9/result",
+        {"result": "x" * 70_000},
+        "app",
+        422,
+    ),
+    (
+        "tools arguments over an entry's bound",
+        "POST",
+        f"{CALL}/tools",
+        TOOL | {"arguments": {"note": "x" * 70_000}},
+        "production",
+        422,
+    ),
     ("callbacks malformed", "POST", "/v1/callbacks", b"{", "app", 400),
     (
         "callbacks bad number",

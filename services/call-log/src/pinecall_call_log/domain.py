@@ -27,6 +27,7 @@ import datetime as dt
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import jsonschema
 import msgspec
@@ -57,6 +58,17 @@ def too_large(entries: Sequence[Entry | AgentEntry]) -> str | None:
                 f"entries[{i}] ({entry.kind}): its data is {size} bytes as JSON, over the "
                 f"{MAX_ENTRY_BYTES} bytes an entry may hold (calls.MAX_ENTRY_BYTES)"
             )
+    return None
+
+
+def entry_too_large(kind: str, data: Any) -> str | None:
+    """Why an entry the service writes for an app (``tool.result``, ``call.command``) may not be
+    (its ``data`` over ``calls.MAX_ENTRY_BYTES`` as JSON, the writers' rule), or None."""
+    if (size := entry_bytes(data)) > MAX_ENTRY_BYTES:
+        return (
+            f"{kind}: its data is {size} bytes as JSON, over the {MAX_ENTRY_BYTES} bytes an "
+            "entry may hold (calls.MAX_ENTRY_BYTES)"
+        )
     return None
 
 

@@ -47,7 +47,7 @@ from pinecall_contracts.calls import (
 from pinecall_servicekit import db
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.changes import Changes
-from pinecall_servicekit.errors import NotFound
+from pinecall_servicekit.errors import NotFound, Unprocessable
 from pinecall_servicekit.keys import KeyRing
 
 
@@ -164,7 +164,11 @@ class CallLogService:
     # -- tool calls -------------------------------------------------------------------------
 
     async def run_tool(self, call: str, tool: ToolCall) -> ToolResult:
-        """The tool call's one result: asked once, joined by every retry, on any replica."""
+        """The tool call's one result: asked once, joined by every retry, on any replica.
+        ``Unprocessable`` for arguments over ``calls.MAX_ENTRY_BYTES`` as JSON."""
+        asking = {"id": tool.id, "name": tool.name, "arguments": tool.arguments}
+        if (why := domain.entry_too_large("tool.call", asking)) is not None:
+            raise Unprocessable(why)
         record = await self.identity(call)
         state = await self.store.agents.ask_tool(call, tool, db.utcnow())
         if state.result is not None:
@@ -227,7 +231,11 @@ class CallLogService:
         self, call: str, tool_id: str, result: Any, error: str | None, *, in_time: bool = False
     ) -> tuple[ToolResult, bool]:
         """The app's answer and whether it was written now (``in_time``: refused past the
-        deadline, ``PastDeadline``); the waiters on every replica wake."""
+        deadline, ``PastDeadline``); the waiters on every replica wake. ``Unprocessable`` for
+        an answer over ``calls.MAX_ENTRY_BYTES`` as JSON (nothing written)."""
+        data = {"id": tool_id, "result": result, "error": error}
+        if (why := domain.entry_too_large("tool.result", data)) is not None:
+            raise Unprocessable(why)
         answer, wrote = await self.store.agents.finish_tool(
             call, tool_id, result, error, db.utcnow(), in_time=in_time
         )
@@ -237,7 +245,10 @@ class CallLogService:
 
     async def command(self, call: str, data: dict[str, Any]) -> tuple[int, bool]:
         """An app's ``say`` or ``end`` on the call's log, once per its ``id``: (seq, written
-        now). ``NotFound``/``Conflict`` for an unknown call or one that is over."""
+        now). ``NotFound``/``Conflict`` for an unknown call or one that is over;
+        ``Unprocessable`` for one over ``calls.MAX_ENTRY_BYTES`` as JSON."""
+        if (why := domain.entry_too_large("call.command", data)) is not None:
+            raise Unprocessable(why)
         seq, wrote = await self.store.held.command(call, data, db.utcnow())
         if wrote:
             await self._appended(call, seq)
