@@ -150,8 +150,15 @@ async def test_call_log_found_through_up_json(env: dict[str, str], tmp_path: Pat
         ("name: support-bot\n", ExitCode.FAILED, "[bad_request]"),
         ("- a list\n", ExitCode.FAILED, "[bad_request]"),
         ("name: [unclosed\n", ExitCode.FAILED, "[bad_request]"),
+        (  # a probe's typos were stored as the defaults without a word
+            DEFINITION.replace("max_call_seconds", "max_call_second").replace(
+                "timeout_s", "timeout"
+            ),
+            ExitCode.FAILED,
+            "max_call_second: no such field (not max_call_seconds?)",
+        ),
     ],
-    ids=["tool timeout", "duplicate tool", "no prompt", "not a mapping", "not YAML"],
+    ids=["tool timeout", "duplicate tool", "no prompt", "not a mapping", "not YAML", "typo"],
 )
 async def test_a_definition_refused_is_a_named_error_and_stores_nothing(
     env: dict[str, str], tmp_path: Path, file_text: str, code: int, said: str
@@ -183,3 +190,25 @@ async def test_an_unknown_agent_nobody_answering_and_no_key_are_named(
     assert (code, "[unauthorized] no operator key" in err) == (ExitCode.FAILED, True)
     code, _, err = await cli(env, "list")
     assert (code, "--org" in err) == (ExitCode.USAGE, True)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("show", "bad\nname", *ACME),
+        ("show", "../../v1/calls", *ACME),
+        ("show", "", *ACME),
+        ("show", "a?b", *ACME),
+        ("list", "--org", "org\nacme"),
+    ],
+    ids=["newline", "a path", "empty", "a query", "an org with a newline"],
+)
+async def test_a_name_or_org_that_is_none_is_a_usage_error_sent_nowhere(
+    env: dict[str, str], args: tuple[str, ...]
+) -> None:
+    """A probe's ``agents show ../../v1/calls`` read call-log's calls list with the operator key
+    and died in a traceback: names and orgs are checked against their grammar first."""
+    code, out, err = await cli(env, *args)
+    assert code == ExitCode.USAGE, (out, err)
+    assert "is not an" in err
+    assert "Traceback" not in err

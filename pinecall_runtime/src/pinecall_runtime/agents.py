@@ -14,7 +14,10 @@ answering 69, the settings 78.
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,8 +27,8 @@ import yaml
 
 from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.errors import CallLogRefused, CallLogUnavailable
-from pinecall_contracts.agents import AgentDefinition, AgentVersion
-from pinecall_contracts.ids import ENVIRONMENTS
+from pinecall_contracts.agents import AgentDefinition, AgentTool, AgentVersion
+from pinecall_contracts.ids import AGENT_PATTERN, ENVIRONMENTS, ORG_PATTERN
 from pinecall_servicekit.lifecycle import ExitCode
 from pinecall_servicekit.operator import CommandError, OperatorSettings, run, table, where_from
 
@@ -76,14 +79,40 @@ def _failed(exc: CallLogRefused | CallLogUnavailable, url: str) -> CommandError:
     return CommandError(problem.code or "refused", "\n".join(said), code)
 
 
+def _unknown(raw: Any) -> list[str]:
+    """The keys of a definition's mapping (and its tools') that no field has, each with the
+    field it may have meant: the wire ignores unknown fields (``Contract``), so a misspelt
+    ``max_call_second`` would be stored as the default without a word."""
+    said: list[str] = []
+
+    def check(mapping: Any, struct: type[msgspec.Struct], where: str) -> None:
+        if not isinstance(mapping, dict):
+            return
+        fields = {*struct.__struct_fields__, "type"}
+        for key in mapping:
+            if key not in fields:
+                near = difflib.get_close_matches(str(key), fields, n=1)
+                said.append(f"{where}{key}: no such field" + (f" (not {near[0]}?)" if near else ""))
+
+    check(raw, AgentDefinition, "")
+    tools = raw.get("tools") if isinstance(raw, dict) else None
+    for i, tool in enumerate(tools if isinstance(tools, list) else []):
+        check(tool, AgentTool, f"tools[{i}].")
+    return said
+
+
 def _read(path: Path) -> AgentDefinition:
-    """The definition in ``path`` (JSON for ``.json``, YAML otherwise)."""
+    """The definition in ``path`` (JSON for ``.json``, YAML otherwise); ``CommandError`` for a
+    file that is none, or names a field no definition has."""
     try:
         text = path.read_text()
         raw: Any = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-        return msgspec.convert(raw, AgentDefinition)
+        definition = msgspec.convert(raw, AgentDefinition)
     except (OSError, ValueError, yaml.YAMLError, msgspec.ValidationError) as exc:
         raise CommandError("bad_request", f"{path}: not an agent's definition: {exc}") from exc
+    if unknown := _unknown(raw):
+        raise CommandError("bad_request", f"{path}: " + "\n  ".join(["", *unknown]).lstrip())
+    return definition
 
 
 def _yaml(version: AgentVersion) -> str:
@@ -99,7 +128,21 @@ def _yaml(version: AgentVersion) -> str:
     return head + yaml.safe_dump(body, sort_keys=False, allow_unicode=True, width=100)
 
 
-org_option = click.option("--org", required=True, help="The org whose agents these are.")
+def _matching(pattern: str, rule: str) -> Callable[[click.Context, click.Parameter, str], str]:
+    def check(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+        if not re.match(pattern, value):
+            raise click.BadParameter(f"{value!r} is not {rule}")
+        return value
+
+    return check
+
+
+org_option = click.option(
+    "--org",
+    required=True,
+    callback=_matching(ORG_PATTERN, "an org id (A-Z a-z 0-9 _ . : -, 128 at most)"),
+    help="The org whose agents these are.",
+)
 environment_option = click.option(
     "--environment",
     type=click.Choice(ENVIRONMENTS),
@@ -181,7 +224,9 @@ async def agents_list(org: str, environment: str | None, key: str | None, as_jso
 
 
 @agents.command(name="show")
-@click.argument("name")
+@click.argument(
+    "name", callback=_matching(AGENT_PATTERN, "an agent's name (a-z 0-9 _ . -, 128 at most)")
+)
 @click.option("--version", type=click.IntRange(min=1), default=None, help="An older version.")
 @org_option
 @environment_option

@@ -253,6 +253,9 @@ KEYS_REFUSED: list[tuple[str, str, str | None, dict[str, str], int]] = [
     ("list fleet key", "LIST", "sandbox", ACME, 403),
     ("list no key", "LIST", None, ACME, 401),
     ("list no org", "LIST", "app", {}, 422),
+    # an org is 1-128 of A-Z a-z 0-9 _ . : - (a probe stored one with a newline)
+    ("put org with a newline", "PUT", "app", {"org": "org\nacme"}, 400),
+    ("list org with a slash", "LIST", "app", {"org": "org/acme"}, 400),
 ]
 
 

@@ -25,7 +25,7 @@ import msgspec
 
 from pinecall_contracts.base import Contract
 from pinecall_contracts.calls import AgentField
-from pinecall_contracts.ids import EnvironmentField
+from pinecall_contracts.ids import ORG_PATTERN, EnvironmentField
 
 MAX_PROMPT_BYTES = 65_536
 """A prompt as UTF-8, at most this many bytes (64 KiB)."""
@@ -36,7 +36,7 @@ TOOL_TIMEOUT_S = (1.0, 120.0)
 MAX_TOOLS = 64
 """Tools of one agent, at most (a model's tool list, not a catalogue)."""
 
-Org = Annotated[str, msgspec.Meta(min_length=1, max_length=128, examples=["org_acme"])]
+Org = Annotated[str, msgspec.Meta(pattern=ORG_PATTERN, examples=["org_acme"])]
 """The org an agent is of (a quota's and a ring's ``org``)."""
 ToolName = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_-]{1,64}$(?![\s\S])")]
 """A tool's name as models take it (Anthropic's and OpenAI's tool names: letters, digits,

@@ -17,7 +17,7 @@ from typing import Annotated, Any, Literal
 import msgspec
 
 from pinecall_contracts.base import Contract
-from pinecall_contracts.ids import EnvironmentField
+from pinecall_contracts.ids import AGENT_PATTERN, EnvironmentField
 
 MAX_BATCH = 500
 """Entries in one batch, at most (a worker queues ~2 a second; 500 is minutes of a call)."""
@@ -44,9 +44,7 @@ CallIdField = Annotated[
     str,
     msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$(?![\s\S])", examples=["call_7Qm2x"]),
 ]
-AgentField = Annotated[
-    str, msgspec.Meta(pattern=r"^[a-z0-9][a-z0-9_.-]{0,127}$(?![\s\S])", examples=["support-bot"])
-]
+AgentField = Annotated[str, msgspec.Meta(pattern=AGENT_PATTERN, examples=["support-bot"])]
 Kind = Annotated[
     str,
     msgspec.Meta(pattern=r"^[a-z][a-z0-9_]*(\.[a-z0-9_]+){0,4}$(?![\s\S])", max_length=64),

@@ -74,6 +74,10 @@ FLEET_PATTERN = rf"^{_FLEET}$(?![\s\S])"
 WORKER_NAME_PATTERN = rf"^{_FLEET}/{_HOST}\.{_START}$(?![\s\S])"
 WORKER_KEY_PATTERN = rf"^{_FLEET}/{_HOST}$(?![\s\S])"
 ENVIRONMENT_PATTERN = r"^[a-z][a-z0-9-]{0,31}$(?![\s\S])"
+AGENT_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,127}$(?![\s\S])"
+"""An agent's name: 1-128 of a-z 0-9 _ . - (first a letter or digit)."""
+ORG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$(?![\s\S])"
+"""An org's id: 1-128 of A-Z a-z 0-9 _ . : - (first a letter or digit), as a call id."""
 
 WORKER_NAME_RULE = (
     "<fleet>/<worker>.<start>: fleet 1-63 of a-z 0-9 - (first a letter or digit); worker 1-253 "

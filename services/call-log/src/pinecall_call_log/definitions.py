@@ -30,6 +30,7 @@ from litestar.params import FromQuery, JSONBody, QueryParameter
 from pinecall_call_log import domain
 from pinecall_call_log.api import AgentPath, AnyRequest, environment_named, key_of, service_of
 from pinecall_contracts.agents import AgentDefinition, AgentList, AgentVersion
+from pinecall_contracts.ids import ORG_PATTERN
 from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.errors import NotFound, Unprocessable
@@ -37,7 +38,7 @@ from pinecall_servicekit.http import problems
 
 DEFINERS: tuple[KeyKind, ...] = ("app", "operator")
 """Who puts and reads agents: the org's app (its environment's key) or an operator."""
-OrgQuery = Annotated[str | None, QueryParameter(min_length=1, max_length=128)]
+OrgQuery = Annotated[str | None, QueryParameter(pattern=ORG_PATTERN)]
 VersionQuery = Annotated[int | None, QueryParameter(ge=1, le=2**31 - 1)]
 
 
