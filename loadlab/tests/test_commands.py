@@ -24,6 +24,9 @@ def test_keys_must_be_key_colon_secret() -> None:
     [
         ("--offer-deadline", "-1", "--offer-deadline"),
         ("--offer-deadline", "0", "--offer-deadline"),
+        ("--offer-deadline", "nan", "--offer-deadline"),
+        ("--offer-deadline", "inf", "--offer-deadline"),
+        ("--target-load", "nan", "--target-load"),
         ("--target-load", "1.5", "--target-load"),
         ("--port", "99999", "--port"),
         ("--webhook", "notaurl", "is not an http(s) URL"),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from urllib.parse import urlsplit
 
 import click
@@ -27,6 +28,12 @@ def _urls(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...])
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise click.BadParameter(f"{value!r} is not an http(s) URL")
     return list(values)
+
+
+def _finite(_ctx: click.Context, param: click.Parameter, value: float) -> float:
+    if not math.isfinite(value):  # FloatRange lets nan and inf through: no bound refuses them
+        raise click.BadParameter(f"{value} is not a number of seconds or a load")
+    return value
 
 
 @click.command()
@@ -58,6 +65,7 @@ def _urls(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...])
 @click.option(
     "--offer-deadline",
     type=click.FloatRange(min=0, min_open=True),
+    callback=_finite,
     default=10.0,
     show_default=True,
     help="Seconds one job's offers may take in all (10 measured; ~3 by the source).",
@@ -65,6 +73,7 @@ def _urls(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...])
 @click.option(
     "--target-load",
     type=click.FloatRange(min=0, max=1, min_open=True),
+    callback=_finite,
     default=0.7,
     show_default=True,
     help="agents.target_load.",
