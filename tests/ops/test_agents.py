@@ -185,6 +185,9 @@ async def test_an_unknown_agent_nobody_answering_and_no_key_are_named(
     code, _, err = await cli(silent, "list", *ACME)
     assert (code, "[unavailable] call-log did not answer" in err) == (ExitCode.UNAVAILABLE, True)
     assert "PINECALL_CALL_LOG_URL from the environment" in err
+    # not a URL at all: a setting that cannot be (78), not nine retries and "did not answer"
+    code, _, err = await cli(env | {"PINECALL_CALL_LOG_URL": "notaurl"}, "list", *ACME)
+    assert (code, "[settings]" in err, "call_log_url" in err) == (ExitCode.CONFIG, True, True)
     keyless = {k: v for k, v in env.items() if k != "PINECALL_OPERATOR_KEY"}
     code, _, err = await cli(keyless, "list", *ACME)
     assert (code, "[unauthorized] no operator key" in err) == (ExitCode.FAILED, True)

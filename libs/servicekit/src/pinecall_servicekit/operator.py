@@ -27,7 +27,7 @@ from pinecall_servicekit.errors import (
     Unavailable,
 )
 from pinecall_servicekit.lifecycle import ExitCode
-from pinecall_servicekit.settings import Settings, SettingsError
+from pinecall_servicekit.settings import HttpUrl, Settings, SettingsError
 
 T = TypeVar("T")
 
@@ -48,7 +48,7 @@ class UpState(msgspec.Struct, frozen=True, kw_only=True):
 class OperatorSettings(Settings, frozen=True, kw_only=True):
     operator_key: str | None = None
     """An operator key (``pck_…``) for the ops verbs."""
-    call_log_url: str = "http://127.0.0.1:8102"
+    call_log_url: HttpUrl = "http://127.0.0.1:8102"
     """Where call-log answers HTTP (``agents``; ``up.json`` names the one ``up`` runs)."""
     state_dir: str = ".state"
     """Where ``up`` writes ``up.json``."""

@@ -25,6 +25,8 @@ NATS_SCHEMES = frozenset({"nats", "tls", "ws", "wss"})
 
 Port = Annotated[int, msgspec.Meta(ge=0, le=65535)]
 """A TCP port a service listens on (0: any free one)."""
+HttpUrl = Annotated[str, msgspec.Meta(pattern=r"^https?://[^\s/?#]+(?:[/?#]\S*)?$(?![\s\S])")]
+"""An http(s) URL of a service (``PINECALL_CALL_LOG_URL``): a host after the scheme, no blank."""
 
 
 class SettingsError(ValueError):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pinecall_dispatcher.domain import Rules
 from pinecall_servicekit.livekit_keys import LiveKitSettings
-from pinecall_servicekit.settings import Port
+from pinecall_servicekit.settings import HttpUrl, Port
 
 
 class DispatcherSettings(LiveKitSettings, frozen=True, kw_only=True):
@@ -22,7 +22,7 @@ class DispatcherSettings(LiveKitSettings, frozen=True, kw_only=True):
     a person's operator key) for the roster's rows and fleets rows, and for call-log:
     ``fleet.full``, and a dead worker's calls read, ended drained and called back (the death
     handler)."""
-    call_log_url: str = "http://127.0.0.1:8102"
+    call_log_url: HttpUrl = "http://127.0.0.1:8102"
     key_cache_s: float = 5.0
     """Seconds a verified key is remembered (seed 000, "Three planes")."""
     db_pool_size: int = 8

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pinecall_servicekit.settings import Settings, SettingsError
+from pinecall_servicekit.settings import HttpUrl, Settings, SettingsError
 
 SAYS = (
     "Sorry, everyone is busy helping other callers right now. We have your number and will "
@@ -35,7 +35,7 @@ class OverflowSettings(Settings, frozen=True, kw_only=True):
     livekit_url: str = "ws://127.0.0.1:7880"
     livekit_api_key: str | None = None
     livekit_api_secret: str | None = None
-    call_log_url: str = "http://127.0.0.1:8102"
+    call_log_url: HttpUrl = "http://127.0.0.1:8102"
     cartesia_url: str | None = None
     """Cartesia's base URL (the plugin's default when unset; the lab's fake in the lab)."""
     cartesia_api_key: str | None = None

@@ -11,7 +11,14 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pinecall_servicekit.settings import Port, Settings, SettingsError, by_environment, livekit_keys
+from pinecall_servicekit.settings import (
+    HttpUrl,
+    Port,
+    Settings,
+    SettingsError,
+    by_environment,
+    livekit_keys,
+)
 
 
 class ReaperSettings(Settings, frozen=True, kw_only=True):
@@ -25,7 +32,7 @@ class ReaperSettings(Settings, frozen=True, kw_only=True):
 
     host: str = "127.0.0.1"
     port: Port = 8105
-    call_log_url: str = "http://127.0.0.1:8102"
+    call_log_url: HttpUrl = "http://127.0.0.1:8102"
     service_key: str | None = None
     """``PINECALL_SERVICE_KEY``: the reaper's own key (``keys create --kind service``, never a
     person's operator key): it lists, ends and seals calls of every environment through

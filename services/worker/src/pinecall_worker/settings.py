@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from pinecall_contracts.ids import WorkerName, WorkerNameError, build_worker_name
 from pinecall_servicekit.retries import say_retries
-from pinecall_servicekit.settings import Settings, SettingsError
+from pinecall_servicekit.settings import HttpUrl, Settings, SettingsError
 
 
 class WorkerSettings(Settings, frozen=True, kw_only=True):
@@ -39,7 +39,7 @@ class WorkerSettings(Settings, frozen=True, kw_only=True):
     livekit_api_key: str | None = None
     livekit_api_secret: str | None = None
     roster_url: str = "http://127.0.0.1:8101"
-    call_log_url: str = "http://127.0.0.1:8102"
+    call_log_url: HttpUrl = "http://127.0.0.1:8102"
     fleets: str = "pinecall=production,pinecall-sandbox=sandbox"
     """``PINECALL_FLEETS``, as the roster reads it: ``<fleet>=<environment>,...``. A job that
     carries no JobOffer opens its call in the environment of :attr:`fleet` (production when the
