@@ -167,6 +167,8 @@ async def test_a_socket_killed_mid_tool_hands_the_call_and_its_tool_to_the_other
     replica: Listening, keys: Keys
 ) -> None:
     async with app(replica, keys, "app-1") as first, app(replica, keys, "app-2") as second:
+        await first.send("agent.drain.v1")  # nothing registered: said, not left unanswered
+        assert (await first.expect("error.v1"))["code"] == "invalid"
         await first.register()
         await second.register()
         await _open(replica, keys)
@@ -271,6 +273,11 @@ async def test_a_command_is_written_once_per_id(replica: Listening, keys: Keys) 
         assert first["seq"] == second["seq"] == 2
         await one.send("call.command.v1", call="call_1", id="cmd_2", kind="say")
         assert (await one.expect("error.v1"))["code"] == "invalid"
+        # the same id for another command: refused, not acked as the first (a probe's end
+        # under a say's id was acked a duplicate and dropped without a word)
+        await one.send("call.command.v1", call="call_1", id="cmd_1", kind="end")
+        reused = await one.expect("error.v1")
+        assert (reused["code"], reused["re"]) == ("conflict", "cmd_1")
     log = await replica.client.get("/v1/calls/call_1/entries", headers=bearer(keys.operator))
     commands = [e for e in log.json()["entries"] if e["kind"] == "call.command"]
     assert [c["data"] for c in commands] == [{"id": "cmd_1", "kind": "say", "text": "One moment."}]
@@ -280,6 +287,8 @@ async def test_a_drain_hands_the_calls_and_writes_the_agent_log(
     replica: Listening, keys: Keys
 ) -> None:
     async with app(replica, keys, "app-1") as first, app(replica, keys, "app-2") as second:
+        await first.send("agent.drain.v1")  # nothing registered: said, not left unanswered
+        assert (await first.expect("error.v1"))["code"] == "invalid"
         await first.register()
         await _open(replica, keys)
         await first.expect("call.attached.v1")

@@ -274,6 +274,8 @@ class Session:
             case AgentDrain(agent=agent):
                 if agent is not None and agent not in app.agents:
                     raise Refused("invalid", f"this socket does not hold {agent}", agent)
+                if not app.agents:
+                    raise Refused("invalid", "this socket holds no agent to drain")
                 for each in [agent] if agent is not None else list(app.agents):
                     app.send(await self.hub.drain(app, each))
 

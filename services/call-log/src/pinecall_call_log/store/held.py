@@ -126,12 +126,13 @@ class HeldStore:
     async def command(self, call: str, data: dict[str, Any], now: dt.datetime) -> tuple[int, bool]:
         """Write ``call.command`` (``data`` holds its app-minted ``id``) once per id; returns its
         seq and whether this request wrote it. ``NotFound`` for an unknown call, ``Conflict`` for
-        an ended or sealed one (a command for a call that is over is refused, nothing written)."""
+        an ended or sealed one (a command for a call that is over is refused, nothing written)
+        and for an id written already with another command (an idempotency key reused)."""
         async with db.translate_errors("writing a command"), self.engine.begin() as conn:
             head = await lock_head(conn, call)
             held = (
                 await conn.execute(
-                    sa.select(ENTRIES.c.seq).where(
+                    sa.select(ENTRIES.c.seq, ENTRIES.c.data).where(
                         ENTRIES.c.call_id == call,
                         ENTRIES.c.kind == "call.command",
                         ENTRIES.c.data["id"].astext == data["id"],
@@ -139,6 +140,8 @@ class HeldStore:
                 )
             ).first()
             if held is not None:
+                if held.data != data:
+                    raise Conflict(f"command {data['id']} of call {call} was another command")
                 return int(held.seq), False
             if head.ended_at is not None:
                 raise Conflict(f"call {call} has ended")
