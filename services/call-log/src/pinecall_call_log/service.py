@@ -25,6 +25,8 @@ import platform
 from collections import OrderedDict, defaultdict
 from typing import Any
 
+import msgspec
+
 from pinecall_call_log import domain
 from pinecall_call_log.settings import CallLogSettings
 from pinecall_call_log.sockets.hub import Hub
@@ -178,30 +180,24 @@ class CallLogService:
         self._waiters[key].append(future)
         await self.changes.notify()
         try:
+            frame = ToolCallFrame(
+                call=call,
+                id=tool.id,
+                name=tool.name,
+                arguments=tool.arguments,
+                deadline=state.deadline,
+                seq=state.seq,
+            )
             if state.asked:
                 asked = ToolAsked(
-                    call=call,
                     agent=record.agent,
                     environment=record.environment,
-                    id=tool.id,
-                    name=tool.name,
-                    arguments=tool.arguments,
-                    deadline=state.deadline,
-                    seq=state.seq,
+                    **msgspec.structs.asdict(frame),
                 )
                 await self.bus.publish(
                     self.bus.subjects.tool_asked(record.environment, record.agent), asked
                 )
-            self.hub.tool_asked(
-                ToolCallFrame(
-                    call=call,
-                    id=tool.id,
-                    name=tool.name,
-                    arguments=tool.arguments,
-                    deadline=state.deadline,
-                    seq=state.seq,
-                )
-            )
+            self.hub.tool_asked(frame)
             held = await self.store.agents.tool_result(call, tool.id)
             if held is not None:
                 return held
