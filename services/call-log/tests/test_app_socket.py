@@ -5,30 +5,13 @@ tool calls once per id, commands once per id, and bad frames refused with nothin
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator
 
-import msgspec
 import pytest
 
-from pinecall_call_log.app import create_app
-from pinecall_call_log.settings import CallLogSettings
 from pinecall_contracts.appsocket import Close
-from pinecall_testkit.appsocket import App, app, define, dial, kinds, service
-from pinecall_testkit.call_log import Keys, Listening, bearer, listening, opening
-
-TOOL = {"id": "tc_1", "name": "book_slot", "arguments": {"day": "2026-12-02"}, "timeout_s": 30}
-Serve = Callable[..., AbstractAsyncContextManager[Listening]]
-
-
-@pytest.fixture
-def serve(call_log_settings: CallLogSettings) -> Serve:
-    """A replica served on a real port (``overrides``: its other settings)."""
-
-    def start(**overrides: object) -> AbstractAsyncContextManager[Listening]:
-        return listening(create_app(msgspec.structs.replace(call_log_settings, **overrides)))
-
-    return start
+from pinecall_testkit.appsocket import TOOL, App, Serve, app, define, dial, kinds, service
+from pinecall_testkit.call_log import Keys, Listening, bearer, opening
 
 
 @pytest.fixture

@@ -7,30 +7,15 @@ heard has its calls taken back and handed."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import AsyncIterator
 
-import msgspec
 import pytest
 import sqlalchemy as sa
 
-from pinecall_call_log.app import create_app
-from pinecall_call_log.settings import CallLogSettings
 from pinecall_call_log.store.tables import APP_HOLDS
 from pinecall_servicekit import db
-from pinecall_testkit.appsocket import app, define, kinds, service
-from pinecall_testkit.call_log import Keys, Listening, bearer, listening, opening
-
-TOOL = {"id": "tc_1", "name": "book_slot", "arguments": {"day": "2026-12-02"}, "timeout_s": 30}
-Serve = Callable[..., AbstractAsyncContextManager[Listening]]
-
-
-@pytest.fixture
-def serve(call_log_settings: CallLogSettings) -> Serve:
-    def start(**overrides: object) -> AbstractAsyncContextManager[Listening]:
-        return listening(create_app(msgspec.structs.replace(call_log_settings, **overrides)))
-
-    return start
+from pinecall_testkit.appsocket import TOOL, Serve, app, define, kinds, service
+from pinecall_testkit.call_log import Keys, Listening, bearer, opening
 
 
 @pytest.fixture

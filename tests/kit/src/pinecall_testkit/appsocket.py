@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from pinecall_call_log.service import CallLogService
 
 Serve = Callable[..., AbstractAsyncContextManager[Listening]]
+"""Start a call-log replica served on a real port (call-log's tests' ``serve`` fixture)."""
+TOOL = {"id": "tc_1", "name": "book_slot", "arguments": {"day": "2026-12-02"}, "timeout_s": 30}
+"""The tool call the tests' worker asks (``POST /v1/calls/{call}/tools``)."""
 PATH = "/v1/apps/socket"
 ACME = {"org": "org_acme"}
 WAIT_S = 10.0
