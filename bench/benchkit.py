@@ -16,10 +16,14 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 import nats
 import psycopg
+
+if TYPE_CHECKING:
+    import psutil
 
 from pinecall_contracts.subjects import Subjects
 from pinecall_servicekit.dburl import with_database
@@ -257,20 +261,26 @@ async def delete_bucket(nats_url: str, bucket: str) -> None:
 # ---------------------------------------------------------------- a running `up`
 
 
+def listener(port: int) -> psutil.Process:
+    """The process listening on ``port`` (a served service under ``up``); ``LookupError`` if
+    nothing does."""
+    import psutil
+
+    for conn in psutil.net_connections(kind="tcp"):
+        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
+            return psutil.Process(conn.pid)
+    raise LookupError(f"nothing listens on port {port}")
+
+
 def up_livekit_keys(dispatcher_url: str) -> dict[str, tuple[str, str]]:
     """Each environment's stand-in key and secret under a running ``up`` (environment → (key,
     secret)): ``up`` makes them at random and keeps them only in its services' environments,
     so they are read from the process serving ``dispatcher_url`` (``PINECALL_LIVEKIT_KEYS``), as
     an operator on the machine could. ``LookupError`` if nothing listens there."""
-    import psutil
-
-    port = int(dispatcher_url.rsplit(":", 1)[1])
-    for conn in psutil.net_connections(kind="tcp"):
-        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
-            found: dict[str, tuple[str, str]] = {}
-            for item in psutil.Process(conn.pid).environ()["PINECALL_LIVEKIT_KEYS"].split(","):
-                environment, pair = item.split("=", 1)
-                key, secret = pair.split(":", 1)
-                found[environment] = (key, secret)
-            return found
-    raise LookupError(f"nothing listens on port {port}")
+    served = listener(int(dispatcher_url.rsplit(":", 1)[1]))
+    found: dict[str, tuple[str, str]] = {}
+    for item in served.environ()["PINECALL_LIVEKIT_KEYS"].split(","):
+        environment, pair = item.split("=", 1)
+        key, secret = pair.split(":", 1)
+        found[environment] = (key, secret)
+    return found

@@ -36,19 +36,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import psutil
-from benchkit import up_livekit_keys
+from benchkit import listener, up_livekit_keys
 from livekit import api
 
 ROOT = Path(__file__).resolve().parent.parent
-
-
-def _listener(port: int) -> psutil.Process:
-    """The process listening on ``port`` on loopback (the dispatcher's Granian server)."""
-    for conn in psutil.net_connections(kind="tcp"):
-        if conn.status == psutil.CONN_LISTEN and conn.laddr.port == port and conn.pid:
-            return psutil.Process(conn.pid)
-    raise LookupError(f"nothing listens on port {port}")
 
 
 def _duplicate_webhooks(urls: dict[str, str]) -> None:
@@ -111,7 +102,7 @@ def run(calls: int, rate: float, seats: int, kill_at: list[float], report: Path)
         _duplicate_webhooks(urls)
         for at in kill_at:
             time.sleep(max(0.0, began + at - time.monotonic()))
-            os.killpg(os.getpgid(_listener(port).pid), signal.SIGKILL)
+            os.killpg(os.getpgid(listener(port).pid), signal.SIGKILL)
             gone.append(round(_ready(urls["dispatcher"]), 2))
         code = up.wait()
     finally:
