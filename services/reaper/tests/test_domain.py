@@ -39,7 +39,7 @@ ROOM = RoomSeen(name="room-1", created_at=T0, participants=1)
 
 
 def test_the_seeds_numbers() -> None:
-    assert (RULES.quiet_s, RULES.max_call_s) == (300.0, 1800.0)
+    assert (RULES.quiet_s, RULES.max_call_seconds) == (300.0, 1800.0)
     assert WRITTEN_QUIET_S == {"chat": 300.0, "whatsapp": 7200.0}
 
 
@@ -127,7 +127,7 @@ def test_never_an_agents_call_under_the_ceiling_nor_a_call_not_quiet(
     c: CallSeen, room: RoomSeen | None, n: int, now: float
 ) -> None:
     verdict = judge(c, room, n, at(now), RULES)
-    under = (at(now) - c.opened_at).total_seconds() < RULES.max_call_s
+    under = (at(now) - c.opened_at).total_seconds() < RULES.max_call_seconds
     if under and (room is not None and n > 0):
         assert verdict is None
     if under and (at(now) - c.last_entry_at).total_seconds() < RULES.quiet_s:

@@ -36,7 +36,6 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_NOT_READY_S",
         "PINECALL_ROSTER_MAX_AGE_S",
         "PINECALL_ADMIT_S",
-        "PINECALL_MAX_CALL_S",
         "PINECALL_KEPT_S",
         # call-log
         "PINECALL_DB_POOL_SIZE",
@@ -75,6 +74,7 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_LIVEKIT_URLS",
         "PINECALL_REAP_EVERY_S",
         "PINECALL_QUIET_S",
+        # the dispatcher, the reaper and the worker: one ceiling of a call, one name (seed 003)
         "PINECALL_MAX_CALL_SECONDS",
     }
 )

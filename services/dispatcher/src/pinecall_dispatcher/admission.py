@@ -96,7 +96,7 @@ class Admission:
             raise NotReady(f"no fleet and LiveKit serve {environment}")
         fleet, now = record.name, utcnow()
         rows = await self.roster.rows(fleet)
-        offered, held = await self.store.offers.promised(fleet, now, self.settings.max_call_s)
+        offered, held = await self.store.offers.promised(fleet, now, self.settings.max_call_seconds)
         rules = self.settings.rules()
         verdict = domain.admission(rows, domain.not_counted(rows, offered, held), rules)
         if verdict == "not_ready":
@@ -136,7 +136,7 @@ class Admission:
                     "admitted_until": until,
                 },
                 now,
-                self.settings.max_call_s,
+                self.settings.max_call_seconds,
             )
         except TooManyRequests:
             await self._refused(request, environment, fleet, "quota")

@@ -204,7 +204,7 @@ class Offering:
         async with self._fleet(fleet).lock:  # one transaction of the fleet at a time here
             now = utcnow()
             async with self.store.offers.fleet(fleet, now) as tx:
-                offered, held = await tx.promised(self.settings.max_call_s)
+                offered, held = await tx.promised(self.settings.max_call_seconds)
                 pending = domain.not_counted(rows, offered, held)
                 if arrivals is None:
                     unheld = {r.worker for r in rows if r.agent_name is None}

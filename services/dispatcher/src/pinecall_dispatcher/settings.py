@@ -44,7 +44,7 @@ class DispatcherSettings(LiveKitSettings, frozen=True, kw_only=True):
     admit_s: float = 120.0
     """Seconds a visitor's token is good for joining; its call counts against the org's quota
     until it joins or this passes."""
-    max_call_s: float = 1800.0
+    max_call_seconds: float = 1800.0
     """The longest a call runs (seed 003, MAX_CALL_SECONDS): a call opened longer ago than this
     no longer holds a seat in the dispatcher's count, nor the org's quota."""
     kept_s: float = 60.0

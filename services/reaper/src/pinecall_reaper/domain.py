@@ -39,7 +39,7 @@ class Rules:
     """The numbers, in seconds (the seeds': five minutes quiet, 30 minutes a call)."""
 
     quiet_s: float = 300.0
-    max_call_s: float = 1800.0
+    max_call_seconds: float = 1800.0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,7 +81,7 @@ def _seconds(since: dt.datetime, now: dt.datetime) -> float:
 
 
 def over_ceiling(call: CallSeen, now: dt.datetime, rules: Rules) -> bool:
-    return _seconds(call.opened_at, now) >= rules.max_call_s
+    return _seconds(call.opened_at, now) >= rules.max_call_seconds
 
 
 def quiet(call: CallSeen, now: dt.datetime, rules: Rules) -> bool:

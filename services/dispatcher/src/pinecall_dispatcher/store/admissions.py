@@ -3,7 +3,7 @@
 An admission is decided under the org's lock (``pg_advisory_xact_lock`` of org and environment)
 and its ``admitted`` row written in the same transaction, so two token requests at the quota's
 last call never both pass. An org's calls are its live rows in that environment: admitted and not
-expired, waiting, overflowed, or opened within ``max_call_s``; a sandbox call never counts against
+expired, waiting, overflowed, or opened within ``max_call_seconds``; a sandbox call never counts against
 production, since the environment is part of the count.
 """
 
@@ -23,9 +23,9 @@ from pinecall_servicekit import db
 from pinecall_servicekit.errors import TooManyRequests
 
 
-def live_calls(org: str, environment: str, now: dt.datetime, max_call_s: float) -> Any:
+def live_calls(org: str, environment: str, now: dt.datetime, max_call_seconds: float) -> Any:
     """The count of ``org``'s calls held in ``environment`` at ``now``."""
-    since = now - dt.timedelta(seconds=max_call_s)
+    since = now - dt.timedelta(seconds=max_call_seconds)
     return (
         sa.select(sa.func.count())
         .select_from(ROOMS)
@@ -46,7 +46,7 @@ class AdmissionStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
 
-    async def admit(self, row: dict[str, Any], now: dt.datetime, max_call_s: float) -> None:
+    async def admit(self, row: dict[str, Any], now: dt.datetime, max_call_seconds: float) -> None:
         """Write the ``admitted`` row of a new call if its org is under its quota in its
         environment (no quota row: no limit). ``TooManyRequests`` (429) otherwise."""
         org, environment = row["org"], row["environment"]
@@ -67,7 +67,7 @@ class AdmissionStore:
             ).scalar()
             if quota is not None:
                 held = (
-                    await conn.execute(sa.select(live_calls(org, environment, now, max_call_s)))
+                    await conn.execute(sa.select(live_calls(org, environment, now, max_call_seconds)))
                 ).scalar_one()
                 if held >= quota:
                     raise TooManyRequests(

@@ -56,11 +56,11 @@ class Claim:
 
 
 async def promised(
-    conn: AsyncConnection, fleet: str, now: dt.datetime, max_call_s: float
+    conn: AsyncConnection, fleet: str, now: dt.datetime, max_call_seconds: float
 ) -> tuple[dict[str, int], dict[str, int]]:
     """``(offered, held)`` per worker of ``fleet``: rooms offered to it and not opened, and calls
-    it opened within ``max_call_s`` and did not end."""
-    since = now - dt.timedelta(seconds=max_call_s)
+    it opened within ``max_call_seconds`` and did not end."""
+    since = now - dt.timedelta(seconds=max_call_seconds)
     rows = (
         await conn.execute(
             sa.select(ROOMS.c.worker, ROOMS.c.state, sa.func.count())
@@ -136,9 +136,9 @@ class FleetOffers:
             Taken(row=r, line=claims[r.call].line, at=self.now) for r in kept if claims[r.call].line
         ]
 
-    async def promised(self, max_call_s: float) -> tuple[dict[str, int], dict[str, int]]:
+    async def promised(self, max_call_seconds: float) -> tuple[dict[str, int], dict[str, int]]:
         """The fleet's seats promised, read under its lock (see :func:`promised`)."""
-        return await promised(self.conn, self.fleet, self.now, max_call_s)
+        return await promised(self.conn, self.fleet, self.now, max_call_seconds)
 
     async def due(
         self, grace_s: float, reoffer_s: float, unheld: Collection[str] = ()
@@ -234,11 +234,11 @@ class OfferStore:
             yield FleetOffers(conn, fleet, now)
 
     async def promised(
-        self, fleet: str, now: dt.datetime, max_call_s: float
+        self, fleet: str, now: dt.datetime, max_call_seconds: float
     ) -> tuple[dict[str, int], dict[str, int]]:
         """The fleet's seats promised now, read without its lock (admission)."""
         async with db.translate_errors("reading offers"), self.engine.connect() as conn:
-            return await promised(conn, fleet, now, max_call_s)
+            return await promised(conn, fleet, now, max_call_seconds)
 
     async def fleets_waiting(self) -> list[str]:
         """The fleets with a room waiting (the sweep's work)."""
