@@ -37,6 +37,7 @@ from pinecall_contracts.calls import (
     AgentEntry,
     AgentLog,
     CallbackRequest,
+    CallCommands,
     CallEnd,
     CallLog,
     CallOpen,
@@ -121,15 +122,18 @@ class CallLogClient:
         method: str = "POST",
         call: str | None = None,
         unknown: type[CallLogRefused] = CallUnknown,
+        held_s: float = 0.0,
     ) -> R:
         """Send ``body`` unchanged until something other than silence or a 5xx answers.
 
         ``within_s`` bounds the retries (None: until answered); ``call``, the call the request is
-        about, is said with each retry. Raises ``CallLogUnavailable`` when it runs out, a
-        ``CallLogRefused`` for a 4xx (``unknown`` for a 404).
+        about, is said with each retry; ``held_s``, how long the server may hold the request
+        before it answers (a long poll), is added to each try's timeout. Raises
+        ``CallLogUnavailable`` when it runs out, a ``CallLogRefused`` for a 4xx (``unknown`` for a
+        404).
         """
         content = b"" if body is None else encode(body)
-        timeout = max(self.request_timeout_s, within_s or 0.0)
+        timeout = max(self.request_timeout_s + held_s, within_s or 0.0)
         response: httpx.Response | None = None
         try:
             async for attempt in stamina.retry_context(
@@ -182,6 +186,18 @@ class CallLogClient:
         or an operator's); ``CallUnknown`` if the log has no such call."""
         path = f"/v1/calls/{call}/entries" + (f"?after={after}" if after else "")
         return await self.request(path, None, CallLog, within_s=within_s, method="GET", call=call)
+
+    async def commands(
+        self, call: str, after: int, *, wait_s: float = 20.0, within_s: float | None = None
+    ) -> CallCommands:
+        """The app's commands to ``call`` with seq above ``after``, the server waiting up to
+        ``wait_s`` (at most 30) for one (a long poll: empty when none came); retried 0.5 s to
+        5 s while nothing answers (``within_s``: None, until answered). ``CallUnknown`` if the
+        log has no such call."""
+        path = f"/v1/calls/{call}/commands?{urlencode({'after': after, 'wait_s': wait_s})}"
+        return await self.request(
+            path, None, CallCommands, within_s=within_s, method="GET", call=call, held_s=wait_s
+        )
 
     async def agent_log(
         self,

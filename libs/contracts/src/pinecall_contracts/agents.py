@@ -14,11 +14,15 @@ naming the rule (a value of the wrong type is a 400, as for every body):
 * the call limit: ``max_call_seconds`` at most :data:`MAX_CALL_SECONDS`, the reaper's ceiling
   (``PINECALL_MAX_CALL_SECONDS``, seed 003), so an agent can shorten its calls, never lengthen
   them past the backstop.
+
+A call keeps the version it opened with in its config, under :data:`CONFIG_AGENT` (call-log
+writes it at the open; the worker reads it back with :func:`agent_of`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Mapping
 from typing import Annotated, Any
 
 import msgspec
@@ -46,6 +50,9 @@ PromptHash = Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{64}$(?![\s\S])")]
 NO_PARAMETERS: dict[str, Any] = {"type": "object", "properties": {}}
 """A tool's ``parameters`` when it takes none."""
 Word = Annotated[str, msgspec.Meta(max_length=128)]
+CONFIG_AGENT = "agent"
+"""The key of a call's config (``CallRecord.config``) that holds its agent's
+:class:`AgentVersion`, as call-log kept it when the call opened."""
 
 
 class AgentTool(Contract, frozen=True, kw_only=True, tag="agents.tool.v1"):
@@ -106,3 +113,11 @@ class AgentList(Contract, frozen=True, kw_only=True, tag="agents.list.v1"):
     org: Org
     environment: EnvironmentField
     agents: list[AgentVersion] = []
+
+
+def agent_of(config: Mapping[str, Any]) -> AgentVersion | None:
+    """The agent's version a call's ``config`` keeps under :data:`CONFIG_AGENT`; None when it
+    keeps none (the org defines no such agent: the worker's own defaults). Raises
+    ``msgspec.ValidationError`` for one that is not an :class:`AgentVersion`."""
+    kept = config.get(CONFIG_AGENT)
+    return None if kept is None else msgspec.convert(kept, AgentVersion)

@@ -98,8 +98,12 @@ class CallOpen(Contract, frozen=True, kw_only=True, tag="calls.open.v1"):
     """The worker name that runs it; ``call.started`` names it."""
     context: dict[str, Any] = {}
     config: dict[str, Any] = {}
+    """What the ring said the call runs on. call-log keeps it on the call with, under
+    ``agent`` (:data:`pinecall_contracts.agents.CONFIG_AGENT`), the latest version of the call's
+    agent when its org defines one: the version the call runs to its end."""
     prompt_hash: Annotated[str, msgspec.Meta(max_length=128)] | None = None
-    """The log keeps a prompt's hash, not its text (seed 002)."""
+    """The log keeps a prompt's hash, not its text (seed 002); the agent's version's, when the
+    org defines the agent."""
 
 
 class Reopened(Contract, frozen=True, kw_only=True, tag="calls.reopened.v1"):
@@ -141,6 +145,10 @@ class CallRecord(Contract, frozen=True, kw_only=True, tag="calls.record.v1"):
     prompt_hash: str | None = None
     cause: EndCause | None = None
     """Why it ended ``drained``, when its ender said (:data:`EndCause`)."""
+    config: dict[str, Any] = {}
+    """What the call runs on, as kept when it opened (:attr:`CallOpen.config`, with its agent's
+    version under ``agent``); the worker runs the call on it
+    (:func:`pinecall_contracts.agents.agent_of`)."""
 
 
 class EntryBatch(Contract, frozen=True, kw_only=True, tag="calls.batch.v1"):
@@ -182,6 +190,30 @@ class CallLog(Contract, frozen=True, kw_only=True, tag="calls.log.v1"):
     call: str
     entries: list[LoggedEntry]
     state: CallState
+
+
+class CallCommandEntry(Contract, frozen=True, kw_only=True, tag="calls.command.v1"):
+    """One ``call.command`` entry of a call's log: an app's ``say`` or ``end``, written once per
+    its app-minted ``id`` (``pinecall_contracts.appsocket.CallCommand``)."""
+
+    seq: int
+    """Its place on the call's log: follow on with ``?after=<seq>``."""
+    id: str
+    kind: str
+    """``say`` or ``end`` (a ``str``, so a reader of an older release gets a kind it does not
+    know, and refuses that command, instead of failing on the page)."""
+    text: str | None = None
+    """What to say; for ``end``, the last sentence, if any."""
+
+
+class CallCommands(Contract, frozen=True, kw_only=True, tag="calls.commands.v1"):
+    """``GET /v1/calls/{call}/commands?after=<seq>&wait_s=<s>``: the call's commands with seq
+    above ``after``, in order; empty when none came within ``wait_s`` (a long poll)."""
+
+    call: str
+    commands: list[CallCommandEntry]
+    state: CallState
+    """The call's state when read: a follower stops once it is not ``open``."""
 
 
 class CallSummary(Contract, frozen=True, kw_only=True, tag="calls.summary.v1"):

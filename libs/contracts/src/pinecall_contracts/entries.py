@@ -9,7 +9,9 @@ sentence into a dead worker's room), whose entries travel in counted batches
 ================  ========  ==========================================================
 kind              writer    data
 ================  ========  ==========================================================
-call.started      service   ``{worker, room, agent}``: the worker that opened the call
+call.started      service   ``{worker, room, agent, prompt_hash?, version?}``: the worker
+                            that opened the call; the prompt's hash and the version of
+                            the agent it runs, when its org defines the agent
 call.reopened     service   ``{agent}``: a call an older release opened, said again
 turn.user         worker    ``{text, stopped_speaking_at}``: what the caller said (one
                             user turn; ``stopped_speaking_at`` in Unix seconds or null)
@@ -24,8 +26,13 @@ turn.tool         worker    ``{id, name, arguments, output, error}``: a tool the
 tool.call         service   ``{id, name, arguments, deadline}``: a tool the app runs,
                             asked through ``POST /v1/calls/{call}/tools``, once per id
 tool.result       service   ``{id, result, error}``: that tool's one answer
+call.command      service   ``{id, kind, text}``: an app's ``say`` or ``end`` (app socket),
+                            once per its id; the worker follows them
+                            (``GET /v1/calls/{call}/commands``)
 call.error        worker    ``{source, what, recoverable}``: a vendor or the session failed
-                            (``source``: ``stt``, ``llm``, ``tts``, ``session``, ``job``)
+                            (``source``: ``stt``, ``llm``, ``tts``, ``session``, ``job``),
+                            or the session refused an app's command (``command``, with
+                            the command's ``id``)
 call.sentence     worker    ``{text, job}``: the overflow's sentence, said by the overflow
                             (``job``: ``answer``) or into the room of a worker that died
                             (``sentence``, following on from its count)
@@ -49,6 +56,7 @@ TURN_AGENT: Final = "turn.agent"
 TURN_TOOL: Final = "turn.tool"
 TOOL_CALL: Final = "tool.call"
 TOOL_RESULT: Final = "tool.result"
+CALL_COMMAND: Final = "call.command"
 CALL_ERROR: Final = "call.error"
 CALL_SENTENCE: Final = "call.sentence"
 CALL_ENDED: Final = "call.ended"
@@ -59,8 +67,8 @@ WRITTEN_BY_THE_WORKER: Final = frozenset(
 )
 """The kinds a call's writer sends."""
 WRITTEN_BY_THE_SERVICE: Final = frozenset(
-    {CALL_STARTED, CALL_REOPENED, TOOL_CALL, TOOL_RESULT, CALL_ENDED, CALL_SEALED}
+    {CALL_STARTED, CALL_REOPENED, TOOL_CALL, TOOL_RESULT, CALL_COMMAND, CALL_ENDED, CALL_SEALED}
 )
 """The kinds only the call-log service writes: it refuses them from a writer (a ``call.sealed``
 a writer sent would read as a seal the log never made, a ``tool.result`` as an answer the app
-never gave). Kinds in neither set are a newer writer's own, and pass."""
+never gave, a ``call.command`` as an app's command). Kinds in neither set are a newer writer's own, and pass."""

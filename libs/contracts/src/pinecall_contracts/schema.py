@@ -55,6 +55,8 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     calls.EventWritten,
     calls.LoggedEntry,
     calls.CallLog,
+    calls.CallCommandEntry,
+    calls.CallCommands,
     calls.CallSummary,
     calls.CallPage,
     calls.CallEnd,

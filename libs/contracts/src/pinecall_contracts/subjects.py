@@ -22,6 +22,7 @@ subject / name              delivery   what
                                        (``<ns>_webhook_drops``, kept ten minutes; ``doctor``)
 ``<ns>.calls.<what>.<c>``    core       call.opened / call.ended / call.sealed (CallEvent)
 ``<ns>.calls.appended.<c>``  core       entries written to call ``c`` up to a seq (Appended)
+``<ns>.calls.command.<c>``   core       an app's command written to call ``c`` at a seq (Appended)
 ``<ns>.calls.tool.asked.<e>.<a>``  core  a tool call for the app holding agent ``a`` (ToolAsked)
 ``<ns>.calls.tool.result.<c>``  core    a tool call's one result, to replicas waiting (ToolResult)
 ``<ns>.apps.holding.<r>``    core       the agents call-log replica ``r``'s app sockets take (Holding)
@@ -223,6 +224,11 @@ class Subjects:
 
     def appended(self, call: str) -> str:
         return f"{self.namespace}.calls.appended.{escape_token(call)}"
+
+    def command(self, call: str) -> str:
+        """A ``call.command`` written to ``call``: what wakes the worker's command poll (the
+        call's other entries do not)."""
+        return f"{self.namespace}.calls.command.{escape_token(call)}"
 
     def tool_asked(self, environment: str, agent: str) -> str:
         """Tool calls for the app that holds ``agent`` in ``environment``."""

@@ -8,6 +8,7 @@ GET  /v1/calls?state=&after=&limit=        fleet, serv., op. CallPage (unsealed 
 GET  /v1/calls/{call}                      fleet, serv., op. CallRecord
 POST /v1/calls/{call}/entries              fleet             BatchWritten (EntryBatch)
 GET  /v1/calls/{call}/entries?after=<seq>  fleet, operator   CallLog
+GET  /v1/calls/{call}/commands?after=&wait_s=  fleet         CallCommands (a long poll)
 POST /v1/calls/{call}/events               fleet             EventWritten (one Entry, not counted)
 POST /v1/calls/{call}/reopened             fleet             CallRecord (Reopened)
 POST /v1/calls/{call}/end                  fleet, serv., op. CallRecord (CallEnd)
@@ -55,6 +56,7 @@ from pinecall_contracts.calls import (
     AgentLog,
     BatchWritten,
     CallbackRequest,
+    CallCommands,
     CallEnd,
     CallLog,
     CallOpen,
@@ -87,6 +89,9 @@ AfterCall = Annotated[
 Unsealed = Annotated[list[Literal["open", "ended"]] | None, QueryParameter(name="state")]
 """``?state=`` (Litestar reserves the name ``state`` for the app's state)."""
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
+MAX_WAIT_S = 30.0
+"""The longest a command poll waits, in seconds (under a load balancer's idle timeout)."""
+WaitS = Annotated[float, QueryParameter(ge=0.0, le=MAX_WAIT_S)]
 
 WORKER: tuple[KeyKind, ...] = ("fleet",)
 WORKER_OR_OPERATOR: tuple[KeyKind, ...] = ("fleet", "operator")
@@ -198,6 +203,17 @@ async def read_entries(request: AnyRequest, call: CallPath, after: After = 0) ->
     """The call's entries with seq above ``after``, in order (10 000 at most)."""
     await _call(request, call, WORKER_OR_OPERATOR)
     return await service_of(request).store.calls.read(call, after)
+
+
+@get("/v1/calls/{call:str}/commands", responses=problems(400, 401, 403, 404, 503))
+async def read_commands(
+    request: AnyRequest, call: CallPath, after: After = 0, wait_s: WaitS = 0.0
+) -> CallCommands:
+    """The app's commands to the call with seq above ``after`` (its ``call.command`` entries,
+    in order), waiting up to ``wait_s`` (at most :data:`MAX_WAIT_S`) for one while there is none
+    and the call is open: the command stream its worker follows."""
+    await _call(request, call, WORKER)
+    return await service_of(request).commands(call, after, wait_s)
 
 
 @post(
@@ -348,6 +364,7 @@ ROUTES = [
     call_record,
     write_entries,
     read_entries,
+    read_commands,
     write_event,
     reopened,
     end_call,

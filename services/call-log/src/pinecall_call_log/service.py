@@ -15,14 +15,16 @@ every call opened (handed to a socket holding its agent, here or on another repl
 replica holding it; one nobody holds waits in the log for the next holder) and call ended.
 A socket's ``tool.result`` is written by :meth:`CallLogService.answer`, the HTTP answer's path.
 The app's commands are ``call.command`` entries on the call's log, once per app-minted id: the
-log is the command stream a worker follows (``GET .../entries?after=`` and ``calls.appended``).
+log is the command stream a worker follows (:meth:`CallLogService.commands`, a long poll woken by
+``<ns>.calls.command.<call>``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import platform
-from collections import OrderedDict, defaultdict
+from collections import Counter, OrderedDict, defaultdict
 from typing import Any
 
 import msgspec
@@ -35,6 +37,7 @@ from pinecall_contracts.appsocket import ToolCallFrame
 from pinecall_contracts.calls import (
     Appended,
     BatchWritten,
+    CallCommands,
     CallEvent,
     CallOpen,
     CallRecord,
@@ -68,7 +71,9 @@ class CallLogService:
         self.entries = 0
         """Entries written from batches and ``/events``, for metrics."""
         self.changes = Changes()
-        """Notified when a tool call's waiter starts waiting here (for tests and ops)."""
+        """Notified when a tool call's waiter, or a command poll, starts waiting here (for tests
+        and ops)."""
+        self._polls: Counter[str] = Counter()
         self.hub = Hub(settings, store, bus, replica=f"{platform.node()}.{id(self):x}")
         """This replica's app sockets."""
 
@@ -92,7 +97,9 @@ class CallLogService:
         return len(self._calls)
 
     def _keep(self, record: CallRecord) -> CallRecord:
-        self._calls[record.call] = record
+        """Remember what ``record`` is, without its config (an agent's prompt and tools: up to
+        tens of KB a call, which ``cache_calls`` of them would make a replica's memory)."""
+        self._calls[record.call] = msgspec.structs.replace(record, config={})
         self._calls.move_to_end(record.call)
         while len(self._calls) > self.settings.cache_calls:
             self._calls.popitem(last=False)
@@ -101,8 +108,8 @@ class CallLogService:
     async def identity(self, call: str) -> CallRecord:
         """What ``call`` is (agent, environment, room, worker): from memory, or one read.
 
-        Only the fields written at open are to be read from it, never where the log stands.
-        Raises ``NotFound`` for a call this log does not hold.
+        Only the fields written at open are to be read from it, never where the log stands, nor
+        its config (not kept in memory: read the record for it). Raises ``NotFound`` for a call this log does not hold.
         """
         held = self._calls.get(call)
         if held is not None:
@@ -115,7 +122,10 @@ class CallLogService:
     # -- the log ----------------------------------------------------------------------------
 
     async def open(self, o: CallOpen) -> CallRecord:
-        record, made = await self.store.calls.open(o, db.utcnow())
+        """Open the call on the latest version of its agent (kept on the call: the version it
+        runs; none when its org defines no such agent); a retry gets the call as it opened."""
+        agent = await self.store.definitions.get(o.org, o.environment, o.agent)
+        record, made = await self.store.calls.open(o, db.utcnow(), agent)
         self._keep(record)
         if made:
             await self._event("opened", record)
@@ -248,7 +258,51 @@ class CallLogService:
         seq, wrote = await self.store.held.command(call, data, db.utcnow())
         if wrote:
             await self._appended(call, seq)
+            await self.bus.publish(
+                self.bus.subjects.command(call), Appended(call=call, last_seq=seq)
+            )
         return seq, wrote
+
+    async def commands(self, call: str, after: int, wait_s: float) -> CallCommands:
+        """The call's commands after seq ``after``; when there is none and the call is open,
+        waits up to ``wait_s`` for one. Woken by ``calls.command`` (subscribed before the first
+        read, so one written between a read and the wait is heard; the call's turns do not wake
+        it) and by ``call.ended`` (its state then answers); a notice lost costs at most
+        ``wait_s``. ``NotFound`` for an unknown call."""
+        notice = asyncio.Event()
+
+        async def heard(_: Appended | CallEvent) -> None:
+            notice.set()
+
+        subjects = self.bus.subjects
+        subscriptions = [
+            await self.bus.subscribe(subjects.command(call), Appended, heard),
+            await self.bus.subscribe(subjects.call_event("ended", call), CallEvent, heard),
+        ]
+        try:
+            until = asyncio.get_running_loop().time() + wait_s
+            while True:
+                notice.clear()
+                page = await self.store.calls.commands(call, after)
+                left = until - asyncio.get_running_loop().time()
+                if page.commands or page.state != "open" or left <= 0:
+                    return page
+                self._polls[call] += 1
+                await self.changes.notify()
+                try:
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(notice.wait(), left)
+                finally:
+                    self._polls[call] -= 1
+                    if not self._polls[call]:
+                        del self._polls[call]
+        finally:
+            for subscription in subscriptions:
+                await subscription.unsubscribe()
+
+    def polling(self, call: str) -> int:
+        """Command polls of ``call`` waiting on this replica now (having read none)."""
+        return self._polls[call]
 
     def waiting(self, call: str, tool_id: str) -> int:
         """Requests of this tool call waiting on this replica now."""

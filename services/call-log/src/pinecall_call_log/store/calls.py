@@ -29,8 +29,13 @@ from pinecall_call_log.store.head import (
     write_at_head,
 )
 from pinecall_call_log.store.tables import CALLS, ENTRIES
+from pinecall_contracts import entries as kinds
+from pinecall_contracts.agents import CONFIG_AGENT, AgentVersion
+from pinecall_contracts.base import to_builtins
 from pinecall_contracts.calls import (
     BatchWritten,
+    CallCommandEntry,
+    CallCommands,
     CallLog,
     CallOpen,
     CallRecord,
@@ -50,13 +55,25 @@ class CallStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
 
-    async def open(self, o: CallOpen, now: dt.datetime) -> tuple[CallRecord, bool]:
+    async def open(
+        self, o: CallOpen, now: dt.datetime, agent: AgentVersion | None = None
+    ) -> tuple[CallRecord, bool]:
         """Open ``o.call`` and write ``call.started`` (naming the worker) as its seq 1.
 
-        Returns the record and whether this request opened it. Opening again with the same
-        agent, environment, room and worker answers the record (a retry whose answer was lost);
+        ``agent``, the latest version of the call's agent (None: its org defines none), is kept
+        in the call's config (``agents.CONFIG_AGENT``) and its prompt's hash on the call and on
+        ``call.started``, with the version. Returns the record and whether this request opened
+        it. Opening again with the same agent, environment, room and worker answers the record
+        as it was opened (a retry whose answer was lost: its agent's version is the first's);
         anything else is ``Conflict``.
         """
+        config, prompt_hash, started = o.config, o.prompt_hash, {}
+        if agent is not None:
+            config = o.config | {CONFIG_AGENT: to_builtins(agent)}
+            prompt_hash = agent.prompt_hash
+            started = {"prompt_hash": agent.prompt_hash, "version": agent.version}
+        elif prompt_hash is not None:
+            started = {"prompt_hash": prompt_hash}
         async with db.translate_errors("opening a call"), self.engine.begin() as conn:
             values = {
                 "call_id": o.call,
@@ -66,8 +83,8 @@ class CallStore:
                 "room": o.room,
                 "worker": o.worker,
                 "context": o.context,
-                "config": o.config,
-                "prompt_hash": o.prompt_hash,
+                "config": config,
+                "prompt_hash": prompt_hash,
                 "opened_at": now,
             }
             # a row made here is this transaction's, locked until it commits: it is the head
@@ -87,7 +104,7 @@ class CallStore:
                 if not same:
                     raise Conflict(f"call {o.call} was opened by {head.worker} in {head.room}")
                 return record_of(head), False
-            data = {"worker": o.worker, "room": o.room, "agent": o.agent}
+            data = {"worker": o.worker, "room": o.room, "agent": o.agent} | started
             return record_of(await append_own_all(conn, head, [("call.started", data)], now)), True
 
     async def reopen(
@@ -248,6 +265,38 @@ class CallStore:
             state=record_of(head).state,
             entries=[
                 LoggedEntry(seq=r.seq, kind=r.kind, ts=r.ts, data=r.data, counted=r.counted)
+                for r in rows
+            ],
+        )
+
+    async def commands(self, call: str, after: int = 0, limit: int = 100) -> CallCommands:
+        """The call's ``call.command`` entries with seq above ``after``, in seq order (at most
+        ``limit``) and the call's state; ``NotFound`` if unknown. Seqs are taken under the
+        call's head lock and committed with it, so a command is never seen before one with a
+        lower seq: a follower reading on from the last seq it saw misses none."""
+        async with db.translate_errors("reading a call's commands"), self.engine.connect() as conn:
+            head = (await conn.execute(sa.select(CALLS).where(CALLS.c.call_id == call))).first()
+            if head is None:
+                raise NotFound(f"no call {call}")
+            rows = (
+                await conn.execute(
+                    sa.select(ENTRIES.c.seq, ENTRIES.c.data)
+                    .where(
+                        ENTRIES.c.call_id == call,
+                        ENTRIES.c.seq > after,
+                        ENTRIES.c.kind == kinds.CALL_COMMAND,
+                    )
+                    .order_by(ENTRIES.c.seq)
+                    .limit(limit)
+                )
+            ).all()
+        return CallCommands(
+            call=call,
+            state=record_of(head).state,
+            commands=[
+                CallCommandEntry(
+                    seq=r.seq, id=r.data["id"], kind=r.data["kind"], text=r.data.get("text")
+                )
                 for r in rows
             ],
         )

@@ -65,6 +65,7 @@ def record_of(row: sa.Row[Any]) -> CallRecord:
         sealed_at=row.sealed_at,
         reopened=row.reopened,
         prompt_hash=row.prompt_hash,
+        config=row.config,
     )
 
 

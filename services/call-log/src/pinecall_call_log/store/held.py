@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pinecall_call_log.store.head import append_own, lock_head, record_of
 from pinecall_call_log.store.tables import APP_HOLDS, CALLS, ENTRIES, TOOL_CALLS
 from pinecall_contracts.calls import CallRecord
+from pinecall_contracts.entries import CALL_COMMAND
 from pinecall_servicekit import db
 from pinecall_servicekit.errors import Conflict
 
@@ -134,7 +135,7 @@ class HeldStore:
                 await conn.execute(
                     sa.select(ENTRIES.c.seq, ENTRIES.c.data).where(
                         ENTRIES.c.call_id == call,
-                        ENTRIES.c.kind == "call.command",
+                        ENTRIES.c.kind == CALL_COMMAND,
                         ENTRIES.c.data["id"].astext == data["id"],
                     )
                 )
@@ -145,4 +146,4 @@ class HeldStore:
                 return int(held.seq), False
             if head.ended_at is not None:
                 raise Conflict(f"call {call} has ended")
-            return await append_own(conn, head, "call.command", data, now), True
+            return await append_own(conn, head, CALL_COMMAND, data, now), True

@@ -67,7 +67,9 @@ class AdmissionStore:
             ).scalar()
             if quota is not None:
                 held = (
-                    await conn.execute(sa.select(live_calls(org, environment, now, max_call_seconds)))
+                    await conn.execute(
+                        sa.select(live_calls(org, environment, now, max_call_seconds))
+                    )
                 ).scalar_one()
                 if held >= quota:
                     raise TooManyRequests(
