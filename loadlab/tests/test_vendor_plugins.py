@@ -116,6 +116,9 @@ async def test_cartesia_plugin_streams_audio_as_long_as_the_text(
     assert abs(got - expected) < 0.05, (got, expected)
     assert {f.sample_rate for f in audio} == {24000}
     assert vendor_fakes.cartesia.transcripts[-1] == " "  # the plugin's end of context
+    [context] = vendor_fakes.cartesia.contexts  # one context, asking the plugin's voice
+    assert context["voice"] == {"mode": "id", "id": plugins.tts._opts.voice}
+    assert context["transcript"].startswith(sentences[0])
 
 
 async def test_cartesia_plugin_bytes_endpoint(

@@ -114,6 +114,10 @@ class CartesiaFake:
         self.connections = 0
         self.transcripts: list[str] = []
         """Every transcript part received, in order."""
+        self.contexts: list[dict[str, Any]] = []
+        """The first message of every synthesis context on a socket, in order: the voice, model
+        and language it asks for, and its first transcript part (what a test reads to see
+        which voice said what)."""
 
     async def handle_ws(self, request: web.Request) -> web.StreamResponse:
         self.connections += 1
@@ -163,6 +167,7 @@ class CartesiaFake:
                     await self._refuse(ws, cid, str(e))
                     continue
                 if cid not in contexts:
+                    self.contexts.append(pkt)
                     contexts[cid] = asyncio.Queue()
                     ctx_fault = self.state.attempt(kinds=_STREAM_FAULTS)
                     tasks[cid] = asyncio.create_task(
