@@ -15,9 +15,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from livekit.agents import worker as agents_worker
 
-from pinecall_contracts.base import encode
+from pinecall_contracts.agents import CONFIG_AGENT, AgentDefinition, AgentTool, AgentVersion
+from pinecall_contracts.base import encode, to_builtins
+from pinecall_contracts.calls import CallRecord
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_worker import domain
+from pinecall_worker.call.agent import CallAgent, call_agent
 from pinecall_worker.measures import MeasuresSocket
 from pinecall_worker.offer import derived_call_id, offer_of_job
 from pinecall_worker.settings import WorkerSettings
@@ -242,3 +245,45 @@ def test_a_job_shut_down_from_outside_says_why_its_call_ended_drained() -> None:
     assert domain.shutdown_cause("the room went") == "room_gone"  # the stand-in's watch
     assert domain.shutdown_cause("parent process shutdown") == "shutdown"
     assert domain.shutdown_cause("session closed: user_initiated") == "shutdown"
+
+
+def test_a_call_runs_its_agents_version_over_the_workers_defaults() -> None:
+    settings = WorkerSettings.from_env({}, max_call_seconds=600.0)
+    opened = dt.datetime(2026, 12, 2, tzinfo=dt.UTC)
+    version = AgentVersion(
+        org="org_acme",
+        environment="production",
+        version=3,
+        updated_at=opened,
+        prompt_hash="0" * 64,
+        definition=AgentDefinition(
+            name="booking",
+            prompt="You book tables.",
+            greeting="Booking desk.",
+            voice="voice-booking",
+            tools=[AgentTool(name="book_table")],
+            max_call_seconds=900,  # past the worker's ceiling: the ceiling holds
+        ),
+    )
+
+    def record(config: dict[str, object]) -> CallRecord:
+        return CallRecord(
+            call="call_1", agent="booking", org="org_acme", environment="production",
+            room="room-1", worker="pinecall/worker-a.1", state="open", written=0, last_seq=1,
+            opened_at=opened, config=config,
+        )  # fmt: skip
+
+    runs = call_agent(settings, record({CONFIG_AGENT: to_builtins(version)}))
+    assert (runs.instructions, runs.greeting, runs.voice, runs.version) == (
+        "You book tables.", "Booking desk.", "voice-booking", 3,
+    )  # fmt: skip
+    assert (runs.model, runs.language, runs.max_call_seconds) == (settings.model, "en", 600.0)
+    assert [t.name for t in runs.tools] == ["book_table"]
+    defaults = CallAgent(
+        instructions=settings.instructions, model=settings.model, max_call_seconds=600.0
+    )
+    # no agent kept (the org defines none), no record (the log did not open it in time), or
+    # one that is not an agent's version: the worker's own
+    assert call_agent(settings, record({"voice": "alloy"})) == defaults
+    assert call_agent(settings, None) == defaults
+    assert call_agent(settings, record({CONFIG_AGENT: {"version": "x"}})) == defaults

@@ -64,6 +64,7 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_FLEET_KEY",
         "PINECALL_MAX_JOBS",
         "PINECALL_OVERFLOW_SAYS",
+        "PINECALL_LIMIT_SAYS",
         "PINECALL_ROSTER_URL",
         "PINECALL_CALL_LOG_URL",
         "PINECALL_HEALTH_PORT",

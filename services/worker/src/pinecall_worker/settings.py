@@ -65,12 +65,21 @@ class WorkerSettings(Settings, frozen=True, kw_only=True):
     anthropic_api_key: str | None = None
     cartesia_api_key: str | None = None
     model: str = "claude-haiku-4-5"
-    """The Anthropic model of every call (seed 000: Haiku)."""
+    """``PINECALL_MODEL``: the Anthropic model of a call whose agent names none (seed 000:
+    Haiku)."""
     instructions: str = (
         "You are a helpful voice assistant on a phone call. Answer briefly. When the caller "
         "says goodbye or that they are done, say goodbye and end the call."
     )
-    """The agent's prompt until a call's own config carries one."""
+    """``PINECALL_INSTRUCTIONS``: the prompt of a call whose org defines no agent of its name
+    (a call runs its agent's version, kept on the call when it opens)."""
+    max_call_seconds: float = 1800.0
+    """``PINECALL_MAX_CALL_SECONDS``: the longest a call runs, in seconds (seed 003: 30
+    minutes), the same name and number as the reaper's backstop; an agent's own
+    ``max_call_seconds`` may only shorten it. At the limit the agent says :attr:`limit_says` and
+    the call ends ``timeout``."""
+    limit_says: str = "We have reached the time limit for this call. Thank you for calling."
+    """``PINECALL_LIMIT_SAYS``: the last sentence of a call at its limit."""
     overflow_says: str = (
         "We are sorry, we cannot take your call right now. We will call you back shortly."
     )

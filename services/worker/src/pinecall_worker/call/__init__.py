@@ -10,7 +10,9 @@ test — still runs, with its call id derived from the job) and dispatches on ``
 
 Modules: ``session`` (the pipeline; imports every vendor plugin, so the worker's forkserver
 preloads them), ``record`` (the call's log: open, one writer, flush cadence, end, seal),
-``answer`` and ``sentence`` (the two jobs).
+``agent`` (what the call runs on: its agent's version, over the worker's defaults), ``tools``
+(the agent's tools, answered by its app through call-log), ``steer`` (the app's commands and the
+call's limit), ``answer`` and ``sentence`` (the two jobs).
 """
 
 from __future__ import annotations

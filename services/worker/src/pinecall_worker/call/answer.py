@@ -1,5 +1,11 @@
 """The ``answer`` job: an AgentSession answers the caller, and every turn goes on the call's log.
 
+The call runs on the agent it opened with (:mod:`.agent`): the job opens the call first (at most
+:data:`OPEN_WAIT_S`; past it, the worker's defaults answer) and builds the session on the
+version's prompt, voice, model, language and tools (:mod:`.tools`, beside livekit-agents'
+``EndCallTool``); its greeting, when it has one, is said first. The app's commands and the call's
+limit steer it from outside (:mod:`.steer`).
+
 How a call ends, and the outcome the log gets (the first that happens wins):
 
 ====================================================  ============================
@@ -7,6 +13,10 @@ what happened                                         outcome
 ====================================================  ============================
 the agent ran ``end_call`` (livekit-agents'           completed
 ``EndCallTool``: it says goodbye, deletes the room)
+the app's ``end`` command (its text said, the room     completed
+deleted)
+the call reached its limit (``max_call_seconds``:      timeout
+``PINECALL_LIMIT_SAYS`` said, the room deleted)
 the caller left the room                              caller_hangup
 the session closed on an error (a vendor failed       failed
 past livekit-agents' tolerance), or the job crashed
@@ -46,14 +56,20 @@ from livekit.agents.llm import Toolset
 from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts import entries
 from pinecall_contracts.dispatch import JobOffer
+from pinecall_worker.call.agent import call_agent
 from pinecall_worker.call.record import Recorder
 from pinecall_worker.call.session import model_client, session_for
+from pinecall_worker.call.steer import Steering
+from pinecall_worker.call.tools import app_tools
 from pinecall_worker.domain import opens_first, shutdown_cause
 from pinecall_worker.settings import WorkerSettings
 
 _log = logging.getLogger(__name__)
 
 _SOURCES = {"stt_error": "stt", "llm_error": "llm", "tts_error": "tts"}
+OPEN_WAIT_S = 5.0
+"""The longest a job waits for the log to open its call (and say its agent) before it answers
+on the worker's own defaults: a call-log that does not answer leaves no caller in silence."""
 
 
 def follow(session: Any, recorder: Recorder) -> None:
@@ -107,8 +123,9 @@ def follow(session: Any, recorder: Recorder) -> None:
 
 
 async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> None:
-    """Answer the caller of ``offer``'s call in the job's room; returns once the session runs
-    (the job ends when the call does: its shutdown writes the end)."""
+    """Answer the caller of ``offer``'s call in the job's room, on the agent the call opened
+    with; returns once the session runs (the job ends when the call does: its shutdown writes
+    the end)."""
     client = CallLogClient(settings.call_log_url, settings.fleet_key or "")
     recorder = Recorder(
         client,
@@ -117,7 +134,8 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
         measures=settings.measures_socket,
         on_refused=lambda why: ctx.shutdown(f"the log refused the call: {why}"),
     )
-    # what the shutdown closes, last first: the caller's watch, the session, its model client
+    # what the shutdown closes, last first: the steering, the caller's watch, the session, its
+    # model client
     held = contextlib.AsyncExitStack()
 
     async def on_shutdown(reason: str) -> None:
@@ -130,7 +148,32 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
 
     # first, so a job that crashes from here on still ends its call failed on the log
     ctx.add_shutdown_callback(on_shutdown)
+    started = time.time()
     recorder.start()
+    # a job close to its re-offer opens the call before it joins: the room may be another's
+    reoffer_at = offer.reoffer_at.timestamp() if offer.reoffer_at else None
+    if opens_first(reoffer_at, started):
+        _log.info("call %s: started close to its re-offer; opening it before joining", offer.call)
+        if not await recorder.open_settled():
+            ctx.shutdown(f"the call was not opened: {recorder.refused}")
+            return  # another agent holds the call: the caller never hears this one
+    # the room is joined while the log opens the call, whose answer is what the call runs on:
+    # its agent's version (waited for OPEN_WAIT_S at most)
+    joining = asyncio.ensure_future(_join(ctx, settings))
+    try:
+        async with asyncio.timeout(OPEN_WAIT_S):
+            await recorder.open_settled()
+    except TimeoutError:
+        _log.warning(
+            "call %s: the log did not open it in %g s; answering on the worker's defaults",
+            offer.call,
+            OPEN_WAIT_S,
+        )
+    room = await joining
+    if recorder.refused is not None:
+        ctx.shutdown(f"the call was not opened: {recorder.refused}")
+        return  # another agent holds the call: the caller never hears this one
+    runs = call_agent(settings, recorder.record)
     vad = ctx.proc.userdata.get("vad")
     if vad is None:
         from livekit.plugins import silero
@@ -138,7 +181,7 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
         vad = silero.VAD.load()
     llm_client = model_client(settings)
     held.push_async_callback(llm_client.close)
-    session = session_for(settings, vad, llm_client)
+    session = session_for(settings, vad, llm_client, runs)
     held.push_async_callback(session.aclose)
     follow(session, recorder)
 
@@ -150,27 +193,45 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
     async def agent_ends_it(_: Toolset.ToolCalledEvent) -> None:
         recorder.settle("completed", "the agent ended the call")
 
+    tools: list[Any] = [EndCallTool(on_tool_called=agent_ends_it)]
     agent = Agent(
-        instructions=settings.instructions, tools=[EndCallTool(on_tool_called=agent_ends_it)]
+        instructions=runs.instructions,
+        tools=tools + app_tools(client, offer.call, runs.tools),
     )
-    reoffer_at = offer.reoffer_at.timestamp() if offer.reoffer_at else None
-    if opens_first(reoffer_at, time.time()):
-        _log.info("call %s: started close to its re-offer; opening it before joining", offer.call)
-        if not await recorder.open_settled():
-            ctx.shutdown(f"the call was not opened: {recorder.refused}")
-            return  # another agent holds the call: the caller never hears this one
     if settings.lab_rooms:
         from pinecall_labroom.agents import wire_session
-        from pinecall_labroom.jobs import join_job_room
 
-        room = await join_job_room(ctx)
         wire_session(session, room)
         watching = asyncio.create_task(_watch_caller(room, recorder, ended))
         held.push_async_callback(_cancelled, watching)
         await session.start(agent)
     else:
-        await ctx.connect()
         await session.start(agent, room=ctx.room)
+    if runs.greeting:
+        session.say(runs.greeting)
+    steering = Steering(ctx, session, recorder, client)
+    record = recorder.record
+    opened_at = record.opened_at.timestamp() if record is not None else started
+    limit = steering.keep_to(runs.max_call_seconds, opened_at, settings.limit_says)
+    for task in (asyncio.create_task(limit), asyncio.create_task(_commands(recorder, steering))):
+        held.push_async_callback(_cancelled, task)
+
+
+async def _join(ctx: JobContext, settings: WorkerSettings) -> Any:
+    """Join the job's room: over the lab transport under the stand-in (the lab room), else as
+    livekit-agents does (``ctx.connect()``; the job's room)."""
+    if settings.lab_rooms:
+        from pinecall_labroom.jobs import join_job_room
+
+        return await join_job_room(ctx)
+    await ctx.connect()
+    return ctx.room
+
+
+async def _commands(recorder: Recorder, steering: Steering) -> None:
+    """Follow the app's commands from the log's head at the open, once the log opened it."""
+    if await recorder.open_settled() and recorder.record is not None:
+        await steering.follow(recorder.record.last_seq)
 
 
 async def _cancelled(task: asyncio.Task[None]) -> None:

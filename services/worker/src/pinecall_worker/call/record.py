@@ -8,9 +8,12 @@ Invariants:
 * The writer is flushed at once after each turn and every :data:`FLUSH_EVERY_S` otherwise, so a
   worker that dies loses at most the last second of what it had not flushed. Nothing the call
   needs lives only in the job's memory: the turns are on the log, the outcome is the log's.
-* The call is opened while the agent already answers (no caller waits on the log); entries wait
-  in the writer until it is open. A job that starts close to its re-offer opens first and joins
-  only once open (:func:`pinecall_worker.domain.opens_first`): the room may be another's.
+* The open answers what the call runs on (:attr:`Recorder.record`: its agent's version in its
+  config), so the job waits for it before it builds its session, but only so long
+  (``answer.OPEN_WAIT_S``): past it the worker's defaults answer, and entries wait in the writer
+  until the call is open. A job that starts close to its re-offer waits for the open however
+  long it takes, and joins only once open (:func:`pinecall_worker.domain.opens_first`): the
+  room may be another's.
   Opening retries while nothing answers; a 4xx is final: a 409 means another worker holds the
   call (``on_refused`` is told, so the job leaves), and a call the log refused is answered with
   nothing written.
@@ -31,7 +34,7 @@ from typing import Any
 from pinecall_clients.calllog import SEAL_WITHIN_S, CallLogClient
 from pinecall_clients.errors import CallLogError, CallLogRefused
 from pinecall_contracts import entries
-from pinecall_contracts.calls import CallOpen, EndCause, Outcome, Reopened
+from pinecall_contracts.calls import CallOpen, CallRecord, EndCause, Outcome, Reopened
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_contracts.worker import CallEnded, CallError, TurnMeasured
 from pinecall_worker.measures import report
@@ -83,6 +86,8 @@ class Recorder:
         self.cause: EndCause | None = None
         """Why a ``drained`` call ended (``EndCause``), settled with the outcome."""
         self.opened = asyncio.Event()
+        self.record: CallRecord | None = None
+        """The call as the log opened it (its agent's version in its config); None until then."""
         self.refused: str | None = None
         """Why the log refused the call (None while it has not)."""
         self._answered = asyncio.Event()
@@ -134,6 +139,13 @@ class Recorder:
         if first_audio is not None:
             report(self.measures, TurnMeasured(call=self.call, first_audio_s=first_audio))
 
+    def command_refused(self, command: str, kind: str, why: str) -> None:
+        """The session refused the app's command ``command`` (its id): a ``call.error`` entry,
+        not a datagram to the worker's minute (the app's command failed, not the worker)."""
+        data = {"source": "command", "what": why[:TEXT_MAX], "recoverable": True}
+        self.add(entries.CALL_ERROR, data | {"id": command, "kind": kind})
+        self._due.set()
+
     def error(self, source: str, what: str, *, recoverable: bool, at: float | None = None) -> None:
         self.add(
             entries.CALL_ERROR,
@@ -166,7 +178,7 @@ class Recorder:
             config=self.offer.config,
         )
         try:
-            await self.client.open(body, within_s=None)
+            self.record = await self.client.open(body, within_s=None)
         except CallLogRefused as exc:
             self.refused = str(exc)
             _log.error("call %s: the log refused it (%s); nothing is written", self.call, exc)

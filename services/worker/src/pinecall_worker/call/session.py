@@ -15,6 +15,7 @@ from anthropic import AsyncAnthropic
 from livekit.agents import AgentSession, JobProcess
 from livekit.plugins import anthropic, cartesia, deepgram, silero
 
+from pinecall_worker.call.agent import CallAgent
 from pinecall_worker.settings import WorkerSettings
 
 
@@ -41,13 +42,26 @@ def _given(**kwargs: Any) -> dict[str, Any]:
     return {k: v for k, v in kwargs.items() if v is not None}
 
 
-def voice(settings: WorkerSettings) -> cartesia.TTS:
-    """Cartesia at its configured base URL (the sentence job's only plugin)."""
-    return cartesia.TTS(**_given(base_url=settings.cartesia_url, api_key=settings.cartesia_api_key))
+def voice(
+    settings: WorkerSettings, voice_id: str | None = None, language: str | None = None
+) -> cartesia.TTS:
+    """Cartesia at its configured base URL (the sentence job's only plugin), speaking with
+    ``voice_id`` in ``language`` (None: the plugin's own)."""
+    return cartesia.TTS(
+        **_given(
+            base_url=settings.cartesia_url,
+            api_key=settings.cartesia_api_key,
+            voice=voice_id,
+            language=language,
+        )
+    )
 
 
-def session_for(settings: WorkerSettings, vad: Any, client: AsyncAnthropic) -> AgentSession[Any]:
-    """The call's pipeline, each vendor at its configured base URL.
+def session_for(
+    settings: WorkerSettings, vad: Any, client: AsyncAnthropic, agent: CallAgent
+) -> AgentSession[Any]:
+    """The call's pipeline, each vendor at its configured base URL, on ``agent``'s model, voice
+    and language.
 
     An interruption that brings no words resumes the agent's speech where it paused
     (livekit-agents' ``resume_false_interruption``) only where the audio output can pause: RoomIO's
@@ -58,10 +72,14 @@ def session_for(settings: WorkerSettings, vad: Any, client: AsyncAnthropic) -> A
     return AgentSession(
         vad=vad,
         stt=deepgram.STT(
-            **_given(base_url=settings.deepgram_url, api_key=settings.deepgram_api_key)
+            **_given(
+                base_url=settings.deepgram_url,
+                api_key=settings.deepgram_api_key,
+                language=agent.language,
+            )
         ),
         llm=anthropic.LLM(
-            model=settings.model, client=client, **_given(api_key=settings.anthropic_api_key)
+            model=agent.model, client=client, **_given(api_key=settings.anthropic_api_key)
         ),
         # the end of a turn by silero's VAD: chosen, not the auto-selected turn-detector model,
         # which runs a model per turn and waited 0.58 s or 2.5 s at random in the lab
@@ -69,5 +87,5 @@ def session_for(settings: WorkerSettings, vad: Any, client: AsyncAnthropic) -> A
             "turn_detection": "vad",
             "interruption": {"resume_false_interruption": not settings.lab_rooms},
         },
-        tts=voice(settings),
+        tts=voice(settings, agent.voice, agent.language),
     )
