@@ -385,7 +385,8 @@ class CallLogPage(Contract, frozen=True, kw_only=True, tag="calls.log_page.v1"):
     ``more`` says entries with seq above the last one here remain (ask again with ``after``).
     A page is kept under half of NATS's largest message: an entry too large for it alone comes
     with its ``data`` replaced by ``{"omitted_bytes": <n>}`` (read it whole on HTTP,
-    ``GET /v1/calls/{call}/entries``).
+    ``GET /v1/calls/{call}/entries``). The record's ``config`` is left empty (an agent's whole
+    prompt and tools: ``GET /v1/calls/{call}``).
     """
 
     call: str

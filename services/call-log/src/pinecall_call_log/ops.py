@@ -8,11 +8,14 @@ id that is not one, a limit out of 1..1000), 401/403 the key, 404 a call this lo
 Replicas share a queue group: one answers each request. ``$SRV.PING.<ns>-call-log`` finds them.
 
 A page is kept under half of the connection's largest message (NATS's ``max_payload``, 1 MB by
-default), so a call of long transcripts is paged, never refused by NATS.
+default), so a call of long transcripts is paged, never refused by NATS. Its record comes without
+the call's config (an agent's whole prompt and tools: read them with ``GET /v1/calls/{call}``), so
+the other half is never outgrown by what the call runs on.
 """
 
 from __future__ import annotations
 
+import msgspec
 from nats.micro.service import Service
 
 from pinecall_call_log.service import CallLogService
@@ -60,7 +63,7 @@ async def start_ops(service: CallLogService, version: str) -> Service:
         entries, cut = page_of(log.entries[: request.limit], bus.client.max_payload // 2)
         return CallLogPage(
             call=request.call,
-            record=record,
+            record=msgspec.structs.replace(record, config={}),
             entries=entries,
             more=cut or len(log.entries) > request.limit,
         )
