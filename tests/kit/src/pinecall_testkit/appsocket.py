@@ -13,7 +13,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from pinecall_contracts.appsocket import SUBPROTOCOL
-from pinecall_testkit.call_log import Keys, Listening, bearer
+from pinecall_testkit.call_log import Keys, Listening, Process, bearer
 
 if TYPE_CHECKING:
     from pinecall_call_log.service import CallLogService
@@ -82,14 +82,16 @@ class App:
 
 @asynccontextmanager
 async def dial(
-    replica: Listening,
+    replica: Listening | Process,
     key: str | None,
     *,
     subprotocol: str = SUBPROTOCOL,
 ) -> AsyncIterator[ClientConnection]:
+    """A WebSocket to the replica's app socket (an in-process one, or a replica process: its
+    ``http://`` URL dialled as ``ws://``)."""
     headers = bearer(key) if key else {}
     async with connect(
-        replica.url + PATH,
+        replica.url.replace("http://", "ws://", 1) + PATH,
         subprotocols=[subprotocol],  # type: ignore[list-item]
         additional_headers=headers,
     ) as ws:
@@ -98,7 +100,7 @@ async def dial(
 
 @asynccontextmanager
 async def app(
-    replica: Listening, keys: Keys, instance: str = "app-1", org: str = "org_acme"
+    replica: Listening | Process, keys: Keys, instance: str = "app-1", org: str = "org_acme"
 ) -> AsyncIterator[App]:
     """An app process that said hello and heard welcome."""
     async with dial(replica, keys.app) as ws:
