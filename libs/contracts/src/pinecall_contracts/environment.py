@@ -38,6 +38,7 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_ADMIT_S",
         "PINECALL_MAX_CALL_S",
         "PINECALL_KEPT_S",
+        "PINECALL_AGENT_CACHE_S",
         # call-log
         "PINECALL_DB_POOL_SIZE",
         "PINECALL_CACHE_CALLS",
