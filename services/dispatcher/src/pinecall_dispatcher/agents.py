@@ -14,8 +14,8 @@ The answer is one of :data:`Known`:
 - ``unknown``: it does not (404), or the ring names no org an agent can be of (an org outside
   ``ORG_PATTERN``, the empty one of a ring with no ``CallRing`` included): refused
   ``unknown_agent``, asked of nobody;
-- ``unanswered``: call-log did not answer in :data:`LOOKUP_WITHIN_S` (one try, not retried), or
-  refused the service key. **It fails open**: the last answer known for the agent stands (an
+- ``unanswered``: call-log did not answer in :data:`LOOKUP_WITHIN_S` (one try, not retried),
+  refused the service key, or answered what is no ``AgentVersion``. **It fails open**: the last answer known for the agent stands (an
   agent known unknown stays refused), and an agent never answered for is taken as defined. A
   caller is never refused because a lookup failed: call-log down is the call's problem whether
   the ring passes or not (its worker's open retries it, 0.5 to 5 s for 30 s), and refusing would
@@ -32,6 +32,8 @@ import logging
 import re
 import time
 from typing import Literal
+
+import msgspec
 
 from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.errors import AgentUnknown, CallLogError
@@ -89,7 +91,7 @@ class Agents:
             defined: bool | None = True
         except AgentUnknown:
             defined = False
-        except (CallLogError, TimeoutError) as exc:
+        except (CallLogError, TimeoutError, msgspec.MsgspecError) as exc:
             last = self._answers.get(key)
             defined = last[1] if last is not None else None
             _log.warning(
