@@ -73,7 +73,9 @@ async def trial(
 
     async def token() -> httpx.Response:
         return await dispatcher.post(
-            "/v1/tokens", json={"agent": "support-bot"}, headers={"authorization": f"Bearer {app}"}
+            "/v1/tokens",
+            json={"agent": "support-bot", "org": "org_up"},  # up's agent (up.command.AGENT, ORG)
+            headers={"authorization": f"Bearer {app}"},
         )
 
     r = await token()

@@ -207,7 +207,10 @@ def test_every_call_is_answered_by_an_agent_and_every_log_verifies(
     assert sum(result["offers_per_call"]["counts"].values()) == 4
     assert result["problems"] == []
     assert {c["outcome"] for c in result["callers"]} == {"caller_hangup"}
-    # the live table was printed, a row per environment, and the run said it was ready
+    # the callers' agent was defined in each environment before they rang (none is refused
+    # unknown_agent), the live table printed, a row per environment, and the run said ready
+    for environment in ("production", "sandbox"):
+        assert f"support-bot of org_up in {environment}, version 1" in out
     assert "up: ready" in out
     assert "calls 4/4 placed" in out
     assert "\nproduction " in out

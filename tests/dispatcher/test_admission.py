@@ -16,10 +16,18 @@ from pinecall_contracts.dispatch import JobOffer
 from pinecall_labroom import LabRoom
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
+from pinecall_loadlab.livekit.callers import LAB_AGENT, LAB_ORG
 from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, runtime_chain
 from pinecall_loadlab.scenarios.runtime_choosing import place_calls
 from pinecall_servicekit.testing.apps import Replica
 from pinecall_testkit.call_log import Keys, bearer
+
+
+@pytest.fixture
+def chain_agents() -> list[tuple[str, str]]:
+    """The lab's agent (its phone callers), and support-bot of the orgs whose visitors this
+    module admits."""
+    return [(LAB_ORG, LAB_AGENT), ("acme", "support-bot"), ("another", "support-bot")]
 
 
 @pytest.fixture
@@ -32,7 +40,7 @@ async def chain(
 
 async def token(chain: Chain, key: str, **body: object) -> httpx.Response:
     return await chain.dispatchers[0].post(
-        "/v1/tokens", json={"agent": "support-bot"} | body, headers=bearer(key)
+        "/v1/tokens", json={"agent": "support-bot", "org": "acme"} | body, headers=bearer(key)
     )
 
 

@@ -8,7 +8,7 @@ import asyncio
 from livekit import api
 
 from pinecall_loadlab.livekit import events as ev
-from pinecall_loadlab.livekit.callers import sip_call
+from pinecall_loadlab.livekit.callers import LAB_AGENT, LAB_ORG, sip_call
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.scenarios.chain import Chain
 
@@ -44,7 +44,7 @@ async def test_a_hang_up_before_an_open_ends_the_offers_and_withdraws_the_dispat
     assert len(chain.lk.events.of(ev.DispatchCreated, lambda e: e.room == "hangup-1")) == 1
     [row] = await chain.service.store.rooms.of_room("production", "hangup-1")
     assert (row.state, row.outcome) == ("ended", "caller_hangup")
-    assert row.agent == "pinecall"  # a SIP rule's ring with no CallRing: the fleet's own agent
+    assert (row.agent, row.org) == (LAB_AGENT, LAB_ORG)  # the lab's SIP rule's ring
     left = await chain.livekit.agent_dispatch.list_dispatch("hangup-1")
     assert [d.agent_name for d in left] == ["pinecall"]  # only the ring: ours was deleted
     journal = await chain.service.store.views.journal(row.call)

@@ -7,6 +7,7 @@ import logging
 
 import pytest
 
+from pinecall_loadlab.livekit.callers import LAB_AGENT, LAB_ORG
 from pinecall_loadlab.scenarios.chain import Chain
 from pinecall_testkit.call_log import Keys, bearer
 
@@ -20,7 +21,7 @@ async def test_the_dispatcher_reads_the_roster_with_its_service_key(
     await chain.worker("worker-a", seats=2)
     # admitted: the fleets rows (the environment's fleet and LiveKit) and the worker's row read
     r = await chain.dispatchers[0].post(
-        "/v1/tokens", json={"agent": "support-bot"}, headers=bearer(keys.app)
+        "/v1/tokens", json={"agent": LAB_AGENT, "org": LAB_ORG}, headers=bearer(keys.app)
     )
     assert r.status_code == 200, r.text
     key_id = keys.service.split("_")[1]

@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from pinecall_call_log.store import migrate as call_log_migrations
 from pinecall_contracts.fleet import CordonRequest, CordonSetting
 from pinecall_loadlab.livekit import events as ev
-from pinecall_loadlab.livekit.callers import sip_call
+from pinecall_loadlab.livekit.callers import LAB_AGENT, LAB_ORG, sip_call
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.scenarios.chain import Chain
 from pinecall_runtime.doctor.command import line, report
@@ -88,7 +88,7 @@ async def test_doctor_finds_each_problem_and_says_what_to_do(
         await platform.outcome(room.call, "dispatched")
     # a visitor refused at admission: no worker of the sandbox heard for 90 s
     refused = await platform.dispatchers[0].post(
-        "/v1/tokens", json={"agent": "support-bot"}, headers=bearer(keys.app_sandbox)
+        "/v1/tokens", json={"agent": LAB_AGENT, "org": LAB_ORG}, headers=bearer(keys.app_sandbox)
     )
     assert (refused.status_code, refused.json()["code"]) == (503, "not_ready")
     # a webhook signed with another secret than LiveKit's

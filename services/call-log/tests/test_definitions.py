@@ -192,6 +192,42 @@ async def test_the_typed_client_puts_lists_and_shows(call_log: Replica, keys: Ke
         assert refused.value.status == 422
 
 
+async def test_what_runs_an_agents_calls_reads_it_in_the_agents_environment(
+    call_log: Replica, keys: Keys
+) -> None:
+    """The overflow (its environment's fleet key) and the dispatcher (the service key, naming
+    the environment) read one agent; each only where its key acts, and the org's scope holds."""
+    await call_log.put(AGENT, json=definition(), params=ACME, headers=bearer(keys.app))
+    sandbox = definition(voice="sandbox-voice")
+    await call_log.put(AGENT, json=sandbox, params=ACME, headers=bearer(keys.app_sandbox))
+
+    async def voice(key: str, **query: str) -> tuple[int, str | None]:
+        r = await call_log.get(AGENT, params=ACME | query, headers=bearer(key))
+        return r.status_code, r.json()["definition"]["voice"] if r.is_success else None
+
+    assert await voice(keys.production) == (200, "sonic-english-female")
+    assert await voice(keys.sandbox) == (200, "sandbox-voice")  # its own environment's
+    assert await voice(keys.sandbox, environment="production") == (403, None)
+    assert await voice(keys.service, environment="production") == (200, "sonic-english-female")
+    assert await voice(keys.service, environment="sandbox") == (200, "sandbox-voice")
+    assert await voice(keys.service, environment="mars") == (422, None)
+    other = await call_log.get(AGENT, params={"org": "org_other"}, headers=bearer(keys.service))
+    assert other.status_code == 422  # named no environment: 422 before any read
+    other = await call_log.get(
+        AGENT,
+        params={"org": "org_other", "environment": "production"},
+        headers=bearer(keys.service),
+    )
+    assert (other.status_code, other.json()["code"]) == (404, "not_found")  # another org's: none
+    async with CallLogClient(
+        "http://call-log.test", keys.service, transport=call_log.transport
+    ) as log:
+        got = await log.agent("support-bot", org="org_acme", environment="sandbox")
+        assert (got.environment, got.definition.voice) == ("sandbox", "sandbox-voice")
+        with pytest.raises(AgentUnknown):
+            await log.agent("support-bot", org="org_other", environment="sandbox")
+
+
 def _tool(**changes: Any) -> dict[str, Any]:
     tool: dict[str, Any] = copy.deepcopy(definition()["tools"][0])
     return tool | changes
@@ -247,10 +283,25 @@ KEYS_REFUSED: list[tuple[str, str, str | None, dict[str, str], int]] = [
     ("put no org", "PUT", "app", {}, 422),
     ("put operator naming no environment", "PUT", "operator", ACME, 422),
     ("get no key", "GET", None, ACME, 401),
-    ("get fleet key", "GET", "production", ACME, 403),
+    (
+        "get fleet key of another environment",
+        "GET",
+        "sandbox",
+        ACME | {"environment": "production"},
+        403,
+    ),
+    (
+        "get app key of another environment",
+        "GET",
+        "app_sandbox",
+        ACME | {"environment": "production"},
+        403,
+    ),
+    ("get service key naming no environment", "GET", "service", ACME, 422),
     ("get unknown agent", "GET", "app", {"org": "org_other"}, 404),
     ("get no org", "GET", "app", {}, 422),
     ("list fleet key", "LIST", "sandbox", ACME, 403),
+    ("list service key", "LIST", "service", ACME | {"environment": "production"}, 403),
     ("list no key", "LIST", None, ACME, 401),
     ("list no org", "LIST", "app", {}, 422),
     # an org is 1-128 of A-Z a-z 0-9 _ . : - (a probe stored one with a newline)

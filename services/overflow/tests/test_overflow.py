@@ -8,6 +8,7 @@ import asyncio
 
 import httpx
 from livekit import api
+from livekit.plugins.cartesia.models import TTSDefaultVoiceId
 
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
@@ -84,6 +85,35 @@ async def test_an_answer_job_says_the_sentence_writes_the_call_back_ends_overflo
     callbacks = sorted((e["data"]["call"], e["data"]["number"]) for e in agent_log)
     assert [e["kind"] for e in agent_log] == ["callback.requested"] * 2
     assert callbacks == [("call_1", "+15550111"), ("call_2", "+15550102")]
+
+
+async def test_the_sentence_is_said_in_the_voice_of_the_agent_rung(
+    overflow: Overflow,
+    livekit_api: api.LiveKitAPI,
+    standin: StandIn,
+    vendor_fakes: VendorFakes,
+    call_log: Process,
+    keys: Keys,
+    sealed: Sealed,
+) -> None:
+    """The agent's definition is read with the overflow's fleet key: its voice speaks the
+    sentence; an agent with no definition (or no voice of its own) gets the overflow's."""
+    definition = {"name": "support-bot", "prompt": "Acme's bistro.", "voice": "acme-voice"}
+    async with httpx.AsyncClient(base_url=call_log.url) as http:
+        put = await http.put(
+            "/v1/agents/support-bot", json=definition, params={"org": "org_acme"},
+            headers=bearer(keys.app),
+        )  # fmt: skip
+        assert put.status_code == 200, put.text
+    async with asyncio.timeout(90):
+        for room, agent in (("room-v1", "support-bot"), ("room-v2", "sales-bot")):
+            caller = await sip_call(
+                livekit_api, standin.url, API_KEY, API_SECRET, room=room, fleet="pinecall"
+            )
+            await offer_to(livekit_api, overflow.name, job_offer(room, room, agent=agent))
+            await caller.closed.wait()
+            await sealed.wait(room)
+    assert vendor_fakes.cartesia.voices == ["acme-voice", TTSDefaultVoiceId]
 
 
 async def test_the_health_port_answers_ready_once_livekit_registered_it(overflow: Overflow) -> None:

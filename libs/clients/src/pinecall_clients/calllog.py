@@ -11,7 +11,8 @@ with its call (``call=``), so the hook that logs a retry
 
 One key per client: a worker's and the overflow's fleet key, or a service's (the dispatcher's and
 the reaper's ``PINECALL_SERVICE_KEY``), which names the environment where it acts on an agent;
-an app's or an operator's for the agents' definitions (``pinecall-runtime agents``).
+an app's or an operator's for the agents' definitions (``pinecall-runtime agents``), which the
+fleet and service keys may read one at a time (:meth:`CallLogClient.agent`).
 """
 
 from __future__ import annotations
@@ -123,14 +124,16 @@ class CallLogClient:
         call: str | None = None,
         unknown: type[CallLogRefused] = CallUnknown,
         held_s: float = 0.0,
+        attempts: int | None = None,
     ) -> R:
         """Send ``body`` unchanged until something other than silence or a 5xx answers.
 
-        ``within_s`` bounds the retries (None: until answered); ``call``, the call the request is
-        about, is said with each retry; ``held_s``, how long the server may hold the request
-        before it answers (a long poll), is added to each try's timeout. Raises
-        ``CallLogUnavailable`` when it runs out, a ``CallLogRefused`` for a 4xx (``unknown`` for a
-        404).
+        ``within_s`` bounds the retries (None: until answered), and ``attempts`` their number
+        (None: no bound; 1: one try, for a read whose asker has an answer of its own to fall
+        back on); ``call``, the call the request is about, is said with each retry; ``held_s``,
+        how long the server may hold the request before it answers (a long poll), is added to
+        each try's timeout. Raises ``CallLogUnavailable`` when it runs out, a ``CallLogRefused``
+        for a 4xx (``unknown`` for a 404).
         """
         content = b"" if body is None else encode(body)
         timeout = max(self.request_timeout_s + held_s, within_s or 0.0)
@@ -138,7 +141,7 @@ class CallLogClient:
         try:
             async for attempt in stamina.retry_context(
                 on=_retryable,
-                attempts=None,
+                attempts=attempts,
                 timeout=within_s,
                 wait_initial=self.backoff.first,
                 wait_max=self.backoff.most,
@@ -295,8 +298,10 @@ class CallLogClient:
         environment: str | None = None,
         version: int | None = None,
         within_s: float | None = SEAL_WITHIN_S,
+        attempts: int | None = None,
     ) -> AgentVersion:
-        """The agent's latest version, or ``version``; ``AgentUnknown`` when there is none."""
+        """The agent's latest version, or ``version``; ``AgentUnknown`` when there is none. A
+        service or operator key names the ``environment``; ``attempts`` as :meth:`request`."""
         query = _scope(org, environment) + (f"&version={version}" if version is not None else "")
         return await self.request(
             f"/v1/agents/{name}?{query}",
@@ -305,6 +310,7 @@ class CallLogClient:
             within_s=within_s,
             method="GET",
             unknown=AgentUnknown,
+            attempts=attempts,
         )
 
     def writer(

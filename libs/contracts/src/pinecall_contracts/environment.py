@@ -37,6 +37,7 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_ROSTER_MAX_AGE_S",
         "PINECALL_ADMIT_S",
         "PINECALL_KEPT_S",
+        "PINECALL_AGENT_CACHE_S",
         # call-log
         "PINECALL_DB_POOL_SIZE",
         "PINECALL_CACHE_CALLS",

@@ -83,9 +83,12 @@ class Said:
     callers: list[Caller]
 
 
-def cartesia_voice(base_url: str | None, api_key: str | None) -> Callable[[], tts.TTS[Any]]:
-    """Cartesia at ``base_url`` (the plugin's default when None; the lab's fake in the lab)."""
-    settings: dict[str, Any] = {"base_url": base_url, "api_key": api_key}
+def cartesia_voice(
+    base_url: str | None, api_key: str | None, *, voice: str | None = None
+) -> Callable[[], tts.TTS[Any]]:
+    """Cartesia at ``base_url`` (the plugin's default when None; the lab's fake in the lab),
+    speaking with ``voice`` (a Cartesia voice id: an agent's; the plugin's default when None)."""
+    settings: dict[str, Any] = {"base_url": base_url, "api_key": api_key, "voice": voice}
     given = {k: v for k, v in settings.items() if v is not None}
     return lambda: cartesia.TTS(**given)
 

@@ -18,9 +18,17 @@ import msgspec
 from livekit import api
 
 from pinecall_contracts.base import decode, encode
-from pinecall_contracts.dispatch import TokenRequest, VisitorToken
+from pinecall_contracts.dispatch import CallRing, TokenRequest, VisitorToken
 from pinecall_contracts.problems import ProblemDetails
 from pinecall_labroom import LabRoom
+
+LAB_ORG = "lab"
+LAB_AGENT = "lab-agent"
+"""The lab's agent and its org: what a lab caller rings for unless told otherwise. A platform
+the lab rings defines it (the chain does: ``pinecall_loadlab.scenarios.chain``), or the
+dispatcher refuses its callers ``unknown_agent``."""
+LAB_RING = encode(CallRing(agent=LAB_AGENT, org=LAB_ORG, caller="sip")).decode()
+"""What the lab's SIP dispatch rule puts on its ring (a ``CallRing`` for the lab's agent)."""
 
 
 class Refused(Exception):
@@ -75,12 +83,12 @@ async def sip_call(
     fleet: str,
     phone: str = "+15550100",
     trunk_phone: str = "+15550199",
-    metadata: str = "",
+    metadata: str = LAB_RING,
 ) -> LabRoom:
     """Create `room` with a dispatch to `fleet` and join it as the SIP caller ``sip_<phone>``.
 
     `metadata` is the dispatch's, as a SIP dispatch rule's room config gives it (the runtime's
-    ``CallRing`` JSON)."""
+    ``CallRing`` JSON): the lab's agent's ring by default, ``""`` for a rule that names none."""
     await lkapi.room.create_room(
         api.CreateRoomRequest(
             name=room, agents=[api.RoomAgentDispatch(agent_name=fleet, metadata=metadata)]

@@ -12,6 +12,11 @@ executor; their heartbeats go through a transport that :meth:`LabWorker.vanish` 
 can vanish as a machine does (frozen on LiveKit's socket, silent to the roster). The overflow is a
 lab ``AgentServer`` registered as ``<fleet>/overflow`` that answers and holds, so a room sent to it
 is observable.
+
+A chain with call-log defines the agents its callers ring for (``ChainConfig.agents``: the lab's
+agent by default) in every environment before its dispatcher starts, as an org would: the
+dispatcher refuses a ring for an agent call-log does not hold (``unknown_agent``). A chain
+without call-log defines none; its dispatcher's lookups go unanswered and fail open.
 """
 
 from __future__ import annotations
@@ -35,13 +40,16 @@ from livekit.protocol import models
 
 from pinecall_call_log.app import create_app as call_log_app
 from pinecall_call_log.settings import CallLogSettings
+from pinecall_clients.calllog import CallLogClient
+from pinecall_contracts.agents import AgentDefinition
 from pinecall_contracts.fleet import WorkerHeartbeat
-from pinecall_contracts.ids import build_worker_name, overflow_name
+from pinecall_contracts.ids import ENVIRONMENTS, build_worker_name, overflow_name
 from pinecall_dispatcher.app import create_app as dispatcher_app
 from pinecall_dispatcher.service import DispatcherService
 from pinecall_dispatcher.settings import DispatcherSettings
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
+from pinecall_loadlab.livekit.callers import LAB_AGENT, LAB_ORG
 from pinecall_loadlab.livekit.labagents import LabWorkers
 from pinecall_loadlab.scenarios.labworkers import LabWorker, beat_forever, start_worker
 from pinecall_roster.app import create_app as roster_app
@@ -80,6 +88,25 @@ class ChainConfig:
     log_level: str = "INFO"
     dispatcher: dict[str, Any] = field(default_factory=dict)
     """DispatcherSettings fields to change (the rules' numbers, shortened in tests)."""
+    agents: list[tuple[str, str]] = field(default_factory=lambda: [(LAB_ORG, LAB_AGENT)])
+    """``(org, agent)`` defined in every environment when the chain has call-log."""
+
+
+def lab_definition(agent: str = LAB_AGENT) -> AgentDefinition:
+    """The definition the lab puts for ``agent``: a prompt, and the workers' own voice and
+    model."""
+    return AgentDefinition(name=agent, prompt="You answer the load lab's callers. Be brief.")
+
+
+async def define_agents(call_log: Replica, config: ChainConfig) -> None:
+    """Put ``config.agents`` in every environment on ``call_log``, with the operator's key."""
+    transport = httpx.ASGITransport(app=call_log.app)  # type: ignore[arg-type]
+    async with CallLogClient(
+        "http://call-log.lab", config.operator_key, transport=transport
+    ) as log:
+        for org, agent in config.agents:
+            for environment in ENVIRONMENTS:
+                await log.put_agent(lab_definition(agent), org=org, environment=environment)
 
 
 class Chain:
@@ -312,10 +339,13 @@ async def runtime_chain(
     dispatchers: int = 1,
 ) -> AsyncIterator[Chain]:
     """The chain on ``lk``: roster, webhook-ingest (LiveKit's webhooks to it), ``dispatchers``
-    dispatcher replicas (``Chain.replica()`` starts more), and ``call_log`` when given (else
-    the dispatcher's call-log does not answer: the death handler then offers the sentence
-    without reading the call, after its retries)."""
+    dispatcher replicas (``Chain.replica()`` starts more), and ``call_log`` when given, with
+    ``config.agents`` defined on it (else the dispatcher's call-log does not answer: the death
+    handler then offers the sentence without reading the call, after its retries, and every
+    ring's agent lookup fails open)."""
     base = _base(config)
+    if call_log is not None:
+        await define_agents(call_log, config)
     keys = f"production={config.api_key}:{config.api_secret},sandbox={config.api_key}:{config.api_secret}"
     settings = DispatcherSettings.from_env(
         {}, **base, livekit_keys=keys, service_key=config.service_key, **config.dispatcher

@@ -19,16 +19,14 @@ from dataclasses import dataclass
 
 from livekit.protocol import models
 
-from pinecall_contracts.base import encode
-from pinecall_contracts.dispatch import CallRing
 from pinecall_labroom import LabRoom
 from pinecall_loadlab.livekit import events as ev
-from pinecall_loadlab.livekit.callers import sip_call
+from pinecall_loadlab.livekit.callers import LAB_RING, sip_call
 from pinecall_loadlab.scenarios.chain import Chain
 
 AGENT = models.ParticipantInfo.Kind.AGENT
-RING = encode(CallRing(agent="lab-agent", org="lab", caller="sip")).decode()
-"""What the lab's SIP dispatch rule puts on its ring."""
+RING = LAB_RING
+"""What the lab's SIP dispatch rule puts on its ring: the lab's agent (defined by the chain)."""
 
 
 @dataclass

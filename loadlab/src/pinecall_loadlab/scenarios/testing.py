@@ -5,6 +5,8 @@
 
 - `keys` → one key of each kind in the test's database (`pinecall_testkit.call_log.Keys`);
 - `dispatcher_numbers` → the dispatcher's settings to change (none; override it to shorten them);
+- `chain_agents` → the `(org, agent)`s a chain with call-log defines (the lab's agent; override
+  it to ring others);
 - `chain_config` → the chain's `ChainConfig` on the test's database, namespace and stand-in keys;
 - `chain` → the chain (roster, webhook-ingest, one dispatcher) on `standin`, closed after.
 """
@@ -17,11 +19,12 @@ from typing import Any
 import pytest
 
 from pinecall_loadlab.livekit import StandIn
+from pinecall_loadlab.livekit.callers import LAB_AGENT, LAB_ORG
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, runtime_chain
 from pinecall_testkit.call_log import Keys, make_keys
 
-__all__ = ["chain", "chain_config", "dispatcher_numbers", "keys"]
+__all__ = ["chain", "chain_agents", "chain_config", "dispatcher_numbers", "keys"]
 
 
 @pytest.fixture
@@ -36,12 +39,19 @@ def dispatcher_numbers() -> dict[str, Any]:
 
 
 @pytest.fixture
+def chain_agents() -> list[tuple[str, str]]:
+    """The ``(org, agent)``s a chain with call-log defines in every environment."""
+    return [(LAB_ORG, LAB_AGENT)]
+
+
+@pytest.fixture
 def chain_config(
     database_url: str,
     nats_url: str,
     nats_namespace: str,
     keys: Keys,
     dispatcher_numbers: dict[str, Any],
+    chain_agents: list[tuple[str, str]],
 ) -> ChainConfig:
     return ChainConfig(
         database_url=database_url,
@@ -53,6 +63,7 @@ def chain_config(
         api_key=API_KEY,
         api_secret=API_SECRET,
         dispatcher=dispatcher_numbers,
+        agents=chain_agents,
     )
 
 

@@ -101,6 +101,15 @@ def transcript_of(request: Any, cfg: CartesiaConfig, said: int = 0) -> str:
     return text
 
 
+def voice_of(request: Any) -> str:
+    """The voice a request asks for: its ``voice.id`` (``mode`` ``id``), else ``""`` (an
+    embedding, or none)."""
+    voice = request.get("voice")
+    if isinstance(voice, dict) and voice.get("mode", "id") == "id":
+        return str(voice.get("id", ""))
+    return ""
+
+
 def duration_of(text: str, cfg: CartesiaConfig) -> float:
     """Seconds it takes to say `text` (0 for blank text)."""
     return len(text.strip()) / cfg.chars_per_s
@@ -118,6 +127,9 @@ class CartesiaFake:
         """The first message of every synthesis context on a socket, in order: the voice, model
         and language it asks for, and its first transcript part (what a test reads to see
         which voice said what)."""
+        self.voices: list[str] = []
+        """The voice each synthesis asked for (a context's first part, or a bytes request), in
+        order: what a test reads to see which voice a job spoke with."""
 
     async def handle_ws(self, request: web.Request) -> web.StreamResponse:
         self.connections += 1
@@ -168,6 +180,7 @@ class CartesiaFake:
                     continue
                 if cid not in contexts:
                     self.contexts.append(pkt)
+                    self.voices.append(voice_of(pkt))
                     contexts[cid] = asyncio.Queue()
                     ctx_fault = self.state.attempt(kinds=_STREAM_FAULTS)
                     tasks[cid] = asyncio.create_task(
@@ -295,6 +308,7 @@ class CartesiaFake:
             await self.state.stall()
             return web.Response(status=503)
         self.transcripts.append(text)
+        self.voices.append(voice_of(body))
         await asyncio.sleep(cfg.first_s)
         resp = web.StreamResponse(headers={"content-type": "application/octet-stream"})
         await resp.prepare(request)

@@ -110,6 +110,9 @@ ADMISSION_TODO = {
     "cordoned": "uncordon workers or start others: every worker heard lately was cordoned or "
     "draining (pinecall-runtime fleet list)",
     "quota": "an org held its concurrent_calls quota (pinecall-runtime dispatcher quota list)",
+    "unknown_agent": "no fleet's fault: callers rang for an agent their org does not define in "
+    "that environment (a token request's or a SIP rule's agent and org): define it "
+    "(pinecall-runtime agents put FILE --org ORG) or fix the ring",
 }
 
 

@@ -5,7 +5,8 @@ embedded ones), a database and a namespace of the run's own with every migration
 (:mod:`~pinecall_runtime.up.stage`), then every process of
 :mod:`~pinecall_runtime.up.services` (the stand-ins and the vendor fakes, roster and call-log,
 webhook-ingest, dispatcher and reaper, a worker and the overflow per environment), each ready
-before the next group starts and each logging to ``<state dir>/logs/<name>.log``. Once every
+before the next group starts and each logging to ``<state dir>/logs/<name>.log``; once call-log
+is ready, the callers' agent is defined in every environment (:func:`define_agent`). Once every
 fleet is heard, the callers (``lab callers``) ring at ``--rate`` until ``--calls`` were placed.
 
 While it runs: a live table every ``--every`` s (:class:`~pinecall_runtime.up.watch.Watch`), a
@@ -34,8 +35,10 @@ import click
 import msgspec
 import stamina
 
+from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.dispatcher import DispatcherClient
 from pinecall_clients.roster import RosterClient
+from pinecall_contracts.agents import AgentDefinition, AgentVersion
 from pinecall_runtime.up import report as reporting
 from pinecall_runtime.up import services, supervise
 from pinecall_runtime.up.services import Urls, urls
@@ -50,6 +53,14 @@ from pinecall_servicekit.platform import Endpoints, ensure_platform
 
 AGENT = "support-bot"
 """The agent every simulated caller rings for (its log holds the call backs)."""
+ORG = "org_up"
+"""The org whose agent it is: :func:`define_agent` puts it in every environment before any
+caller rings (the dispatcher refuses a ring for an agent call-log does not hold)."""
+PROMPT = (
+    "You are a helpful voice assistant on a phone call. Answer briefly. When the caller says "
+    "goodbye or that they are done, say goodbye and end the call."
+)
+"""Its prompt: the worker's own default, on the worker's voice and model."""
 SEALED_WITHIN_S = 90.0
 """How long the end waits for every opened call's seal (a worker seals within seconds)."""
 
@@ -101,6 +112,18 @@ async def _every_fleet_heard(watch: Watch, within_s: float = 90) -> None:
                 raise NotHeard(sorted(set(ENVIRONMENTS.values()) - accepting))
 
 
+async def define_agent(run: Run, at: Urls) -> list[AgentVersion]:
+    """Put :data:`AGENT` of :data:`ORG` in every environment, with each environment's app key
+    (as its org would); the versions that stand (a run's database is new: version 1).
+    ``CallLogRefused`` or ``CallLogUnavailable`` (after 30 s) when call-log does not take it."""
+    definition = AgentDefinition(name=AGENT, prompt=PROMPT)
+    stored = []
+    for key in run.app_keys.values():
+        async with CallLogClient(at.call_log, key) as log:
+            stored.append(await log.put_agent(definition, org=ORG))
+    return stored
+
+
 def _back(process: Supervised, seconds: float) -> None:
     click.echo(f"up: {process.name} is ready again, {seconds:.1f} s after it exited", err=True)
 
@@ -130,7 +153,9 @@ async def _watch(
         if calls != 0:
             click.echo("up: waiting for each fleet's worker to be heard")
             await _every_fleet_heard(watch)
-            callers = services.callers(run, at, state_dir, options["rate"], calls, agent=AGENT)
+            callers = services.callers(
+                run, at, state_dir, options["rate"], calls, agent=AGENT, org=ORG
+            )
             processes.start(callers)
             click.echo(f"up: callers ringing at {options['rate']:g} a second; log {callers.log}")
         while not stop.is_set():
@@ -319,6 +344,9 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
             store, control, workers = services.platform(run, at, seats=options["seats"])
             processes.launch(*store)
             ready(*store)
+            for agent in asyncio.run(define_agent(run, at)):
+                click.echo(f"agent:               {AGENT} of {ORG} in {agent.environment}, "
+                           f"version {agent.version}")  # fmt: skip
             processes.launch(*control)
             # a worker's start (its imports, the forkserver's preload, LiveKit's registration)
             # is the longest: it goes on while the control plane gets ready

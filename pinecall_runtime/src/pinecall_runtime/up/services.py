@@ -205,10 +205,10 @@ def platform(
 
 
 def callers(
-    run: Run, at: Urls, state_dir: Path, rate: float, calls: int | None, *, agent: str
+    run: Run, at: Urls, state_dir: Path, rate: float, calls: int | None, *, agent: str, org: str
 ) -> Supervised:
     """Step 5: the callers' process (``lab callers``: phones and visitors of every environment
-    at ``rate``, ``calls`` in all, ringing for ``agent``), its plan in
+    at ``rate``, ``calls`` in all, ringing for ``org``'s ``agent``), its plan in
     ``<state dir>/callers-plan.json``, each caller's state in ``<state dir>/callers.jsonl``."""
     environments = [
         {
@@ -231,7 +231,7 @@ def callers(
                 "rate": rate,
                 "calls": calls,
                 "agent": agent,
-                "org": "org_up",
+                "org": org,
                 "run": f"up{run.token}",
             },
             indent=2,

@@ -19,7 +19,8 @@ POST /v1/callbacks                         all four          AgentEntry (Callbac
 POST /v1/agents/{agent}/log                fleet, serv., op. AgentEntry (AgentEntry)
 GET  /v1/agents/{agent}/log?after=<seq>    fleet, app, op.   AgentLog (an operator: &environment=)
 PUT  /v1/agents/{agent}?org=               app, operator     AgentVersion (:mod:`.definitions`)
-GET  /v1/agents?org=, /v1/agents/{agent}   app, operator     AgentList, AgentVersion (the same)
+GET  /v1/agents?org=                        app, operator     AgentList (the same)
+GET  /v1/agents/{agent}?org=               all four          AgentVersion (the same)
 POST /v1/calls/{call}/log-token            app, operator     LogToken
 GET  /v1/calls/{call}/stream?log_token=    the log token     Server-Sent Events (Last-Event-ID)
 WS   /v1/apps/socket                       app               the app socket (:mod:`.sockets`)
@@ -29,7 +30,8 @@ Keys: the workers (and the overflow) use their environment's fleet key; the app 
 call, and a page's server asking a call back, use the app key of its environment; the dispatcher
 (``fleet.full`` on an agent's log; a dead worker's call read, ended drained and called back) and
 the reaper (unsealed calls listed, ended, sealed) use their service key, which acts on any call
-as an operator key does, on these routes only. A fleet or app key of another environment than
+as an operator key does, on these routes only; the dispatcher also reads one agent with it
+(whether a ring's agent exists), and the overflow with its fleet key (the agent's voice). A fleet or app key of another environment than
 the call's is 403. An operator or service key names the environment of an agent's log with
 ``?environment=`` (422 when it does not: a log is per environment), and of a call back
 (production by default); a fleet or app key's is its own. Every error is a problem detail, and a

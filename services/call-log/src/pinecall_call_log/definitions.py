@@ -1,18 +1,25 @@
 """The agents' definitions on HTTP (issue 16, "Agents, as data"), beside :mod:`.api`'s routes.
 
-=====================================  ==============  ===========================================
-route                                  key             answer
-=====================================  ==============  ===========================================
-PUT /v1/agents/{agent}?org=            app, operator   AgentVersion (AgentDefinition; idempotent)
-GET /v1/agents?org=                    app, operator   AgentList (the latest version of each)
-GET /v1/agents/{agent}?org=&version=   app, operator   AgentVersion (the latest, or ``version``)
-=====================================  ==============  ===========================================
+=====================================  ==================  =======================================
+route                                  key                 answer
+=====================================  ==================  =======================================
+PUT /v1/agents/{agent}?org=            app, operator       AgentVersion (AgentDefinition;
+                                                           idempotent)
+GET /v1/agents?org=                    app, operator       AgentList (the latest version of each)
+GET /v1/agents/{agent}?org=&version=   all four            AgentVersion (the latest, or
+                                                           ``version``)
+=====================================  ==================  =======================================
 
-An agent is an org's in one environment. An app key acts in its own environment (another named
-with ``?environment=`` is 403); an operator key names it (422 when it does not). Keys carry no
-org today, so every request names the org, ``?org=`` (422 when it does not): an app key of an
-environment is trusted for its orgs, as at the token endpoint, where a ``TokenRequest`` names
-whose quota a call counts against. A fleet or service key is 403.
+An agent is an org's in one environment. An app or fleet key acts in its own environment
+(another named with ``?environment=`` is 403); an operator or service key names it (422 when it
+does not). Keys carry no org today, so every request names the org, ``?org=`` (422 when it does
+not): an app key of an environment is trusted for its orgs, as at the token endpoint, where a
+``TokenRequest`` names whose quota a call counts against.
+
+Who reads one agent besides its org: the dispatcher (its service key: whether a ring's agent
+exists, at the token endpoint and when a phone rings) and the overflow (its environment's fleet
+key: the agent's voice for its sentence); an operator reads any. A fleet or service key puts
+nothing and lists nothing (403): they ask for the agent a call names, never for an org's list.
 
 A put stores the definition as the agent's next version unless it is the latest's (an identical
 put answers the latest and writes nothing). A definition that breaks a rule
@@ -35,9 +42,13 @@ from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.errors import NotFound, Unprocessable
 from pinecall_servicekit.http import problems
+from pinecall_servicekit.keys import SERVICE_OR_OPERATOR
 
 DEFINERS: tuple[KeyKind, ...] = ("app", "operator")
-"""Who puts and reads agents: the org's app (its environment's key) or an operator."""
+"""Who puts and lists agents: the org's app (its environment's key) or an operator."""
+READERS: tuple[KeyKind, ...] = ("app", "fleet", *SERVICE_OR_OPERATOR)
+"""Who reads one agent: its org's app, and what runs its calls: the overflow (a fleet key of
+the agent's environment) and the dispatcher (the service key, naming the environment)."""
 OrgQuery = Annotated[str | None, QueryParameter(pattern=ORG_PATTERN)]
 VersionQuery = Annotated[int | None, QueryParameter(ge=1, le=2**31 - 1)]
 
@@ -93,8 +104,8 @@ async def show_agent(
     version: VersionQuery = None,
 ) -> AgentVersion:
     """The agent's latest version, or ``?version=N``; 404 when there is no such agent or
-    version."""
-    org_, env = _scope(await key_of(request, DEFINERS), org, environment)
+    version. Any key kind reads it (:data:`READERS`), each in its own scope."""
+    org_, env = _scope(await key_of(request, READERS), org, environment)
     found = await service_of(request).store.definitions.get(org_, env, agent, version)
     if found is None:
         which = f"version {version} of agent" if version is not None else "agent"

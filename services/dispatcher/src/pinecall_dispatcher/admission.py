@@ -5,6 +5,15 @@ environment's fleet; its ``roomConfig.agents`` is the pending dispatch to the fl
 carrying a :class:`CallRing` with the call's id, so the visitor's join makes the room and the
 dispatcher places it like any ring. Before it is minted, in order:
 
+0. ``unknown_agent`` (422): the request's org has no such agent in the key's environment
+   (:class:`~pinecall_dispatcher.agents.Agents`: call-log's answer, remembered 5 s; when call-log
+   does not answer, the last answer stands, and none admits). A 422, as the house answers a
+   well-formed body naming what cannot be acted on (``no environment 'mars'``, a definition
+   breaking a rule): not a 503, since it is no line health and asking again will not pass; not a
+   404, since ``/v1/tokens`` itself is there. A request naming no org names no agent. It is
+   checked before line health, so a page asking for a mistyped agent hears so and not
+   ``fleet_full`` (and no ``fleet.full`` is written on the log of an agent that does not exist).
+   Only a fleet that serves the environment is asked about at all (no fleet is ``not_ready``).
 1. ``not_ready`` (503): no worker of the fleet heard for 90 s; nothing is written.
 2. ``fleet_full`` (503): no worker of the fleet can be offered the call now (the dispatcher's own
    rule: no worker heard lately with a seat free, counting rooms offered and not counted), and
@@ -19,10 +28,14 @@ dispatcher places it like any ring. Before it is minted, in order:
    counts against production.
 
 Each refusal is counted (``pinecall_admissions_total``, and the refusals table that ``doctor``
-reads) because it leaves no call record.
+reads) because it leaves no call record. ``unknown_agent`` too, though it is the tenant's
+mistake and not line health, as the quota is: a caller refused for it is a caller no agent
+answered, and for a phone ring (:mod:`.placing`) the count is the only trace there is; ``doctor``
+says what to do about it apart from the fleet's health.
 
 Errors::
 
+    UnknownAgent (Unprocessable, 422, ``unknown_agent``)
     NotReady (Unavailable, 503, ``not_ready``) · FleetFull (Unavailable, 503, ``fleet_full``)
     TooManyRequests (429, ``too_many_requests``: the quota)
 """
@@ -44,12 +57,13 @@ from pinecall_contracts.calls import AgentEntry
 from pinecall_contracts.dispatch import CallRing, TokenRequest, VisitorToken
 from pinecall_contracts.keys import KeyInfo
 from pinecall_dispatcher import domain
+from pinecall_dispatcher.agents import Agents
 from pinecall_dispatcher.metrics import Metrics
 from pinecall_dispatcher.roster import RosterView
 from pinecall_dispatcher.settings import DispatcherSettings
 from pinecall_dispatcher.store import Store
 from pinecall_servicekit.db import utcnow
-from pinecall_servicekit.errors import TooManyRequests, Unavailable
+from pinecall_servicekit.errors import TooManyRequests, Unavailable, Unprocessable
 
 _log = logging.getLogger(__name__)
 ON_THE_LOG_WITHIN_S = 2.0
@@ -64,6 +78,20 @@ NO_SEAT = {
     "cordoned": "every worker of {fleet} heard lately is cordoned or draining",
 }
 """The problem's words for each refusal that answers ``fleet_full``."""
+
+
+class UnknownAgent(Unprocessable):
+    code = "unknown_agent"
+
+
+def unknown_agent(agent: str, org: str, environment: str) -> UnknownAgent:
+    """The refusal of a ring or token for an agent ``org`` does not define in ``environment``."""
+    whose = f"of org {org}" if org else "of no org (name the agent's org)"
+    return UnknownAgent(
+        f"no agent {agent} {whose} in {environment}: define it there "
+        f"(PUT /v1/agents/{agent}?org=<org>), or ask for one that is",
+        errors=[{"message": "no such agent", "key": "agent", "source": "body"}],
+    )
 
 
 class NotReady(Unavailable):
@@ -84,17 +112,24 @@ class Admission:
         roster: RosterView,
         call_log: CallLogClient,
         metrics: Metrics,
+        agents: Agents,
     ) -> None:
         self.settings = settings
         self.keys = settings.keys()
         self.store, self.roster, self.call_log, self.metrics = store, roster, call_log, metrics
+        self.agents = agents
 
     async def token(self, request: TokenRequest, key: KeyInfo) -> VisitorToken:
+        """The visitor's token, or the first refusal that holds (the module docstring)."""
         environment = key.environment or ""
         record = await self.roster.fleet_of(environment)
         if record is None or environment not in self.keys:
             raise NotReady(f"no fleet and LiveKit serve {environment}")
-        fleet, now = record.name, utcnow()
+        fleet = record.name
+        if await self.agents.lookup(environment, request.org, request.agent) == "unknown":
+            await self._refused(request, environment, fleet, "unknown_agent")
+            raise unknown_agent(request.agent, request.org, environment)
+        now = utcnow()
         rows = await self.roster.rows(fleet)
         offered, held = await self.store.offers.promised(fleet, now, self.settings.max_call_seconds)
         rules = self.settings.rules()

@@ -3,8 +3,9 @@
 =====================================  =========  ============================================
 route                                  key        answer
 =====================================  =========  ============================================
-POST /v1/tokens                        app        VisitorToken (TokenRequest); 503 ``not_ready``
-                                                  or ``fleet_full``, 429 over the org's quota
+POST /v1/tokens                        app        VisitorToken (TokenRequest); 422
+                                                  ``unknown_agent``, 503 ``not_ready`` or
+                                                  ``fleet_full``, 429 over the org's quota
 GET  /v1/ops/offers[?fleet=]           operator   OffersSnapshot: rooms waiting, kept, refused
 GET  /v1/ops/calls/{call}/journal      operator   Journal: the call's offers and why; 404 for a
                                                   call it has no record of
@@ -52,7 +53,7 @@ async def _key(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
     return await request_key(request, _service(request).keyring, kinds)
 
 
-@post("/v1/tokens", status_code=200, responses=problems(400, 401, 403, 429, 503))
+@post("/v1/tokens", status_code=200, responses=problems(400, 401, 403, 422, 429, 503))
 async def token(request: AnyRequest, data: JSONBody[TokenRequest]) -> VisitorToken:
     """A web visitor's token for an agent, in the app key's environment."""
     key = await _key(request, APP)

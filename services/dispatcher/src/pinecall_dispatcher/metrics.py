@@ -7,8 +7,9 @@
   again) and rooms given to the overflow (``to`` overflow, ``reason`` three_offers, no_seat,
   nobody_heard);
 - ``pinecall_admissions_total{environment, fleet, answer}``: the token endpoint's answers,
-  ``admitted`` or a refusal (``not_ready``, ``fleet_full``, ``quota``): intake health, since a
-  refusal leaves no call record.
+  ``admitted`` or a refusal (``not_ready``, ``fleet_full``, ``unheard``, ``cordoned``, ``quota``,
+  ``unknown_agent``), and the rings refused at placing (``unknown_agent``): intake health, since
+  a refusal leaves no call record.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class Metrics:
         )
         self.admissions = Counter(
             "pinecall_admissions",
-            "the token endpoint's answers: admitted, or a refusal by reason",
+            "the token endpoint's answers (admitted, or a refusal by reason) and rings refused",
             ["environment", "fleet", "answer"],
             registry=self.registry,
         )

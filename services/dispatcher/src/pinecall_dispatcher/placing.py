@@ -8,6 +8,19 @@
   with no such ring whose name a visitor's token was minted for (an ``admitted`` row) is that
   visitor's call: LiveKit applies a token's ring only when the join makes the room, and a page's
   server (or an earlier join) may have made it first.
+- Before that, the ring's agent is looked up (:class:`~pinecall_dispatcher.agents.Agents`,
+  remembered 5 s: a ring usually costs no round trip). A ring for an agent its org does not
+  define in the room's environment (or a ring that names no org: a dispatch whose metadata is no
+  ``CallRing``) is **refused** ``unknown_agent``, as the token endpoint refuses it: it is not
+  offered to any worker nor to the overflow, its call is kept ``ended`` with that outcome and a
+  journal line (``logs CALL`` says why), the refusal is counted (``pinecall_admissions_total``,
+  the refusals table ``doctor`` reads), and **the room is taken down at once** (DeleteRoom:
+  LiveKit SIP hangs the phone up), so the caller is hung up on within the second rather than
+  left ringing in silence. Not the overflow's sentence: it promises a call back nobody could
+  make (no app holds an agent that does not exist, and the call back would be refused too), and
+  would open a call on the log of an agent that is not there. A LiveKit that does not take the
+  room down fails the event, which comes again (the refusal is not counted twice: the row
+  decides); past that, the reaper takes down a room no call names.
 - ``participant_joined`` of an agent: the room's offers end; the agent's ``lk.agent_name``
   holds the seat.
 - ``participant_left`` of a caller: a room not opened yet ends, its dispatch is deleted.
@@ -36,8 +49,11 @@ from pinecall_contracts.calls import CallEvent
 from pinecall_contracts.dispatch import CallRing
 from pinecall_contracts.livekit import LiveKitEvent
 from pinecall_dispatcher import domain
+from pinecall_dispatcher.admission import UnknownAgent
+from pinecall_dispatcher.agents import Agents
 from pinecall_dispatcher.deaths import Deaths
 from pinecall_dispatcher.livekit import LiveKits
+from pinecall_dispatcher.metrics import Metrics
 from pinecall_dispatcher.offering import Offering
 from pinecall_dispatcher.roster import RosterView
 from pinecall_dispatcher.store import Arrival, RoomRow, Store
@@ -51,6 +67,8 @@ HANDLED = 10_000
 PHONE = "sip.phoneNumber"
 NUMBER = re.compile(r"\+?[0-9]{3,20}")
 """A caller's number the JobOffer can carry (``dispatch.Number``)."""
+REFUSED = UnknownAgent.code
+"""The reason of a ring refused at placing: the token endpoint's, for the same refusal."""
 
 
 def participant_of(event: LiveKitEvent) -> Participant | None:
@@ -80,9 +98,11 @@ class Placing:
         roster: RosterView,
         offering: Offering,
         deaths: Deaths,
+        agents: Agents,
+        metrics: Metrics,
     ) -> None:
         self.store, self.livekits, self.roster, self.offering = store, livekits, roster, offering
-        self.deaths = deaths
+        self.deaths, self.agents, self.metrics = deaths, agents, metrics
         self.handled: deque[LiveKitEvent] = deque(maxlen=HANDLED)
         """The newest events handled here, oldest first (an operator's and a test's view)."""
         self.handled_calls: deque[CallEvent] = deque(maxlen=HANDLED)
@@ -203,7 +223,32 @@ class Placing:
         else:
             assert ring is not None
             arrival = self._arrival(ring, fleet.name, environment, room, sid, person)
+        if await self.agents.lookup(environment, arrival.org, arrival.agent) == "unknown":
+            await self._refuse(arrival, livekit, REFUSED)
+            return
         await self.offering.ring(arrival, livekit)
+
+    async def _refuse(self, arrival: Arrival, livekit: LiveKit, reason: str) -> None:
+        """Refuse the ring before any offer: the call kept ended with ``reason`` and counted
+        once, the room taken down (``LiveKitUnavailable`` when LiveKit does not answer: the
+        event comes again)."""
+        whose = f"org {arrival.org}" if arrival.org else "no org"
+        line = (
+            f"room {{call}}: refused ({reason}): no agent {arrival.agent} of {whose} in "
+            f"{arrival.environment}; offered to nobody, the room taken down"
+        )
+        if await self.store.rooms.refused(utcnow(), arrival, reason, line) is not None:
+            self.metrics.admissions.labels(arrival.environment, arrival.fleet, reason).inc()
+            _log.warning(
+                "room %s: a %s caller for agent %s of %s in %s refused (%s): hung up",
+                arrival.room,
+                arrival.caller,
+                arrival.agent,
+                whose,
+                arrival.environment,
+                reason,
+            )
+        await livekit.delete_room(arrival.room)
 
     @staticmethod
     def _admitted(row: RoomRow, sid: str | None, person: Participant) -> Arrival:
@@ -237,8 +282,8 @@ class Placing:
         try:
             called = decode(ring.metadata, CallRing)
         except msgspec.MsgspecError:
-            # a SIP rule with no CallRing: the fleet's own agent answers it
-            _log.warning("room %s: its ring carries no CallRing; placed as agent %s", room, fleet)
+            # a SIP rule with no CallRing names no org's agent: refused unknown_agent
+            _log.warning("room %s: its ring carries no CallRing: it names no agent", room)
             called = CallRing(agent=fleet, caller="sip" if sip else "web")
         number = person.attributes.get(PHONE, "") if sip else ""
         return Arrival(

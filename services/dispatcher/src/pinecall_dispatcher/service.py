@@ -23,6 +23,7 @@ from pinecall_contracts.calls import CallEvent
 from pinecall_contracts.dispatch import OffersSnapshot
 from pinecall_contracts.livekit import LiveKitEvent
 from pinecall_dispatcher.admission import Admission
+from pinecall_dispatcher.agents import Agents
 from pinecall_dispatcher.deaths import Deaths
 from pinecall_dispatcher.livekit import LiveKits
 from pinecall_dispatcher.metrics import Metrics
@@ -54,8 +55,8 @@ class DispatcherService:
         *,
         calls: CallLogClient,
     ) -> None:
-        """``calls`` is call-log with the service key: admission's ``fleet.full``, and the
-        death handler's reads, ends and call backs. The roster is read over ``bus`` with the
+        """``calls`` is call-log with the service key: the agents rung for, admission's
+        ``fleet.full``, and the death handler's reads, ends and call backs. The roster is read over ``bus`` with the
         same key."""
         self.settings = settings
         self.bus = bus
@@ -68,8 +69,19 @@ class DispatcherService:
         )
         self.offering = Offering(settings, store, self.livekits, self.roster, self.metrics)
         self.deaths = Deaths(store, self.offering, calls)
-        self.placing = Placing(store, self.livekits, self.roster, self.offering, self.deaths)
-        self.admission = Admission(settings, store, self.roster, calls, self.metrics)
+        self.agents = Agents(calls, cache_s=settings.agent_cache_s)
+        """Which agents exist (call-log's answers, remembered): the token endpoint's and the
+        rings'."""
+        self.placing = Placing(
+            store,
+            self.livekits,
+            self.roster,
+            self.offering,
+            self.deaths,
+            self.agents,
+            self.metrics,
+        )
+        self.admission = Admission(settings, store, self.roster, calls, self.metrics, self.agents)
         self.consuming = asyncio.Event()
         """Set once the LiveKit stream's consumer is bound."""
         self._tasks: list[asyncio.Task[None]] = []

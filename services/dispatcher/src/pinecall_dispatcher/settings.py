@@ -19,12 +19,16 @@ class DispatcherSettings(LiveKitSettings, frozen=True, kw_only=True):
     port: Port = 8103
     service_key: str | None = None
     """``PINECALL_SERVICE_KEY``: the dispatcher's own key (``keys create --kind service``, never
-    a person's operator key) for the roster's rows and fleets rows, and for call-log:
-    ``fleet.full``, and a dead worker's calls read, ended drained and called back (the death
-    handler)."""
+    a person's operator key) for the roster's rows and fleets rows, and for call-log: the
+    agents rung for, ``fleet.full``, and a dead worker's calls read, ended drained and called
+    back (the death handler)."""
     call_log_url: HttpUrl = "http://127.0.0.1:8102"
     key_cache_s: float = 5.0
     """Seconds a verified key is remembered (seed 000, "Three planes")."""
+    agent_cache_s: float = 5.0
+    """Seconds call-log's answer about an agent (defined or not) is remembered, as a key is: a
+    ring usually costs no round trip, and a definition put is seen within this
+    (:mod:`pinecall_dispatcher.agents`)."""
     db_pool_size: int = 8
     heard_s: float = 12.0
     """A worker heard within this many seconds may be offered a call (seed 000)."""

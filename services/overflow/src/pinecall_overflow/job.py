@@ -7,10 +7,23 @@ caller's number onto the agent's log as ``callback.requested`` (``POST /v1/callb
 number from the JobOffer, else the SIP participant's ``sip.phoneNumber``), ends the call
 ``overflow``, deletes the room and seals the call (seed 000, "Full, at the endpoint"). A web
 visitor has no number: the page was offered a call back at the endpoint, and none is written.
+
+Either job speaks in **the agent's voice** (issue 16: "the overflow reads the agent from
+here"): the offer's agent is read from call-log with the fleet key (``GET /v1/agents/{agent}``,
+its environment's) before the job opens the call, and its definition's ``voice`` given to
+Cartesia, so the caller hears the sentence in the voice of the agent it rang (a dead worker's
+caller, in the voice it was talking to). An agent with no voice of its own, none defined, or a
+call-log that does not answer in :data:`VOICE_WITHIN_S` (one try: the caller is waiting, and
+the open after it retries for 10 s anyway): the overflow's own voice. Nothing is remembered
+between jobs: each job runs in a thread and an event loop of its own, and one read is small
+beside the call's open, entries, end and seal. The agent's ``language`` is not given: the
+sentence is one text in the operator's language (``PINECALL_OVERFLOW_SAYS``), and speech is
+made in the language of its text; a definition's language says the agent's, not the sentence's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -18,6 +31,7 @@ import msgspec
 from livekit.agents import JobContext
 
 from pinecall_clients.calllog import CallLogClient
+from pinecall_clients.errors import AgentUnknown, CallLogError
 from pinecall_clients.livekit import LiveKitAccess
 from pinecall_contracts.calls import CallbackRequest
 from pinecall_contracts.dispatch import JobOffer, Number
@@ -36,9 +50,32 @@ from pinecall_overflow.settings import OverflowSettings
 _log = logging.getLogger(__name__)
 
 REASON = "the overflow answered: no seat for the call"
+VOICE_WITHIN_S = 2.0
+"""Seconds a job waits for its agent's definition before it speaks in the overflow's voice."""
 
 
-def sentence_of(settings: OverflowSettings) -> Sentence:
+async def agent_voice(offer: JobOffer, log: CallLogClient) -> str | None:
+    """The voice of ``offer``'s agent (its latest definition's, in the offer's environment), or
+    None for the overflow's own: no voice defined, no such agent, or no answer in
+    :data:`VOICE_WITHIN_S` (logged)."""
+    if not offer.org:
+        return None  # an agent is an org's: a ring that names none names no definition
+    try:
+        async with asyncio.timeout(VOICE_WITHIN_S):
+            found = await log.agent(offer.agent, org=offer.org, within_s=None, attempts=1)
+    except AgentUnknown:
+        _log.warning("call %s: %s of %s is not defined; the overflow's voice", offer.call,
+                     offer.agent, offer.org)  # fmt: skip
+        return None
+    except (CallLogError, TimeoutError) as exc:
+        _log.warning("call %s: %s's voice not read (%s); the overflow's voice", offer.call,
+                     offer.agent, exc or f"no answer in {VOICE_WITHIN_S:.0f} s")  # fmt: skip
+        return None
+    return found.definition.voice or None
+
+
+def sentence_of(settings: OverflowSettings, voice: str | None = None) -> Sentence:
+    """The sentence job's needs, speaking with ``voice`` (None: the overflow's own)."""
     return Sentence(
         says=settings.overflow_says,
         worker=overflow_name(settings.fleet),
@@ -47,7 +84,7 @@ def sentence_of(settings: OverflowSettings) -> Sentence:
             api_key=settings.livekit_api_key or "",
             api_secret=settings.livekit_api_secret or "",
         ),
-        voice=cartesia_voice(settings.cartesia_url, settings.cartesia_api_key),
+        voice=cartesia_voice(settings.cartesia_url, settings.cartesia_api_key, voice=voice),
         lab_rooms=settings.lab_rooms,
     )
 
@@ -84,8 +121,8 @@ async def entrypoint(settings: OverflowSettings, ctx: JobContext) -> None:
         _log.error("job %s in room %s: %s", ctx.job.id, ctx.job.room.name, exc)
         ctx.shutdown("not the runtime's offer")
         return
-    sentence = sentence_of(settings)
     async with CallLogClient(settings.call_log_url, settings.fleet_key or "") as log:
+        sentence = sentence_of(settings, await agent_voice(offer, log))
         try:
             if offer.job == "answer":
                 await say_sentence(

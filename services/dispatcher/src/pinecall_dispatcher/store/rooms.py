@@ -11,10 +11,11 @@ import datetime as dt
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinecall_dispatcher.store.rows import RoomRow, journal
-from pinecall_dispatcher.store.tables import ROOMS
+from pinecall_dispatcher.store.rows import Arrival, RoomRow, journal
+from pinecall_dispatcher.store.tables import REFUSALS, ROOMS
 from pinecall_servicekit import db
 
 
@@ -96,6 +97,58 @@ class RoomStore:
             ]
             await journal(conn, [(r, line.format(call=r.call, worker=r.worker), now) for r in rows])
         return rows
+
+    async def refused(
+        self, now: dt.datetime, arrival: Arrival, reason: str, line: str
+    ) -> RoomRow | None:
+        """A ring refused before any offer (``unknown_agent``): its call is kept ``ended`` with
+        ``reason`` as its outcome (a new row, or the ``admitted`` row of a visitor's token), one
+        journal ``line`` and one refusal counted, in one transaction. None when the call was
+        known already (a duplicate event, or a ring placed before): nothing is written."""
+        stmt = insert(ROOMS).values(
+            call=arrival.call,
+            environment=arrival.environment,
+            fleet=arrival.fleet,
+            room=arrival.room,
+            room_sid=arrival.room_sid,
+            ring=arrival.ring,
+            agent=arrival.agent,
+            org=arrival.org,
+            caller=arrival.caller,
+            caller_identity=arrival.caller_identity,
+            number=arrival.number,
+            state="ended",
+            outcome=reason,
+            context=arrival.context,
+            config=arrival.config,
+            arrived_at=now,
+            ended_at=now,
+        )
+        kept = ("room_sid", "ring", "caller_identity", "number", "arrived_at")
+        upsert = stmt.on_conflict_do_update(
+            index_elements=[ROOMS.c.call],
+            set_={k: stmt.excluded[k] for k in (*kept, "state", "outcome", "ended_at")},
+            where=sa.and_(
+                ROOMS.c.state == "admitted", ROOMS.c.environment == stmt.excluded.environment
+            ),
+        ).returning(ROOMS)
+        async with db.translate_errors("refusing a ring"), self.engine.begin() as conn:
+            row = (await conn.execute(upsert)).first()
+            if row is None:
+                return None
+            refused = RoomRow.of(row)
+            await journal(conn, [(refused, line.format(call=refused.call), now)])
+            await conn.execute(
+                sa.insert(REFUSALS).values(
+                    at=now,
+                    environment=refused.environment,
+                    fleet=refused.fleet,
+                    agent=refused.agent,
+                    org=refused.org,
+                    reason=reason,
+                )
+            )
+        return refused
 
     async def opened(
         self,

@@ -12,13 +12,14 @@ admitted    a visitor's token was minted; counted against the org's quota until 
 waiting     kept in offers: not offered yet, or offered to ``worker`` and not opened
 overflow    given to ``<fleet>/overflow`` (``outcome`` says why); no more offers
 opened      a worker opened the call or its agent joined: holds a seat on ``worker``
-ended       the room ended, the caller hung up before an open, or the call ended
+ended       the room ended, the caller hung up before an open, the call ended, or its ring was
+            refused before any offer (``outcome`` ``unknown_agent``)
 ==========  ====================================================================================
 
 ``job`` and ``written`` are the seam of a worker that dies (issue 8): such a room is offered again
 as ``JobOffer(job="sentence", written=…)``. ``journal``: every offer and where each room went.
 ``quotas``: an org's ``concurrent_calls`` per environment. ``refusals``: the token endpoint's
-refusals (intake health: they leave no call record).
+refusals and the rings refused at placing (intake health: they leave no call record).
 """
 
 from __future__ import annotations
