@@ -246,7 +246,11 @@ class App:
                 held = self.calls[call]
                 held.prompt_hash, held.prompt_matches = frame.prompt_hash, frame.matches
                 if not frame.matches:
-                    log.warning("call %s opened with another prompt than %s's", call, held.agent)
+                    log.warning(
+                        "call %s did not open with %s's prompt (another version's, or none said)",
+                        call,
+                        held.agent,
+                    )
             case ToolCallFrame():
                 self.answers.asked(frame, self.calls.get(frame.call))
             case ToolResultAck():
