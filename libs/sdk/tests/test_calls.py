@@ -11,6 +11,7 @@ import pytest
 from pinecall import App, Call, CommandRefused
 from pinecall_testkit.appsocket import WAIT_S, Serve, define, open_call, service
 from pinecall_testkit.call_log import Keys, Listening, bearer
+from pinecall_testkit.relay import Relay
 
 
 def _app(url: str, keys: Keys, booking: dict[str, Any]) -> App:
@@ -58,6 +59,31 @@ async def test_commands_are_done_once_per_id_and_hooks_see_the_call_come_and_go(
     log = await replica.client.get("/v1/calls/call_1/entries", headers=bearer(keys.operator))
     commands = [e["data"] for e in log.json()["entries"] if e["kind"] == "call.command"]
     assert [(c["id"], c["kind"]) for c in commands] == [("say-1", "say"), ("end-1", "end")]
+
+
+async def test_a_command_made_while_the_socket_was_down_is_sent_once_the_call_is_back(
+    replica: Listening, keys: Keys, booking: dict[str, Any], prompt_hash: str
+) -> None:
+    hub = service(replica).hub
+    async with Relay.before(replica.url) as relay:
+        app = _app(relay.url, keys, booking)
+        async with app.running():
+            await open_call(replica, keys, agent="booking", prompt_hash=prompt_hash)
+            await app.wait_for(lambda: app.holds("call_1"))
+            call = app.calls["call_1"]
+            relay.hold()
+            relay.cut()
+            await hub.changes.wait_for(lambda: "call_1" not in hub.holder, 10)  # parked
+            await app.wait_for(lambda: not app.calls)
+            saying = asyncio.create_task(call.say("Still there?"))  # waits for the call
+            relay.release()
+            ack = await saying
+            assert (ack.call, ack.duplicate) == ("call_1", False)
+            assert call.detached == "lost"
+            assert app.calls["call_1"].why == "parked"  # the same call, handed back
+    log = await replica.client.get("/v1/calls/call_1/entries", headers=bearer(keys.operator))
+    commands = [e["data"]["text"] for e in log.json()["entries"] if e["kind"] == "call.command"]
+    assert commands == ["Still there?"]
 
 
 async def test_the_heartbeat_keeps_a_quiet_socket_open(

@@ -67,7 +67,12 @@ class Commands:
         try:
             async with asyncio.timeout(timeout_s):
                 async for attempt in stamina.retry_context(
-                    on=_Again, attempts=None, timeout=None, wait_initial=0.05, wait_max=1.0
+                    on=_Again,
+                    attempts=None,
+                    timeout=None,
+                    wait_initial=0.05,
+                    wait_max=1.0,
+                    wait_jitter=0.1,
                 ):
                     with attempt:
                         return await self._once(frame)

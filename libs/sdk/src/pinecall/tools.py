@@ -165,7 +165,12 @@ class Answers:
         answer.delivering = True
         try:
             async for attempt in stamina.retry_context(
-                on=_Again, attempts=None, timeout=None, wait_initial=0.1, wait_max=2.0
+                on=_Again,
+                attempts=None,
+                timeout=None,
+                wait_initial=0.1,
+                wait_max=2.0,
+                wait_jitter=0.1,
             ):
                 with attempt:
                     await self._exchange(answer)
