@@ -29,6 +29,7 @@ importer              may import (besides the third-party requirements)
 ====================  ===========================================================================
 libs/contracts        nothing first-party
 libs/servicekit       contracts
+libs/sdk              contracts (the tenant's SDK, ``pinecall``: never servicekit or the clients)
 any other library     the libraries
 a service             the libraries and itself; never another service, the CLI, the load lab
 a service's domain    contracts and itself: no I/O, so none of its service's other modules (store,
@@ -74,6 +75,8 @@ FIRST_PARTY_TREES = (
 LIBRARY_IMPORTS = {
     "contracts": (),
     "servicekit": ("//libs/contracts/**",),
+    # the tenant's SDK (distribution `pinecall`): a tenant installs it with the contracts alone
+    "sdk": ("//libs/contracts/**",),
 }
 SERVICE_IMPORTS = ("//libs/**",)
 TOOL_IMPORTS = {

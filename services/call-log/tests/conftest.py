@@ -5,37 +5,25 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 
-import msgspec
 import pytest
 
 from pinecall_call_log.app import create_app
 from pinecall_call_log.settings import CallLogSettings
+from pinecall_testkit import appsocket
 from pinecall_testkit.appsocket import Serve
-from pinecall_testkit.call_log import Keys, Listening, Replica, listening, make_keys, running
+from pinecall_testkit.call_log import Keys, Replica, make_keys, running
 
 
 @pytest.fixture
 def call_log_settings(database_url: str, nats_url: str, nats_namespace: str) -> CallLogSettings:
-    return CallLogSettings.from_env(
-        {},
-        database_url=database_url,
-        nats_url=nats_url,
-        nats_namespace=nats_namespace,
-        log_format="text",
-        db_pool_size=4,
-        log_token_secret="a secret of the test",
-    )
+    return appsocket.call_log_settings(database_url, nats_url, nats_namespace)
 
 
 @pytest.fixture
 def serve(call_log_settings: CallLogSettings) -> Serve:
     """Start a replica served on a real port (a WebSocket client dials it); ``overrides``: its
     other settings."""
-
-    def start(**overrides: object) -> AbstractAsyncContextManager[Listening]:
-        return listening(create_app(msgspec.structs.replace(call_log_settings, **overrides)))
-
-    return start
+    return appsocket.serving(call_log_settings)
 
 
 @pytest.fixture

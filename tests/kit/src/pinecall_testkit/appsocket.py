@@ -13,10 +13,11 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from pinecall_contracts.appsocket import SUBPROTOCOL
-from pinecall_testkit.call_log import Keys, Listening, Process, bearer
+from pinecall_testkit.call_log import Keys, Listening, Process, bearer, listening, opening
 
 if TYPE_CHECKING:
     from pinecall_call_log.service import CallLogService
+    from pinecall_call_log.settings import CallLogSettings
 
 Serve = Callable[..., AbstractAsyncContextManager[Listening]]
 """Start a call-log replica served on a real port (call-log's tests' ``serve`` fixture)."""
@@ -26,6 +27,35 @@ PATH = "/v1/apps/socket"
 ACME = {"org": "org_acme"}
 WAIT_S = 10.0
 """How long a test waits for a frame that must come (a failure, never a pace)."""
+
+
+def call_log_settings(database_url: str, nats_url: str, nats_namespace: str) -> CallLogSettings:
+    """A replica's settings on the test's database and NATS (text logs, a small pool)."""
+    from pinecall_call_log.settings import CallLogSettings
+
+    return CallLogSettings.from_env(
+        {},
+        database_url=database_url,
+        nats_url=nats_url,
+        nats_namespace=nats_namespace,
+        log_format="text",
+        db_pool_size=4,
+        log_token_secret="a secret of the test",
+    )
+
+
+def serving(settings: CallLogSettings) -> Serve:
+    """What a ``serve`` fixture gives: ``serve(**overrides)`` starts a replica of ``settings``
+    (``overrides``: its other settings) served on a real port, which a WebSocket client dials
+    (call-log's tests and the SDK's)."""
+    import msgspec
+
+    from pinecall_call_log.app import create_app
+
+    def start(**overrides: object) -> AbstractAsyncContextManager[Listening]:
+        return listening(create_app(msgspec.structs.replace(settings, **overrides)))
+
+    return start
 
 
 def service(replica: Listening) -> CallLogService:
@@ -110,12 +140,43 @@ async def app(
         yield one
 
 
-async def define(replica: Listening, keys: Keys, org: str = "org_acme") -> None:
-    body = {"name": "support-bot", "prompt": "You answer the phone. Be brief."}
+async def define(
+    replica: Listening, keys: Keys, org: str = "org_acme", body: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """Put an agent's definition (``support-bot``'s when ``body`` is None) with the app key;
+    the version stored."""
+    body = body or {"name": "support-bot", "prompt": "You answer the phone. Be brief."}
     answer = await replica.client.put(
-        "/v1/agents/support-bot", json=body, params={"org": org}, headers=bearer(keys.app)
+        f"/v1/agents/{body['name']}", json=body, params={"org": org}, headers=bearer(keys.app)
     )
     assert answer.status_code == 200, answer.text
+    stored: dict[str, Any] = answer.json()
+    return stored
+
+
+async def open_call(replica: Listening, keys: Keys, call: str = "call_1", **extra: object) -> None:
+    """A worker opens ``call`` (``POST /v1/calls``; ``extra``: its other fields)."""
+    answer = await replica.client.post(
+        "/v1/calls", json=opening(call, **extra), headers=bearer(keys.production)
+    )
+    assert answer.status_code == 200, answer.text
+
+
+def ask(
+    replica: Listening, keys: Keys, call: str = "call_1", **tool: object
+) -> asyncio.Task[dict[str, Any]]:
+    """The worker asks a tool (:data:`TOOL`, ``tool``: its other fields); its POST waits for the
+    answer, so this is a task."""
+
+    async def asking() -> dict[str, Any]:
+        answer = await replica.client.post(
+            f"/v1/calls/{call}/tools", json=TOOL | tool, headers=bearer(keys.production)
+        )
+        assert answer.status_code == 200, answer.text
+        body: dict[str, Any] = answer.json()
+        return body
+
+    return asyncio.create_task(asking(), name=f"asking {call}")
 
 
 async def kinds(replica: Listening, keys: Keys, call: str = "call_1") -> list[str]:
