@@ -1,22 +1,27 @@
 """``pinecall-runtime agents put|list|show`` as an operator runs them, against a call-log served
-as a real process on the test's database: versions, idempotent puts, an app key instead of the
-operator's, and each failure a named error with its exit code (issue 16, "Agents, as data")."""
+as a real process: versions, idempotent puts, an app key instead of the operator's, and each
+failure a named error with its exit code (issue 16, "Agents, as data"). One process serves the
+module (its start is most of a test's time); each test acts for an org of its own."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
+import secrets
 import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
+import pytest_asyncio
 import yaml
 
 from pinecall_servicekit.lifecycle import ExitCode
-from pinecall_servicekit.platform import free_port
-from pinecall_testkit.call_log import Keys, Process, one_served
+from pinecall_servicekit.platform import Endpoints, free_port
+from pinecall_testkit.call_log import Keys, Process, make_keys, one_served
+
+pytestmark = pytest.mark.asyncio(loop_scope="module")
 
 DEFINITION = """\
 name: support-bot
@@ -39,10 +44,24 @@ max_call_seconds: 900
 """
 
 
-@pytest.fixture
-async def served(database_url: str, nats_url: str, nats_namespace: str) -> AsyncIterator[Process]:
-    async with one_served(database_url, nats_url, nats_namespace) as replica:
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def served(
+    module_database_url: str, platform_endpoints: Endpoints, module_nats_namespace: str
+) -> AsyncIterator[Process]:
+    url, namespace = platform_endpoints.nats_url, module_nats_namespace
+    async with one_served(module_database_url, url, namespace) as replica:
         yield replica
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def keys(module_database_url: str) -> Keys:
+    return await make_keys(module_database_url)
+
+
+@pytest.fixture
+def acme() -> tuple[str, str]:
+    """``--org ORG``: an org of this test's own (the module's tests share one call-log)."""
+    return ("--org", f"org_{secrets.token_hex(4)}")
 
 
 @pytest.fixture
@@ -66,61 +85,62 @@ async def cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
     return proc.returncode, out.decode(), err.decode()
 
 
-ACME = ("--org", "org_acme")
-
-
-async def test_put_list_and_show_versions_of_an_agent(env: dict[str, str], tmp_path: Path) -> None:
+async def test_put_list_and_show_versions_of_an_agent(
+    env: dict[str, str], tmp_path: Path, acme: tuple[str, str]
+) -> None:
     file = tmp_path / "support-bot.yaml"
     file.write_text(DEFINITION)
-    code, out, err = await cli(env, "put", str(file), *ACME)
+    code, out, err = await cli(env, "put", str(file), *acme)
     assert code == ExitCode.OK, err
-    assert out.startswith("support-bot (org_acme, production): version 1, prompt sha256 ")
-    code, out, _ = await cli(env, "put", str(file), *ACME)  # the same: nothing stored
+    assert out.startswith(f"support-bot ({acme[1]}, production): version 1, prompt sha256 ")
+    code, out, _ = await cli(env, "put", str(file), *acme)  # the same: nothing stored
     assert "version 1" in out
 
     changed = yaml.safe_load(DEFINITION) | {"voice": "alloy"}
     as_json = tmp_path / "support-bot.json"
     as_json.write_text(json.dumps(changed))
-    code, out, _ = await cli(env, "put", str(as_json), *ACME, "--json")
+    code, out, _ = await cli(env, "put", str(as_json), *acme, "--json")
     assert (code, json.loads(out)["version"]) == (ExitCode.OK, 2)
 
-    code, out, _ = await cli(env, "list", *ACME)
+    code, out, _ = await cli(env, "list", *acme)
     assert code == ExitCode.OK
     lines = out.splitlines()
-    assert lines[0] == "org_acme (production): 1 agents"
+    assert lines[0] == f"{acme[1]} (production): 1 agents"
     assert lines[2].split()[:5] == ["support-bot", "2", "claude-sonnet-4-5", "alloy", "book_slot"]
 
-    code, shown, _ = await cli(env, "show", "support-bot", *ACME)
+    code, shown, _ = await cli(env, "show", "support-bot", *acme)
     assert code == ExitCode.OK
-    assert shown.startswith("# support-bot: version 2 of org_acme in production, ")
+    assert shown.startswith(f"# support-bot: version 2 of {acme[1]} in production, ")
     assert yaml.safe_load(shown) == changed | {"greeting": changed["greeting"], "language": "en"}
-    code, older, _ = await cli(env, "show", "support-bot", "--version", "1", *ACME, "--json")
+    code, older, _ = await cli(env, "show", "support-bot", "--version", "1", *acme, "--json")
     assert json.loads(older)["definition"]["voice"] == "sonic-english-female"
 
     # what show prints, put back, is the version that stands
     again = tmp_path / "shown.yaml"
     again.write_text(shown)
-    code, out, _ = await cli(env, "put", str(again), *ACME)
+    code, out, _ = await cli(env, "put", str(again), *acme)
     assert (code, "version 2" in out) == (ExitCode.OK, True)
 
 
 async def test_an_app_key_acts_in_its_own_environment(
-    env: dict[str, str], keys: Keys, tmp_path: Path
+    env: dict[str, str], keys: Keys, tmp_path: Path, acme: tuple[str, str]
 ) -> None:
     file = tmp_path / "a.yaml"
     file.write_text(DEFINITION)
-    code, out, err = await cli(env, "put", str(file), *ACME, "--key", keys.app_sandbox)
+    code, out, err = await cli(env, "put", str(file), *acme, "--key", keys.app_sandbox)
     assert code == ExitCode.OK, err
-    assert "(org_acme, sandbox): version 1" in out
-    _, listed, _ = await cli(env, "list", *ACME, "--environment", "sandbox", "--json")
+    assert f"({acme[1]}, sandbox): version 1" in out
+    _, listed, _ = await cli(env, "list", *acme, "--environment", "sandbox", "--json")
     assert [a["version"] for a in json.loads(listed)["agents"]] == [1]
-    _, production, _ = await cli(env, "list", *ACME, "--json")
+    _, production, _ = await cli(env, "list", *acme, "--json")
     assert json.loads(production)["agents"] == []
-    code, _, err = await cli(env, "list", *ACME, "--key", keys.production)  # a fleet key
+    code, _, err = await cli(env, "list", *acme, "--key", keys.production)  # a fleet key
     assert (code, err.startswith("Error: [forbidden] ")) == (ExitCode.FAILED, True)
 
 
-async def test_call_log_found_through_up_json(env: dict[str, str], tmp_path: Path) -> None:
+async def test_call_log_found_through_up_json(
+    env: dict[str, str], tmp_path: Path, acme: tuple[str, str]
+) -> None:
     """With no PINECALL_CALL_LOG_URL, the URL and the operator key are the running up's."""
     state = tmp_path / "state"
     state.mkdir()
@@ -134,8 +154,8 @@ async def test_call_log_found_through_up_json(env: dict[str, str], tmp_path: Pat
     bare = {
         k: v for k, v in env.items() if k not in {"PINECALL_CALL_LOG_URL", "PINECALL_OPERATOR_KEY"}
     }
-    code, out, err = await cli(bare | {"PINECALL_STATE_DIR": str(state)}, "list", *ACME)
-    assert (code, out.splitlines()[0]) == (ExitCode.OK, "org_acme (production): 0 agents"), err
+    code, out, err = await cli(bare | {"PINECALL_STATE_DIR": str(state)}, "list", *acme)
+    assert (code, out.splitlines()[0]) == (ExitCode.OK, f"{acme[1]} (production): 0 agents"), err
 
 
 @pytest.mark.parametrize(
@@ -161,47 +181,50 @@ async def test_call_log_found_through_up_json(env: dict[str, str], tmp_path: Pat
     ids=["tool timeout", "duplicate tool", "no prompt", "not a mapping", "not YAML", "typo"],
 )
 async def test_a_definition_refused_is_a_named_error_and_stores_nothing(
-    env: dict[str, str], tmp_path: Path, file_text: str, code: int, said: str
+    env: dict[str, str], tmp_path: Path, acme: tuple[str, str], file_text: str, code: int, said: str
 ) -> None:
     file = tmp_path / "bad.yaml"
     file.write_text(file_text)
-    exit_code, _, err = await cli(env, "put", str(file), *ACME)
+    exit_code, _, err = await cli(env, "put", str(file), *acme)
     assert (exit_code, said in err) == (code, True), err
-    _, listed, _ = await cli(env, "list", *ACME, "--json")
+    _, listed, _ = await cli(env, "list", *acme, "--json")
     assert json.loads(listed)["agents"] == []
 
 
 async def test_an_unknown_agent_nobody_answering_and_no_key_are_named(
-    env: dict[str, str],
+    env: dict[str, str], acme: tuple[str, str]
 ) -> None:
-    code, _, err = await cli(env, "show", "nobody", *ACME)
-    assert (code, err.startswith("Error: [not_found] no agent nobody of org_acme")) == (
+    code, _, err = await cli(env, "show", "nobody", *acme)
+    assert (code, err.startswith(f"Error: [not_found] no agent nobody of {acme[1]}")) == (
         ExitCode.NOT_FOUND,
         True,
     ), err
-    code, _, err = await cli(env, "show", "nobody", "--version", "0", *ACME)
+    code, _, err = await cli(env, "show", "nobody", "--version", "0", *acme)
     assert code == ExitCode.USAGE
     silent = env | {"PINECALL_CALL_LOG_URL": f"http://127.0.0.1:{free_port()}"}
-    code, _, err = await cli(silent, "list", *ACME)
+    code, _, err = await cli(silent, "list", *acme)
     assert (code, "[unavailable] call-log did not answer" in err) == (ExitCode.UNAVAILABLE, True)
     assert "PINECALL_CALL_LOG_URL from the environment" in err
     # not a URL at all: a setting that cannot be (78), not nine retries and "did not answer"
-    code, _, err = await cli(env | {"PINECALL_CALL_LOG_URL": "notaurl"}, "list", *ACME)
+    code, _, err = await cli(env | {"PINECALL_CALL_LOG_URL": "notaurl"}, "list", *acme)
     assert (code, "[settings]" in err, "call_log_url" in err) == (ExitCode.CONFIG, True, True)
     keyless = {k: v for k, v in env.items() if k != "PINECALL_OPERATOR_KEY"}
-    code, _, err = await cli(keyless, "list", *ACME)
+    code, _, err = await cli(keyless, "list", *acme)
     assert (code, "[unauthorized] no operator key" in err) == (ExitCode.FAILED, True)
     code, _, err = await cli(env, "list")
     assert (code, "--org" in err) == (ExitCode.USAGE, True)
 
 
+NOWHERE = ("--org", "org_acme")
+
+
 @pytest.mark.parametrize(
     "args",
     [
-        ("show", "bad\nname", *ACME),
-        ("show", "../../v1/calls", *ACME),
-        ("show", "", *ACME),
-        ("show", "a?b", *ACME),
+        ("show", "bad\nname", *NOWHERE),
+        ("show", "../../v1/calls", *NOWHERE),
+        ("show", "", *NOWHERE),
+        ("show", "a?b", *NOWHERE),
         ("list", "--org", "org\nacme"),
     ],
     ids=["newline", "a path", "empty", "a query", "an org with a newline"],

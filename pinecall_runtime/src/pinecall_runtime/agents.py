@@ -201,7 +201,9 @@ async def agents_list(org: str, environment: str | None, key: str | None, as_jso
     scope = _scope(org, environment, key)
     try:
         async with _client(scope) as log:
-            listed = await log.agents(org=scope.org, environment=scope.environment)
+            listed = await log.agents(
+                org=scope.org, environment=scope.environment, within_s=WITHIN_S
+            )
     except (CallLogRefused, CallLogUnavailable) as exc:
         raise _failed(exc, scope.url) from exc
     if as_json:
@@ -246,7 +248,11 @@ async def agents_show(
     try:
         async with _client(scope) as log:
             found = await log.agent(
-                name, org=scope.org, environment=scope.environment, version=version
+                name,
+                org=scope.org,
+                environment=scope.environment,
+                version=version,
+                within_s=WITHIN_S,
             )
     except (CallLogRefused, CallLogUnavailable) as exc:
         raise _failed(exc, scope.url) from exc

@@ -7,6 +7,9 @@
 - ``socket_database_url``: that database through the server's Unix socket (skips where it has
   none on this machine), the URL form the embedded Postgres hands out.
 - ``nats_namespace``: a subject namespace, stream and bucket prefix of the test's own.
+- ``module_database_url``, ``module_nats_namespace``: the same, shared by a module's tests (for a
+  module that serves one process to all its tests, each test in a scope of its own, e.g. an org;
+  its async fixtures and tests run in the module's event loop, ``loop_scope="module"``).
 - ``nats_url``: where NATS answers.
 
 With pytest-timeout installed, a test past its timeout prints its asyncio tasks first
@@ -25,6 +28,7 @@ import nats
 import nats.js.errors
 import psycopg
 import pytest
+import pytest_asyncio
 
 from pinecall_contracts.subjects import Subjects
 from pinecall_servicekit.db import migrate_installed
@@ -83,6 +87,13 @@ def database_url(platform_endpoints: Endpoints, template_database: str) -> Itera
         yield url
 
 
+@pytest.fixture(scope="module")
+def module_database_url(platform_endpoints: Endpoints, template_database: str) -> Iterator[str]:
+    """A migrated database the module's tests share (libpq URL)."""
+    with own_database(platform_endpoints.database_url, "pc_mod", template_database) as url:
+        yield url
+
+
 @pytest.fixture
 def empty_database_url(platform_endpoints: Endpoints) -> Iterator[str]:
     """A database of this test's own that no migration ran on (libpq URL)."""
@@ -122,6 +133,19 @@ def nats_url(platform_endpoints: Endpoints) -> str:
 async def nats_namespace(nats_url: str) -> AsyncIterator[str]:
     """A namespace no other test uses: its subjects, streams and buckets are its own, and its
     streams and buckets are deleted after the test."""
+    async with _own_namespace(nats_url) as namespace:
+        yield namespace
+
+
+@pytest_asyncio.fixture(scope="module", loop_scope="module")
+async def module_nats_namespace(platform_endpoints: Endpoints) -> AsyncIterator[str]:
+    """A namespace the module's tests share, deleted after the module."""
+    async with _own_namespace(platform_endpoints.nats_url) as namespace:
+        yield namespace
+
+
+@contextlib.asynccontextmanager
+async def _own_namespace(nats_url: str) -> AsyncIterator[str]:
     namespace = f"t{secrets.token_hex(6)}"
     yield namespace
     client = await nats.connect(nats_url, connect_timeout=2, max_reconnect_attempts=1)
