@@ -176,7 +176,9 @@ async def test_a_job_started_past_its_reoffer_opens_first_and_never_joins_a_call
                 livekit_api, worker.name, room="call-free", call="call_free", reoffer_at=past
             )
             opened = await call_events.wait("opened", "call_free")
-            heard = await play(free, [Say(line="question"), WaitForAgent(until_quiet_s=1.0)])
+            script: list[Any] = [Say(line="question"), WaitForAgent(until_quiet_s=1.0), HangUp()]
+            heard = await play(free, script)
+            await call_events.wait("sealed", "call_free")  # else the stop drains it 60 s
     agents = standin.events.of(ev.ParticipantJoined, lambda e: e.kind == AGENT)
     assert [e.room for e in agents] == ["call-free"]  # never into the room the overflow holds
     assert not held.closed.is_set()  # the caller of call-held was left to the overflow, alone
