@@ -23,8 +23,6 @@ from pinecall_contracts.fleet import CordonRequest, CordonSetting, FleetListRequ
 from pinecall_contracts.ids import ENVIRONMENTS, WorkerNameError, worker_key
 from pinecall_contracts.keys import KeyKind, KeyRevoked
 from pinecall_roster import listing
-from pinecall_roster.store import Store
-from pinecall_servicekit import db
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.errors import BusUnavailable
 from pinecall_servicekit.lifecycle import ExitCode
@@ -197,6 +195,9 @@ def keys() -> None:
 @run
 async def keys_create(kind: KeyKind, name: str, environment: str | None) -> None:
     """Make a key and print its secret (shown this once)."""
+    from pinecall_roster.store import Store  # SQLAlchemy, loaded by the keys commands alone
+    from pinecall_servicekit import db
+
     engine = db.create_engine(OperatorSettings.load().database_url, pool_size=1)
     try:
         created = await Store(engine).create_key(kind, name, environment)
@@ -210,6 +211,9 @@ async def keys_create(kind: KeyKind, name: str, environment: str | None) -> None
 @run
 async def keys_list(as_json: bool) -> None:
     """Every key (never a secret)."""
+    from pinecall_roster.store import Store  # SQLAlchemy, loaded by the keys commands alone
+    from pinecall_servicekit import db
+
     engine = db.create_engine(OperatorSettings.load().database_url, pool_size=1)
     try:
         infos = await Store(engine).keys()
@@ -242,6 +246,9 @@ async def keys_list(as_json: bool) -> None:
 async def keys_revoke(key_id: str) -> None:
     """Revoke KEY_ID; every roster replica reachable on NATS forgets it at once."""
     settings = OperatorSettings.load()
+    from pinecall_roster.store import Store  # SQLAlchemy, loaded by the keys commands alone
+    from pinecall_servicekit import db
+
     engine = db.create_engine(settings.database_url, pool_size=1)
     try:
         info = await Store(engine).revoke_key(key_id)
