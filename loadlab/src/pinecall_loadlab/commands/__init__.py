@@ -1,6 +1,7 @@
 """The ``lab`` commands of ``pinecall-runtime`` (mounted from this distribution's entry point):
 ``livekit`` and ``vendors`` (the stand-ins on their own), ``callers``, ``app`` (a tenant's app
-with a journal), and ``run`` (an experiment), a module each.
+with a journal, :mod:`pinecall_loadlab.apps.command`), and ``run`` (an experiment), a module
+each.
 
 Heavy imports happen inside each command, so listing the CLI does not load the lab.
 """
@@ -9,8 +10,8 @@ from __future__ import annotations
 
 import click
 
+from pinecall_loadlab.apps.command import app
 from pinecall_loadlab.callers_command import callers
-from pinecall_loadlab.commands.app import app
 from pinecall_loadlab.commands.livekit import livekit
 from pinecall_loadlab.commands.run import run
 from pinecall_loadlab.commands.vendors import vendors, vendors_config

@@ -1,5 +1,6 @@
-"""``lab app MODULE:APP --journal FILE``: a tenant's app run as ``pinecall start`` runs it, with
-a journal of what it does (:mod:`pinecall_loadlab.apps.journal`)."""
+"""``lab app MODULE:APP --journal FILE`` (or ``python -m pinecall_loadlab.apps``): a tenant's app
+run as ``pinecall start`` runs it, with a journal of what it does
+(:mod:`pinecall_loadlab.apps.journal`)."""
 
 from __future__ import annotations
 
