@@ -116,9 +116,7 @@ def tally(events: list[AppEvent], kills: list[Kill], consoles: set[str]) -> dict
             {"call": call, "id": tool, "runs": n} for n, call, tool in twice[:RUN_TWICE_SHOWN]
         ],
         "kills": len(kills),
-        "killed": [
-            {"instance": k.instance, "at": k.at.isoformat(), "held": k.held} for k in kills
-        ],
+        "killed": [{"instance": k.instance, "at": k.at.isoformat(), "held": k.held} for k in kills],
         "attached": {w: why[w] for w in ("new", "handed", "parked")},
         "handed": why["handed"] + why["parked"],
         "console_attached": [f"{e.instance}: {e.call}" for e in console],

@@ -168,8 +168,9 @@ async def _watch(
                        f"{AGENT}")  # fmt: skip
             await _every_fleet_heard(watch)
             await tenants.wait_held(watch.journals, [p.name for p in held])
+            greeted = bool(read_definition(EXAMPLE / "booking.yaml").greeting)
             callers = services.callers(
-                run, at, state_dir, options["rate"], calls, agent=AGENT, org=ORG
+                run, at, state_dir, options["rate"], calls, agent=AGENT, org=ORG, greeted=greeted
             )
             processes.start(callers)
             click.echo(f"up: callers ringing at {options['rate']:g} a second; log {callers.log}")

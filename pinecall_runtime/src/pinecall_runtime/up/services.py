@@ -251,11 +251,20 @@ def apps(run: Run, at: Urls, journals: Path, *, agent: str, org: str) -> list[Su
 
 
 def callers(
-    run: Run, at: Urls, state_dir: Path, rate: float, calls: int | None, *, agent: str, org: str
+    run: Run,
+    at: Urls,
+    state_dir: Path,
+    rate: float,
+    calls: int | None,
+    *,
+    agent: str,
+    org: str,
+    greeted: bool,
 ) -> Supervised:
-    """Step 5: the callers' process (``lab callers``: phones and visitors of every environment
-    at ``rate``, ``calls`` in all, ringing for ``org``'s ``agent``), its plan in
-    ``<state dir>/callers-plan.json``, each caller's state in ``<state dir>/callers.jsonl``."""
+    """Step 6: the callers' process (``lab callers``: phones and visitors of every environment
+    at ``rate``, ``calls`` in all, ringing for ``org``'s ``agent``, hearing its greeting out
+    first when ``greeted``), its plan in ``<state dir>/callers-plan.json``, each caller's state
+    in ``<state dir>/callers.jsonl``."""
     environments = [
         {
             "environment": e,
@@ -278,6 +287,7 @@ def callers(
                 "calls": calls,
                 "agent": agent,
                 "org": org,
+                "greeted": greeted,
                 "run": f"up{run.token}",
             },
             indent=2,
