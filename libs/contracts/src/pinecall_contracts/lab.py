@@ -1,5 +1,5 @@
 """What the load lab's simulated callers say of each call they place (``lab callers --out``),
-and what an app process under watch says it did (``lab app --journal``).
+and what an app process under watch says it did (``lab app --ledger``).
 
 One JSON line per change of a caller's state, each the caller's whole state so far, so a reader
 keeps the last line of each caller. ``up`` reads them for its live table and its report; the
@@ -9,7 +9,7 @@ caller knows only what a phone or a page knows: its room, who picked up (the age
 Source: issue 8 ("The whole platform on one machine"): a caller is *silent* when it heard no
 agent's voice within 12 s of its arrival; the reader decides that from ``first_heard_s``.
 
-An app process's journal is one :class:`AppEvent` line per thing it did, appended by the process
+An app process's ledger is one :class:`AppEvent` line per thing it did, appended by the process
 itself: each call attached to it or detached from it, each tool handler it entered. ``up`` counts
 tool calls run more than once (by every process, per id) and calls handed between processes from
 them (issue 16, "In the main job": the app's own count).
@@ -76,7 +76,7 @@ call ``id``."""
 
 
 class AppEvent(Contract, frozen=True, kw_only=True, tag="lab.app.v1"):
-    """One thing an app process did, as it says it (a line of its journal)."""
+    """One thing an app process did, as it says it (a line of its ledger)."""
 
     instance: str
     """The process's instance id (its socket's)."""

@@ -1,4 +1,4 @@
-"""``python -m pinecall_loadlab.apps MODULE:APP --journal FILE``: ``lab app`` without the CLI's
+"""``python -m pinecall_loadlab.apps MODULE:APP --ledger FILE``: ``lab app`` without the CLI's
 other commands, so a process started again (``up --app-restarts``) imports only the SDK and this
 package."""
 

@@ -1,6 +1,6 @@
-"""``lab app MODULE:APP --journal FILE`` (or ``python -m pinecall_loadlab.apps``): a tenant's app
-run as ``pinecall start`` runs it, with a journal of what it does
-(:mod:`pinecall_loadlab.apps.journal`)."""
+"""``lab app MODULE:APP --ledger FILE`` (or ``python -m pinecall_loadlab.apps``): a tenant's app
+run as ``pinecall start`` runs it, with a ledger of what it does
+(:mod:`pinecall_loadlab.apps.ledger`)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import click
 @click.argument("target", metavar="MODULE:APP")
 @click.option("--app-dir", default=".", show_default=True, help="Where MODULE is found.")
 @click.option(
-    "--journal",
+    "--ledger",
     type=click.Path(dir_okay=False, path_type=Path),
     required=True,
     help="Append a JSON line (lab.app.v1) here for each call attached or detached, each tool "
@@ -32,26 +32,26 @@ import click
     default="INFO",
     show_default=True,
 )
-def app(target: str, app_dir: str, journal: Path, drain_timeout: float, log_level: str) -> None:
+def app(target: str, app_dir: str, ledger: Path, drain_timeout: float, log_level: str) -> None:
     """Run the app MODULE:APP as `pinecall start` does (SIGTERM drains, then exit 0; the same
-    exit codes), its tool handlers and hooks unchanged, writing its journal to FILE."""
+    exit codes), its tool handlers and hooks unchanged, writing its ledger to FILE."""
     import asyncio
     import logging
     import sys
 
     from pinecall.cli import ExitCode, load
     from pinecall.errors import BadURL, PinecallError, Refused
-    from pinecall_loadlab.apps.journal import Journal, serving, watch
+    from pinecall_loadlab.apps.ledger import Ledger, serving, watch
 
-    if not journal.resolve().parent.is_dir():
+    if not ledger.resolve().parent.is_dir():
         raise click.BadParameter(
-            f"{journal.resolve().parent} is not a folder", param_hint="'--journal'"
+            f"{ledger.resolve().parent} is not a folder", param_hint="'--ledger'"
         )
     logging.basicConfig(
         level=log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
     held = load(target, app_dir)
-    with Journal(journal, held.instance) as written:
+    with Ledger(ledger, held.instance) as written:
         watch(held, written)
         try:
             code = asyncio.run(serving(held, written, drain_timeout))

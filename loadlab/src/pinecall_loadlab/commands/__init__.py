@@ -1,6 +1,6 @@
 """The ``lab`` commands of ``pinecall-runtime`` (mounted from this distribution's entry point):
 ``livekit`` and ``vendors`` (the stand-ins on their own), ``callers``, ``app`` (a tenant's app
-with a journal, :mod:`pinecall_loadlab.apps.command`), and ``run`` (an experiment), a module
+with a ledger, :mod:`pinecall_loadlab.apps.command`), and ``run`` (an experiment), a module
 each.
 
 Heavy imports happen inside each command, so listing the CLI does not load the lab.

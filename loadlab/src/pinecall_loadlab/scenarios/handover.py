@@ -11,7 +11,7 @@ back here as JSON) gives:
 
 - the calls placed, answered by an agent, and the callers left silent (must be 0);
 - the tool calls asked (each call's log), answered by the app, timed out, and run twice by the
-  apps' own count (each process's journal: an id whose handler was entered twice; must be 0);
+  apps' own count (each process's ledger: an id whose handler was entered twice; must be 0);
 - the kills, the calls handed to another process (``call.attached`` handed or parked), and the
   seconds from each socket's loss (the SIGKILL) to its calls' ``call.attached`` on another
   process, p50 and p99.
@@ -60,7 +60,7 @@ class Handover(msgspec.Struct, kw_only=True):
     up_exit: int
     """``up``'s exit code (1: its report names a problem)."""
     state_dir: str | None = None
-    """Where ``up``'s logs and journals are, kept when it failed (None: removed)."""
+    """Where ``up``'s logs and ledgers are, kept when it failed (None: removed)."""
 
 
 def handover(
@@ -93,7 +93,7 @@ def handover(
         app_restarts_s=app_restarts_s,
         code=done.returncode,
     )
-    if done.returncode != 0:  # its logs and journals say why
+    if done.returncode != 0:  # its logs and ledgers say why
         return msgspec.structs.replace(numbers, state_dir=str(state))
     shutil.rmtree(state, ignore_errors=True)
     return numbers
@@ -126,8 +126,8 @@ def handover_table(h: Handover) -> str:
     """The experiment as the terminal shows it."""
     loss = h.loss_to_attached_s
     head = (
-        f"handover: {h.calls} calls at {h.rate:g}/s, tools on {h.tool_share:g} of the turns, an "
-        f"app process SIGKILLed every {h.app_restarts_s:g} s"
+        f"handover: {h.calls} calls at {h.rate:g}/s, a tool asked on {h.tool_share:.0%} of the "
+        f"turns, an app process SIGKILLed every {h.app_restarts_s:g} s"
     )
     rows = [
         ("calls", h.calls, f"{h.answered_by_agent} answered by an agent, {h.silent} silent"),
@@ -144,7 +144,7 @@ def handover_table(h: Handover) -> str:
     if h.problems:
         said.append("problems:\n  " + "\n  ".join(h.problems[:20]))
     if h.state_dir:
-        said.append(f"up's logs and journals: {h.state_dir}")
+        said.append(f"up's logs and ledgers: {h.state_dir}")
     return "\n".join(said)
 
 

@@ -1,10 +1,10 @@
-"""The tenant's side of ``up`` (issue 16, "In the main job"): what the app processes' journals say,
+"""The tenant's side of ``up`` (issue 16, "In the main job"): what the app processes' ledgers say,
 and the kills of ``--app-restarts``.
 
 In each environment two processes of the booking example's app hold the callers' agent and a
 console holds it too, handed no call (:func:`pinecall_runtime.up.services.apps`). Each is ``lab
 app``: the example's app as ``pinecall start`` runs it, its handlers and hooks unchanged, writing
-a journal of its own (``<state dir>/apps/<instance>.jsonl``, ``lab.app.v1`` lines): each call
+a ledger of its own (``<state dir>/apps/<instance>.jsonl``, ``lab.app.v1`` lines): each call
 attached (new, handed, parked) and detached, each tool handler entered, each time it holds its
 agent. From them :func:`tally` counts, by the apps' own count:
 
@@ -41,15 +41,15 @@ RUN_TWICE_SHOWN = 20
 @dataclass(frozen=True, kw_only=True)
 class Kill:
     """One SIGKILL of ``--app-restarts``: the process, when, and how many calls it held then (by
-    its journal)."""
+    its ledger)."""
 
     instance: str
     at: dt.datetime
     held: int
 
 
-class Journals:
-    """Every app process's journal in ``folder`` (``<instance>.jsonl``), read as they grow."""
+class Ledgers:
+    """Every app process's ledger in ``folder`` (``<instance>.jsonl``), read as they grow."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -75,7 +75,7 @@ class Journals:
 def holders(
     events: Iterable[AppEvent], kills: Iterable[Kill], until: dt.datetime | None = None
 ) -> dict[str, str]:
-    """Call → the instance serving it at ``until`` (now when None), by the journals: the last
+    """Call → the instance serving it at ``until`` (now when None), by the ledgers: the last
     ``attached`` of the call, unless that instance detached it or was killed since."""
     held: dict[str, str] = {}
     timeline: list[tuple[dt.datetime, int, AppEvent | Kill]] = [
@@ -93,7 +93,7 @@ def holders(
 
 
 def tally(events: list[AppEvent], kills: list[Kill], consoles: set[str]) -> dict[str, Any]:
-    """What the journals say (the module docstring): tool runs and ids run twice, calls
+    """What the ledgers say (the module docstring): tool runs and ids run twice, calls
     attached by why, the consoles' attaches (must be none), and the loss → attached seconds
     (p50, p99) of the calls each kill took from its process."""
     runs = Counter((e.call, e.id) for e in events if e.what == "tool")
@@ -133,32 +133,32 @@ class NotHeld(Exception):
     """An app process has not held its agent yet."""
 
 
-async def wait_held(journals: Journals, instances: list[str], within_s: float = 60) -> None:
+async def wait_held(ledgers: Ledgers, instances: list[str], within_s: float = 60) -> None:
     """Return once each of ``instances`` wrote ``held`` (its socket open, its agent
     registered); ``NotHeld`` naming those that did not within ``within_s``."""
     async for attempt in stamina.retry_context(
         on=NotHeld, attempts=None, timeout=within_s, wait_initial=0.1, wait_max=0.5
     ):
         with attempt:
-            journals.read()
-            if missing := [i for i in instances if not journals.held(i)]:
+            ledgers.read()
+            if missing := [i for i in instances if not ledgers.held(i)]:
                 raise NotHeld(missing)
 
 
 async def killing(
-    every_s: float, processes: list[Supervised], journals: Journals, kills: list[Kill]
+    every_s: float, processes: list[Supervised], ledgers: Ledgers, kills: list[Kill]
 ) -> None:
     """``--app-restarts``: every ``every_s`` SIGKILL one of ``processes`` (the apps, never a
     console) and add it to ``kills``, until cancelled; the supervisor starts it again. The one
-    killed holds the most calls by the journals (the kill that hands calls over), the one killed
+    killed holds the most calls by the ledgers (the kill that hands calls over), the one killed
     longest ago among equals."""
     while True:
         await asyncio.sleep(every_s)  # the option's cadence, not a wait for an event
-        journals.read()
+        ledgers.read()
         alive = [p for p in processes if p.proc.poll() is None]
         if not alive:
             continue
-        counts = Counter(holders(journals.events, kills).values())
+        counts = Counter(holders(ledgers.events, kills).values())
         last = {k.instance: i for i, k in enumerate(kills)}
         victim = max(alive, key=lambda p: (counts[p.name], -last.get(p.name, -1)))
         kills.append(

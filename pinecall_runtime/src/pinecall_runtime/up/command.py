@@ -47,9 +47,9 @@ from pinecall_clients.dispatcher import DispatcherClient
 from pinecall_clients.roster import RosterClient
 from pinecall_contracts.agents import AgentVersion
 from pinecall_runtime.agents import read_definition
-from pinecall_runtime.up import apps as tenants
 from pinecall_runtime.up import report as reporting
 from pinecall_runtime.up import services, supervise
+from pinecall_runtime.up.apps import Ledgers, killing, wait_held
 from pinecall_runtime.up.services import EXAMPLE, Urls, urls
 from pinecall_runtime.up.stage import ENVIRONMENTS, Run, own_platform
 from pinecall_runtime.up.supervise import Processes, Supervised
@@ -148,18 +148,18 @@ async def _watch(
     started = loop.time()
     calls, every = options["calls"], options["every"]
     bus = await Bus.connect(run.nats_url, run.namespace, name="up")
-    held = [p for p in processes if p.tier == services.TIER["apps"]]
-    consoles = {p.name for p in held if p.name.startswith("console-")}
+    app_processes = [p for p in processes if p.tier == services.TIER["apps"]]
+    consoles = {p.name for p in app_processes if p.name.startswith("console-")}
     watch = Watch(
         state_dir / "callers.jsonl",
         RosterClient(run.operator_key, bus=bus),
         DispatcherClient(at.dispatcher, run.operator_key, timeout_s=2.0),
-        tenants.Journals(state_dir / "apps"),
+        Ledgers(state_dir / "apps"),
         consoles,
     )
     # a process that dies is started again at once, not at the table's cadence
     supervising = asyncio.create_task(supervise.keep_running(list(processes), _back))
-    killing: asyncio.Task[None] | None = None
+    kills: asyncio.Task[None] | None = None
     try:
         await watch.listen(bus)
         callers = None
@@ -167,7 +167,7 @@ async def _watch(
             click.echo("up: waiting for each fleet's worker to be heard and each app to hold "
                        f"{AGENT}")  # fmt: skip
             await _every_fleet_heard(watch)
-            await tenants.wait_held(watch.journals, [p.name for p in held])
+            await wait_held(watch.ledgers, [p.name for p in app_processes])
             greeted = bool(read_definition(EXAMPLE / "booking.yaml").greeting)
             callers = services.callers(
                 run, at, state_dir, options["rate"], calls, agent=AGENT, org=ORG, greeted=greeted
@@ -175,9 +175,9 @@ async def _watch(
             processes.start(callers)
             click.echo(f"up: callers ringing at {options['rate']:g} a second; log {callers.log}")
             if options["app_restarts"] is not None:
-                apps = [p for p in held if p.name not in consoles]
-                killing = asyncio.create_task(
-                    tenants.killing(options["app_restarts"], apps, watch.journals, watch.kills)
+                apps = [p for p in app_processes if p.name not in consoles]
+                kills = asyncio.create_task(
+                    killing(options["app_restarts"], apps, watch.ledgers, watch.kills)
                 )
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
@@ -189,14 +189,14 @@ async def _watch(
             if supervising.done():  # a process started again never became ready: raised here
                 supervising.result()
             done = callers is not None and callers.proc.poll() is not None
-            if done and killing is not None:  # no call left to hand over
-                killing.cancel()
+            if done and kills is not None:  # no call left to hand over
+                kills.cancel()
             if options["duration"] is not None and loop.time() - started >= options["duration"]:
                 break
             if done and options["exit_when_done"]:
                 break
-        if killing is not None:
-            killing.cancel()
+        if kills is not None:
+            kills.cancel()
         if callers is not None and callers.proc.poll() is None:
             click.echo("up: stopping: the callers hang up", err=True)
             callers.terminate()
@@ -225,9 +225,9 @@ async def _watch(
         return result
     finally:
         supervising.cancel()  # the stop is next: nothing is started again from here
-        if killing is not None:
-            killing.cancel()
-        await asyncio.gather(supervising, *[killing] if killing else [], return_exceptions=True)
+        if kills is not None:
+            kills.cancel()
+        await asyncio.gather(supervising, *[kills] if kills else [], return_exceptions=True)
         await watch.aclose()
         await bus.close()
 
@@ -361,7 +361,7 @@ def where_it_runs(platform: Endpoints, database_url: str, namespace: str) -> lis
 def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) -> None:
     """The run, its state dir held (:func:`up`)."""
     (state_dir / "callers.jsonl").unlink(missing_ok=True)  # a previous run's callers
-    shutil.rmtree(state_dir / "apps", ignore_errors=True)  # and its apps' journals
+    shutil.rmtree(state_dir / "apps", ignore_errors=True)  # and its apps' ledgers
     (state_dir / "apps").mkdir()
     # SIGTERM as Ctrl-C while the platform starts: every process started so far is stopped
     signal.signal(signal.SIGTERM, signal.default_int_handler)
@@ -400,7 +400,7 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
             apps = services.apps(run, at, state_dir / "apps", agent=AGENT, org=ORG)
             processes.launch(*apps)  # they hold the agent while the rest starts
             click.echo(f"apps:                {', '.join(p.name for p in apps)} "
-                       f"(journals in {state_dir / 'apps'})")  # fmt: skip
+                       f"(ledgers in {state_dir / 'apps'})")  # fmt: skip
             processes.launch(*control)
             # a worker's start (its imports, the forkserver's preload, LiveKit's registration)
             # is the longest: it goes on while the control plane gets ready

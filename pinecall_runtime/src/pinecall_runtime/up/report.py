@@ -16,7 +16,7 @@ Read once the calls ended and their logs were sealed, while the services still r
   every phone the overflow answered (seed 000, "Full, at the endpoint");
 - the tools (issue 16, "In the main job"): each call's ``tool.call`` entries (asked) and
   ``tool.result`` entries (answered by the app, or ``error: "timeout"``: timed out) on its log;
-  the app processes' journals for the rest (:func:`pinecall_runtime.up.apps.tally`: tool calls
+  the app processes' ledgers for the rest (:func:`pinecall_runtime.up.apps.tally`: tool calls
   run twice by the apps' own count, calls handed between app processes, the kills of
   ``--app-restarts`` and the seconds from each loss to the call attached elsewhere).
 
@@ -196,8 +196,8 @@ async def build(
         for r in reports
         if r.state == "refused" and (r.refused != "fleet_full" or not r.callback)
     ]
-    watch.journals.read()
-    apps = tally(watch.journals.events, watch.kills, watch.consoles)
+    watch.ledgers.read()
+    apps = tally(watch.ledgers.events, watch.kills, watch.consoles)
     problems += [
         f"tool call {t['id']} of {t['call']}: its handler ran {t['runs']} times (the apps' count)"
         for t in apps["run_twice_ids"]
@@ -236,7 +236,7 @@ async def build(
             "run_twice_ids": apps["run_twice_ids"],
         },
         "apps": {
-            "processes": sorted({e.instance for e in watch.journals.events}),
+            "processes": sorted({e.instance for e in watch.ledgers.events}),
             "kills": apps["kills"],
             "killed": apps["killed"],
             "handed": apps["handed"],

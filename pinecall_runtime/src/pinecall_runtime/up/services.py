@@ -9,7 +9,7 @@
    started with step 3 and ready after it (a worker takes longest to start: its imports, the
    forkserver's preload, LiveKit's registration) (:func:`platform`);
 5. per environment two processes of the booking example's app holding the callers' agent, and a
-   console holding it (``lab app``, each with its journal; :func:`apps`), once call-log holds the
+   console holding it (``lab app``, each with its ledger; :func:`apps`), once call-log holds the
    agent's definition;
 6. the callers (``lab callers``), started by :mod:`pinecall_runtime.up.command` once every fleet
    is heard and every app holds its agent.
@@ -214,12 +214,12 @@ def platform(
     return store, control, workers
 
 
-def apps(run: Run, at: Urls, journals: Path, *, agent: str, org: str) -> list[Supervised]:
+def apps(run: Run, at: Urls, ledgers: Path, *, agent: str, org: str) -> list[Supervised]:
     """Step 5: per environment :data:`APPS_PER_ENVIRONMENT` processes of the booking example's
     app (``booking-<environment>-<n>``) and a console (``console-<environment>``), each ``lab
-    app`` with the environment's app key, its journal ``journals/<instance>.jsonl``, its log
+    app`` with the environment's app key, its ledger ``ledgers/<instance>.jsonl``, its log
     ``<instance>.log``. No probe: :func:`pinecall_runtime.up.apps.wait_held` reads the
-    journals. Each runs as ``python -m pinecall_loadlab.apps`` (``lab app`` without the CLI's
+    ledgers. Each runs as ``python -m pinecall_loadlab.apps`` (``lab app`` without the CLI's
     other commands: started again after a kill, it imports only the SDK, in a fraction of the
     CLI's time)."""
     made = []
@@ -241,7 +241,7 @@ def apps(run: Run, at: Urls, journals: Path, *, agent: str, org: str) -> list[Su
                 Supervised(
                     name=name,
                     module="pinecall_loadlab.apps",
-                    args=[*target, "--journal", str(journals / f"{name}.jsonl")],
+                    args=[*target, "--ledger", str(ledgers / f"{name}.jsonl")],
                     env=run.env() | env,
                     log=run.logs / f"{name}.log",
                     tier=TIER["apps"],

@@ -10,7 +10,7 @@ Four sources, each the one that knows:
   (``fleet.list`` over NATS: seats free), read through their clients with the operator key at
   each refresh of the table;
 - the tools: each tool call asked and each result written, as call-log says them on NATS (once
-  per id: ``calls.tool.asked``, ``calls.tool.result``), and the app processes' journals
+  per id: ``calls.tool.asked``, ``calls.tool.result``), and the app processes' ledgers
   (:mod:`pinecall_runtime.up.apps`: tool calls run twice, calls handed, the kills).
 
 A caller is *silent* when it heard no agent's voice within :data:`SILENT_S` of its arrival
@@ -35,7 +35,7 @@ from pinecall_contracts.fleet import RosterSnapshot
 from pinecall_contracts.ids import is_overflow
 from pinecall_contracts.lab import CallerReport
 from pinecall_runtime.loaddrive import quantile
-from pinecall_runtime.up.apps import Journals, Kill, tally
+from pinecall_runtime.up.apps import Kill, Ledgers, tally
 from pinecall_runtime.up.stage import ENVIRONMENTS
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.changes import Changes
@@ -76,11 +76,11 @@ class Watch:
         callers_file: Path,
         roster: RosterClient,
         dispatcher: DispatcherClient,
-        journals: Journals,
+        ledgers: Ledgers,
         consoles: set[str],
     ):
         self.callers_file = callers_file
-        self.journals = journals
+        self.ledgers = ledgers
         self.consoles = consoles
         """The consoles' instances (handed no call)."""
         self.kills: list[Kill] = []
@@ -218,9 +218,9 @@ class Watch:
 
     def tools_line(self) -> str:
         """The tools and the apps in one line: tool calls asked, answered by the app, timed
-        out, run twice (by the apps' journals); kills and calls handed between app processes."""
-        self.journals.read()
-        said = tally(self.journals.events, self.kills, self.consoles)
+        out, run twice (by the apps' ledgers); kills and calls handed between app processes."""
+        self.ledgers.read()
+        said = tally(self.ledgers.events, self.kills, self.consoles)
         timed_out = sum(self.tools[k] == "timeout" for k in self.answered)
         return (
             f"tools: {len(self.tools)} asked, {len(self.answered) - timed_out} answered by the "

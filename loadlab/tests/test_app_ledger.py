@@ -1,4 +1,4 @@
-"""``lab app``: the booking example run as ``pinecall start`` runs it, its journal saying each
+"""``lab app``: the booking example run as ``pinecall start`` runs it, its ledger saying each
 call attached and detached and each tool handler entered; the console beside it holds the agent
 and is handed nothing (issue 16, "In the main job"). Against a real call-log replica."""
 
@@ -23,11 +23,11 @@ from pinecall_testkit.call_log import make_keys
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "booking"
 
 
-def journal(path: Path) -> list[AppEvent]:
+def ledger(path: Path) -> list[AppEvent]:
     return [msgspec.json.decode(line, type=AppEvent) for line in path.read_bytes().splitlines()]
 
 
-async def test_the_journal_says_what_the_app_did_and_the_console_is_handed_nothing(
+async def test_the_ledger_says_what_the_app_did_and_the_console_is_handed_nothing(
     database_url: str, nats_url: str, nats_namespace: str, tmp_path: Path
 ) -> None:
     keys = await make_keys(database_url)
@@ -44,12 +44,12 @@ async def test_the_journal_says_what_the_app_did_and_the_console_is_handed_nothi
         processes = [
             await asyncio.create_subprocess_exec(
                 *lab_app, "app:app", "--app-dir", str(EXAMPLE),
-                "--journal", str(tmp_path / "booking-1.jsonl"), env=env,
+                "--ledger", str(tmp_path / "booking-1.jsonl"), env=env,
                 stderr=asyncio.subprocess.DEVNULL,
             ),
             await asyncio.create_subprocess_exec(
                 *lab_app, "pinecall_loadlab.apps.console:app",
-                "--journal", str(tmp_path / "console.jsonl"), env=env,
+                "--ledger", str(tmp_path / "console.jsonl"), env=env,
                 stderr=asyncio.subprocess.DEVNULL,
             ),
         ]  # fmt: skip
@@ -73,7 +73,7 @@ async def test_the_journal_says_what_the_app_did_and_the_console_is_handed_nothi
                     process.kill()
                     await process.wait()
     assert codes == [0, 0]
-    booking = journal(tmp_path / "booking-1.jsonl")
+    booking = ledger(tmp_path / "booking-1.jsonl")
     assert [(e.what, e.call, e.why, e.tool, e.id) for e in booking] == [
         ("held", None, None, None, None),
         ("attached", "call_1", "new", None, None),
@@ -81,19 +81,19 @@ async def test_the_journal_says_what_the_app_did_and_the_console_is_handed_nothi
         ("detached", "call_1", "drained", None, None),
     ]
     assert {e.instance for e in booking} == {"booking-1"}
-    assert [e.what for e in journal(tmp_path / "console.jsonl")] == ["held"]
+    assert [e.what for e in ledger(tmp_path / "console.jsonl")] == ["held"]
 
 
-def test_a_journal_in_a_folder_that_does_not_exist_is_refused(tmp_path: Path) -> None:
+def test_a_ledger_in_a_folder_that_does_not_exist_is_refused(tmp_path: Path) -> None:
     where = tmp_path / "nowhere" / "app.jsonl"
-    result = CliRunner().invoke(lab, ["app", "app:app", "--journal", str(where)])
+    result = CliRunner().invoke(lab, ["app", "app:app", "--ledger", str(where)])
     assert result.exit_code == 2
     assert f"{where.parent} is not a folder" in result.output
 
 
 def test_an_app_that_cannot_be_imported_is_a_usage_error(tmp_path: Path) -> None:
     result = CliRunner().invoke(
-        lab, ["app", "no_such_module:app", "--journal", str(tmp_path / "app.jsonl")]
+        lab, ["app", "no_such_module:app", "--ledger", str(tmp_path / "app.jsonl")]
     )
     assert result.exit_code == 2
     assert "cannot import no_such_module" in result.output

@@ -1,4 +1,4 @@
-"""An app process's own journal: one :class:`~pinecall_contracts.lab.AppEvent` JSON line per
+"""An app process's own ledger: one :class:`~pinecall_contracts.lab.AppEvent` JSON line per
 thing it did, appended by the process as it does it (issue 16, "In the main job": tool calls run
 twice are counted by the app's own count, not the log's).
 
@@ -6,7 +6,7 @@ twice are counted by the app's own count, not the log's).
 (before the handler runs: a process killed in a handler has its run counted), and adds hooks that
 write each call ``attached`` (new, handed, parked) and ``detached``. :func:`held` writes ``held``
 each time the socket is open with every agent registered. The handlers and hooks are the app's
-own, unchanged; only the wrappers are added. A journal is appended to, so a process started
+own, unchanged; only the wrappers are added. A ledger is appended to, so a process started
 again goes on in the same file.
 """
 
@@ -28,7 +28,7 @@ from pinecall_contracts.base import encode
 from pinecall_contracts.lab import AppEvent, AppEventKind
 
 
-class Journal:
+class Ledger:
     """Appends :class:`AppEvent` lines of one process (``instance``) to ``path``: each line one
     ``write`` of an ``O_APPEND`` descriptor, so lines of handlers in threads never interleave."""
 
@@ -47,7 +47,7 @@ class Journal:
     def close(self) -> None:
         os.close(self._fd)
 
-    def __enter__(self) -> Journal:
+    def __enter__(self) -> Ledger:
         return self
 
     def __exit__(
@@ -56,59 +56,59 @@ class Journal:
         self.close()
 
 
-def _counted(handler: ToolHandler, journal: Journal, agent: str, tool: str) -> ToolHandler:
+def _counted(handler: ToolHandler, ledger: Ledger, agent: str, tool: str) -> ToolHandler:
     """``handler`` writing a ``tool`` line as it is entered; a coroutine function stays one (the
     SDK runs it in its loop), a plain one stays plain (the SDK runs it in a thread)."""
     if inspect.iscoroutinefunction(handler):
 
         @functools.wraps(handler)
         async def entered_async(arguments: dict[str, Any], context: pinecall.ToolContext) -> Any:
-            journal.write("tool", agent=agent, call=context.call.id, tool=tool, id=context.id)
+            ledger.write("tool", agent=agent, call=context.call.id, tool=tool, id=context.id)
             return await handler(arguments, context)
 
         return entered_async
 
     @functools.wraps(handler)
     def entered(arguments: dict[str, Any], context: pinecall.ToolContext) -> Any:
-        journal.write("tool", agent=agent, call=context.call.id, tool=tool, id=context.id)
+        ledger.write("tool", agent=agent, call=context.call.id, tool=tool, id=context.id)
         return handler(arguments, context)
 
     return entered
 
 
-def watch(app: pinecall.App, journal: Journal) -> None:
-    """Journal what ``app`` does: its tool handlers wrapped, a hook for each call attached and
+def watch(app: pinecall.App, ledger: Ledger) -> None:
+    """Ledger what ``app`` does: its tool handlers wrapped, a hook for each call attached and
     detached on every agent. Call before the app runs."""
     for name, agent in app.agents.items():
         for tool, handler in list(agent.tools.items()):
-            agent.tools[tool] = _counted(handler, journal, name, tool)
+            agent.tools[tool] = _counted(handler, ledger, name, tool)
 
         # coroutines, so they run in the app's loop in the order the frames came (a plain hook
         # would run in a thread, and its line could follow the tool line of the same call)
         @agent.on_call("attached")
         async def attached(call: pinecall.Call, agent: str = name) -> None:
-            journal.write("attached", agent=agent, call=call.id, why=call.why)
+            ledger.write("attached", agent=agent, call=call.id, why=call.why)
 
         @agent.on_call("detached")
         async def detached(call: pinecall.Call, agent: str = name) -> None:
-            journal.write("detached", agent=agent, call=call.id, why=call.detached)
+            ledger.write("detached", agent=agent, call=call.id, why=call.detached)
 
 
-async def held(app: pinecall.App, journal: Journal) -> None:
+async def held(app: pinecall.App, ledger: Ledger) -> None:
     """Write ``held`` each time ``app``'s socket is open with every agent registered (after
     each connect), until cancelled."""
     while True:
         await app.wait_for(lambda: app.connected)
-        journal.write("held")
+        ledger.write("held")
         await app.wait_for(lambda: not app.connected)
 
 
-async def serving(app: pinecall.App, journal: Journal, drain_timeout_s: float | None) -> int:
+async def serving(app: pinecall.App, ledger: Ledger, drain_timeout_s: float | None) -> int:
     """``pinecall start``'s run of ``app`` (:func:`pinecall.cli.serve`: SIGTERM drains), with
     :func:`held` beside it; its exit code."""
     from pinecall.cli import serve
 
-    saying = asyncio.create_task(held(app, journal), name="journal-held")
+    saying = asyncio.create_task(held(app, ledger), name="ledger-held")
     try:
         return await serve(app, drain_timeout_s)
     finally:
