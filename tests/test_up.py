@@ -16,15 +16,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner
 
+from pinecall_contracts.base import encode
 from pinecall_contracts.calls import CallLog, CallRecord, LoggedEntry
 from pinecall_contracts.lab import AppEvent, CallerReport
 from pinecall_runtime.up import up
-from pinecall_runtime.up.apps import Kill, holders, tally
+from pinecall_runtime.up.apps import Kill, Ledgers, holders, tally, wait_held
 from pinecall_runtime.up.command import holding, where_it_runs
 from pinecall_runtime.up.report import stopped_unopened, summary, verify
+from pinecall_runtime.up.supervise import Supervised
 from pinecall_runtime.up.watch import is_silent
 from pinecall_servicekit.dburl import with_database
 from pinecall_servicekit.platform import Endpoints
@@ -170,6 +173,18 @@ def test_the_ledgers_say_runs_twice_hand_overs_and_the_loss_to_attached_seconds(
     handed_to_console = tally([*events, event("console", "attached", 12, why="new")], kills,
                               consoles={"console"})  # fmt: skip
     assert handed_to_console["console_attached"] == ["console: c1"]
+
+
+async def test_an_app_that_never_holds_its_agent_is_named_with_its_log(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_bytes(encode(event("a", "held", 0, call=None)) + b"\n")
+    processes = [
+        Supervised(name=name, args=[], env={}, log=tmp_path / f"{name}.log") for name in "ab"
+    ]
+    with pytest.raises(click.ClickException) as refused:
+        await wait_held(Ledgers(tmp_path), processes, within_s=0.3)
+    assert refused.value.message == (
+        f"b did not hold the agent within 0.3 s: see {tmp_path / 'b.log'}"
+    )
 
 
 def record(written: int) -> CallRecord:

@@ -133,16 +133,24 @@ class NotHeld(Exception):
     """An app process has not held its agent yet."""
 
 
-async def wait_held(ledgers: Ledgers, instances: list[str], within_s: float = 60) -> None:
-    """Return once each of ``instances`` wrote ``held`` (its socket open, its agent
-    registered); ``NotHeld`` naming those that did not within ``within_s``."""
-    async for attempt in stamina.retry_context(
-        on=NotHeld, attempts=None, timeout=within_s, wait_initial=0.1, wait_max=0.5
-    ):
-        with attempt:
-            ledgers.read()
-            if missing := [i for i in instances if not ledgers.held(i)]:
-                raise NotHeld(missing)
+async def wait_held(ledgers: Ledgers, processes: list[Supervised], within_s: float = 60) -> None:
+    """Return once each of ``processes`` wrote ``held`` in its ledger (its socket open, its
+    agent registered); ``click.ClickException`` naming those that did not within ``within_s``
+    and their logs."""
+    try:
+        async for attempt in stamina.retry_context(
+            on=NotHeld, attempts=None, timeout=within_s, wait_initial=0.1, wait_max=0.5
+        ):
+            with attempt:
+                ledgers.read()
+                if missing := [p.name for p in processes if not ledgers.held(p.name)]:
+                    raise NotHeld(missing)
+    except NotHeld as exc:
+        logs = [str(p.log) for p in processes if p.name in exc.args[0]]
+        raise click.ClickException(
+            f"{', '.join(exc.args[0])} did not hold the agent within {within_s:g} s: see "
+            f"{', '.join(logs)}"
+        ) from None
 
 
 async def killing(

@@ -167,7 +167,7 @@ async def _watch(
             click.echo("up: waiting for each fleet's worker to be heard and each app to hold "
                        f"{AGENT}")  # fmt: skip
             await _every_fleet_heard(watch)
-            await wait_held(watch.ledgers, [p.name for p in app_processes])
+            await wait_held(watch.ledgers, app_processes)
             greeted = bool(read_definition(EXAMPLE / "booking.yaml").greeting)
             callers = services.callers(
                 run, at, state_dir, options["rate"], calls, agent=AGENT, org=ORG, greeted=greeted

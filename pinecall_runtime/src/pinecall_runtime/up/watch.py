@@ -86,9 +86,10 @@ class Watch:
         self.kills: list[Kill] = []
         """``--app-restarts``' kills so far."""
         self.tools: dict[tuple[str, str], str | None] = {}
-        """(call, tool call id) of every tool call asked → its result's error once one is
-        written ("timeout" past its deadline), else absent from :attr:`answered`."""
+        """(call, tool call id) of every tool call asked → its result's error (None: none, or
+        no result yet; "timeout" past its deadline)."""
         self.answered: set[tuple[str, str]] = set()
+        """(call, tool call id) of every tool call with a result written."""
         self.reports: dict[int, CallerReport] = {}
         self.events: dict[tuple[str, str], dict[str, CallEvent]] = defaultdict(dict)
         """(environment, room) → the call log's events of its call, by ``what``."""
