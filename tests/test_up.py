@@ -1,7 +1,10 @@
 """The README's main command, as a user runs it: the whole platform up, callers who speak, the
 live table, a report whose every log was read back, everything stopped (issue 8, acceptance 1
-and 2). Each run is ``pinecall-runtime up`` in a process of its own, on the running Postgres and
-NATS (it makes a database and a namespace of its own), with a state folder of the test's own."""
+and 2); the booking example's agent held by two app processes and a console per environment,
+its tools asked by the model and answered by the apps, and, with app processes SIGKILLed, calls
+handed between them (issue 16, "In the main job" and acceptance 5: ``lab run handover``). Each run
+is ``pinecall-runtime up`` in a process of its own, on the running Postgres and NATS (it makes a
+database and a namespace of its own), with a state folder of the test's own."""
 
 from __future__ import annotations
 
@@ -13,14 +16,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import click
 import pytest
 from click.testing import CliRunner
 
+from pinecall_contracts.base import encode
 from pinecall_contracts.calls import CallLog, CallRecord, LoggedEntry
-from pinecall_contracts.lab import CallerReport
+from pinecall_contracts.lab import AppEvent, CallerReport
 from pinecall_runtime.up import up
+from pinecall_runtime.up.apps import Kill, Ledgers, holders, tally, wait_held
 from pinecall_runtime.up.command import holding, where_it_runs
 from pinecall_runtime.up.report import stopped_unopened, summary, verify
+from pinecall_runtime.up.supervise import Supervised
 from pinecall_runtime.up.watch import is_silent
 from pinecall_servicekit.dburl import with_database
 from pinecall_servicekit.platform import Endpoints
@@ -31,12 +38,7 @@ T0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 def run_up(tmp_path: Path, platform: Endpoints, *args: str) -> tuple[dict[str, Any], str]:
     """``up ARGS --exit-when-done --report``: its report and its standard output, once it
     exited 0 (the assertion shows the end of its output and where its logs are otherwise)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")}
-    env |= {
-        "PINECALL_STATE_DIR": str(tmp_path / "state"),
-        "PINECALL_DATABASE_URL": platform.database_url,
-        "PINECALL_NATS_URL": platform.nats_url,
-    }
+    env = platform_env(platform) | {"PINECALL_STATE_DIR": str(tmp_path / "state")}
     report = tmp_path / "report.json"
     done = subprocess.run(
         [sys.executable, "-m", "pinecall_runtime", "up", *args, "--exit-when-done",
@@ -49,12 +51,22 @@ def run_up(tmp_path: Path, platform: Endpoints, *args: str) -> tuple[dict[str, A
     return json.loads(report.read_text()), done.stdout
 
 
+def platform_env(platform: Endpoints) -> dict[str, str]:
+    """This environment without its ``PINECALL_*``, on the test's Postgres and NATS."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")}
+    return env | {
+        "PINECALL_DATABASE_URL": platform.database_url,
+        "PINECALL_NATS_URL": platform.nats_url,
+    }
+
+
 def stopped_cleanly(result: dict[str, Any], tmp_path: Path) -> None:
-    """Every process exited 0 on SIGTERM, none had to be started again, and nothing tells a
-    CLI where the platform was; each process's log is where the output said."""
+    """Every process exited 0 on SIGTERM (the apps drained), none had to be started again, and
+    nothing tells a CLI where the platform was; each process's log is where the output said."""
     assert set(result["exit_codes"].values()) == {0}, result["exit_codes"]
     assert set(result["restarts"].values()) == {0}, result["restarts"]
-    for name in ("worker-production", "overflow-sandbox", "dispatcher", "livekit-sandbox"):
+    for name in ("worker-production", "overflow-sandbox", "dispatcher", "livekit-sandbox",
+                 "booking-production-1", "console-sandbox"):  # fmt: skip
         assert name in result["exit_codes"]
         assert (tmp_path / "state" / "logs" / f"{name}.log").stat().st_size > 0
     assert not (tmp_path / "state" / "up.json").exists()
@@ -115,10 +127,63 @@ def test_the_summary_says_callers_an_agent_answered_and_never_heard_and_the_fail
         "entries": {"written": 9, "logs": 4, "logs_verified": 4},
         "first_audio_s": {"heard_by_the_caller": {"p50": 0.8, "p95": 0.9}},
         "offers_per_call": {"mean": 1.0},
+        "tools": {"asked": 4, "answered_by_the_app": 3, "timed_out": 1, "run_twice": 0},
+        "apps": {"kills": 2, "handed": 3, "loss_to_attached_s": {"p50": 0.1, "p99": None}},
     }  # fmt: skip
-    assert summary(result).splitlines()[0] == (
+    said = summary(result).splitlines()
+    assert said[0] == (
         "up: 5 calls: 3 answered by an agent (1 never heard it), 1 by the overflow, "
         "0 refused at the endpoint, 1 silent, 1 failed"
+    )
+    assert said[2] == (
+        "up: tools: 4 asked, 3 answered by the app, 1 timed out, 0 run twice; apps: 2 killed, "
+        "3 calls handed, loss to attached p50 0.10 s, p99 -"
+    )
+
+
+def event(instance: str, what: str, s: float, call: str = "c1", **fields: str) -> AppEvent:
+    return AppEvent(
+        instance=instance, what=what, at=T0 + dt.timedelta(seconds=s), call=call, **fields
+    )  # type: ignore[arg-type]
+
+
+def test_the_ledgers_say_runs_twice_hand_overs_and_the_loss_to_attached_seconds() -> None:
+    """a holds c1 and c2; a is killed at 10 s; c1 is attached to b 0.2 s later and its tool
+    call t1, entered by a before the kill, is entered again by b (run twice); c2 ended before
+    the kill (a detached it), so the kill took only c1; the console was handed nothing."""
+    events = [
+        event("a", "attached", 1, why="new"),
+        event("a", "attached", 2, call="c2", why="new"),
+        event("a", "tool", 3, tool="book_table", id="t1"),
+        event("a", "detached", 4, call="c2", why="ended"),
+        event("b", "attached", 10.2, why="handed"),
+        event("b", "tool", 10.3, tool="book_table", id="t1"),
+        event("b", "tool", 11, tool="book_table", id="t2"),
+    ]
+    kills = [Kill(instance="a", at=T0 + dt.timedelta(seconds=10), held=1)]
+    assert holders(events, [], until=T0 + dt.timedelta(seconds=5)) == {"c1": "a"}
+    assert holders(events, kills) == {"c1": "b"}
+    said = tally(events, kills, consoles={"console"})
+    assert (said["runs"], said["run_twice"]) == (3, 1)
+    assert said["run_twice_ids"] == [{"call": "c1", "id": "t1", "runs": 2}]
+    assert said["attached"] == {"new": 2, "handed": 1, "parked": 0}
+    assert (said["handed"], said["held_at_a_kill"], said["attached_after_a_kill"]) == (1, 1, 1)
+    assert said["loss_to_attached_s"] == {"p50": 0.2, "p99": 0.2}
+    assert said["console_attached"] == []
+    handed_to_console = tally([*events, event("console", "attached", 12, why="new")], kills,
+                              consoles={"console"})  # fmt: skip
+    assert handed_to_console["console_attached"] == ["console: c1"]
+
+
+async def test_an_app_that_never_holds_its_agent_is_named_with_its_log(tmp_path: Path) -> None:
+    (tmp_path / "a.jsonl").write_bytes(encode(event("a", "held", 0, call=None)) + b"\n")
+    processes = [
+        Supervised(name=name, args=[], env={}, log=tmp_path / f"{name}.log") for name in "ab"
+    ]
+    with pytest.raises(click.ClickException) as refused:
+        await wait_held(Ledgers(tmp_path), processes, within_s=0.3)
+    assert refused.value.message == (
+        f"b did not hold the agent within 0.3 s: see {tmp_path / 'b.log'}"
     )
 
 
@@ -207,10 +272,29 @@ def test_every_call_is_answered_by_an_agent_and_every_log_verifies(
     assert sum(result["offers_per_call"]["counts"].values()) == 4
     assert result["problems"] == []
     assert {c["outcome"] for c in result["callers"]} == {"caller_hangup"}
+    # the model asked the booking agent's tools (every second turn, the first included) and
+    # the apps answered each, each handler run once by the apps' own count; nothing was handed
+    # (no app process went) and the consoles were handed nothing
+    tools = result["tools"]
+    assert tools["asked"] >= 1
+    assert tools["answered_by_the_app"] == tools["asked"] == tools["runs"]
+    assert (tools["timed_out"], tools["unanswered"], tools["run_twice"]) == (0, 0, 0)
+    apps = result["apps"]
+    assert apps["processes"] == [
+        "booking-production-1", "booking-production-2", "booking-sandbox-1", "booking-sandbox-2",
+        "console-production", "console-sandbox",
+    ]  # fmt: skip
+    assert apps["attached"] == {"new": 4, "handed": 0, "parked": 0}
+    assert (apps["kills"], apps["handed"], apps["console_attached"]) == (0, 0, 0)
+    assert sum(c["tools"] for c in result["callers"]) == tools["asked"]
+    assert f"tools: {tools['asked']} asked, {tools['asked']} answered by the app" in out
     # the callers' agent was defined in each environment before they rang (none is refused
     # unknown_agent), the live table printed, a row per environment, and the run said ready
     for environment in ("production", "sandbox"):
-        assert f"support-bot of org_up in {environment}, version 1" in out
+        assert (
+            f"booking of org_up in {environment}, version 1, tools check_availability, "
+            "book_table" in out
+        )
     assert "up: ready" in out
     assert "calls 4/4 placed" in out
     assert "\nproduction " in out
@@ -247,6 +331,43 @@ def test_callers_beyond_the_seats_hear_the_overflow_and_are_called_back(
     assert result["entries"]["logs"] == result["entries"]["logs_verified"] == 4
     assert result["problems"] == []
     stopped_cleanly(result, tmp_path)
+
+
+def test_lab_run_handover_hands_the_calls_of_killed_app_processes_and_runs_no_tool_twice(
+    platform_endpoints: Endpoints,
+) -> None:
+    """Acceptance 5 (and up --app-restarts): six calls, every turn asking a tool, an app process
+    SIGKILLed every 2 s and started again. The calls the killed processes held are attached to
+    the other process; every tool call gets one result; no handler ran twice by the apps' own
+    count; no caller is silent."""
+    done = subprocess.run(
+        [sys.executable, "-m", "pinecall_runtime", "lab", "run", "handover", "--json",
+         "--calls", "6", "--rate", "2", "--app-restarts", "2"],
+        env=platform_env(platform_endpoints), capture_output=True, text=True, timeout=480,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    found = json.loads(done.stdout)
+    assert (found["calls"], found["answered_by_agent"], found["silent"]) == (6, 6, 0)
+    assert found["tools_asked"] >= 1
+    assert found["tools_answered_by_the_app"] + found["tools_timed_out"] == found["tools_asked"]
+    assert found["tools_run_twice"] == 0
+    assert found["kills"] >= 1
+    assert found["handed"] >= 1  # a kill of the process holding the most calls hands them on
+    assert found["loss_to_attached_s"]["p50"] is not None
+    assert (found["problems"], found["up_exit"], found["state_dir"]) == ([], 0, None)
+
+
+def test_app_restarts_must_be_a_second_or_more() -> None:
+    result = CliRunner().invoke(up, ["--calls", "1", "--app-restarts", "0.5"])
+    assert result.exit_code == 2
+    assert "--app-restarts" in result.output
+
+
+def test_a_tool_share_past_1_is_refused() -> None:
+    result = CliRunner().invoke(up, ["--calls", "1", "--tool-share", "1.5"])
+    assert result.exit_code == 2
+    assert "--tool-share" in result.output
 
 
 def test_an_unknown_setting_is_refused_with_exit_78_before_anything_starts(tmp_path: Path) -> None:

@@ -27,6 +27,7 @@ from pinecall_loadlab.callers import (
     silence,
 )
 from pinecall_loadlab.callers.speech import wav_path
+from pinecall_loadlab.callers.traffic import TrafficPlan, script
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit.callers import caller_token
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
@@ -71,6 +72,14 @@ def test_a_script_is_json() -> None:
     raw = msgspec.json.encode(script)
     assert raw.startswith(b'[{"type":"say","line":"greeting"}')
     assert msgspec.json.decode(raw, type=list[Step]) == script
+
+
+def test_a_caller_of_an_agent_that_greets_hears_the_greeting_out_before_its_first_line() -> None:
+    plan = TrafficPlan(environments=[], dispatcher_url="", call_log_url="", listen_s=1.0)
+    turn: list[Step] = [Say(line="greeting"), WaitForAgent(timeout_s=30.0), Pause(seconds=1.0)]
+    assert script(1, plan) == [*turn, HangUp()]
+    greeted = msgspec.structs.replace(plan, greeted=True)
+    assert script(1, greeted) == [WaitForAgent(timeout_s=30.0, until_quiet_s=0.5), *turn, HangUp()]
 
 
 async def join(standin: StandIn, identity: str) -> LabRoom:

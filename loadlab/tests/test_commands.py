@@ -43,6 +43,16 @@ def test_flags_that_cannot_be_are_refused_before_it_starts(
     assert says in result.output
 
 
+@pytest.mark.parametrize(
+    ("flag", "value"),
+    [("--calls", "0"), ("--rate", "0"), ("--tool-share", "1.5"), ("--app-restarts", "0.5")],
+)
+def test_a_handover_that_cannot_be_is_refused_before_it_starts(flag: str, value: str) -> None:
+    result = CliRunner().invoke(lab, ["run", "handover", flag, value])
+    assert result.exit_code == 2
+    assert flag in result.output
+
+
 async def test_lab_livekit_serves_until_sigterm() -> None:
     key, secret = "cli-key", "cli-secret-of-at-least-32-characters"
     proc = await asyncio.create_subprocess_exec(

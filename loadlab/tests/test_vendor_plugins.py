@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import aiohttp
 from livekit import rtc
 from livekit.agents import llm, stt
-from livekit.agents.llm import function_tool
+from livekit.agents.llm import FunctionCall, FunctionCallOutput, function_tool
 from livekit.plugins import deepgram
 
 from pinecall_labroom import FRAME_SAMPLES, SAMPLE_RATE
@@ -97,6 +98,89 @@ async def test_anthropic_plugin_calls_a_scripted_tool(
     calls = [t for c in chunks if c.delta and c.delta.tool_calls for t in c.delta.tool_calls]
     assert [(t.name, t.arguments) for t in calls] == [("lookup_order", '{"order_id": "A17"}')]
     assert vendor_fakes.anthropic.requests[0]["tools"][0]["name"] == "lookup_order"
+
+
+BOOK = {
+    "name": "book_table",
+    "description": "Book a table.",
+    "parameters": {
+        "type": "object",
+        "properties": {
+            "time": {"type": "string", "examples": ["19:00"]},
+            "party": {"type": "integer", "minimum": 1},
+            "note": {"type": "string"},
+        },
+        "required": ["time", "party"],
+    },
+}
+
+
+@function_tool(raw_schema=BOOK)
+async def book_table(raw_arguments: dict[str, object]) -> str:
+    return "booked"
+
+
+@function_tool
+async def hang_up() -> str:
+    """End the call (takes no arguments: the fake never asks it on its own)."""
+    return "bye"
+
+
+async def _turn(
+    plugins: LabPlugins, ctx: llm.ChatContext
+) -> tuple[str, list[llm.FunctionToolCall]]:
+    async with (
+        asyncio.timeout(20),
+        plugins.llm.chat(chat_ctx=ctx, tools=[book_table, hang_up]) as s,
+    ):
+        chunks = [chunk async for chunk in s]
+    text = "".join(c.delta.content for c in chunks if c.delta and c.delta.content)
+    return text, [t for c in chunks if c.delta and c.delta.tool_calls for t in c.delta.tool_calls]
+
+
+async def test_anthropic_plugin_is_asked_a_tool_on_a_share_of_turns_and_says_its_answer(
+    vendor_fakes: VendorFakes, lab_plugins: LabPlugins
+) -> None:
+    """Unscripted, with a share of 0.5: the first turn asks the tool that takes arguments (its
+    arguments from the schema: the example, the minimum; the optional one left out), the request
+    with its result is answered by saying it, the next turn is an answer, the third asks again."""
+    vendor_fakes.anthropic.state.configure(tool_share=0.5)
+    ctx = llm.ChatContext()
+    ctx.add_message(role="user", content=LINES["question"])
+    text, [asked] = await _turn(lab_plugins, ctx)
+    assert (text, asked.name, json.loads(asked.arguments)) == (
+        "",
+        "book_table",
+        {"time": "19:00", "party": 1},
+    )
+    ctx.insert(FunctionCall(call_id=asked.call_id, name=asked.name, arguments=asked.arguments))
+    ctx.insert(
+        FunctionCallOutput(call_id=asked.call_id, name=asked.name, output='{"ref": "BK-1"}',
+                           is_error=False)
+    )  # fmt: skip
+    said, again = await _turn(lab_plugins, ctx)
+    assert (said, again) == ('Here it is: {"ref": "BK-1"}', [])
+    ctx.add_message(role="assistant", content=said)
+    ctx.add_message(role="user", content=LINES["yes"])
+    assert await _turn(lab_plugins, ctx) == (DEFAULT_REPLY, [])
+    ctx.add_message(role="assistant", content=DEFAULT_REPLY)
+    ctx.add_message(role="user", content=LINES["goodbye"])
+    _, [third] = await _turn(lab_plugins, ctx)
+    assert third.name == "book_table"
+    assert vendor_fakes.anthropic.turns.asked == ["book_table", "book_table"]
+
+
+async def test_a_tool_that_failed_is_said_as_a_failure(
+    vendor_fakes: VendorFakes, lab_plugins: LabPlugins
+) -> None:
+    ctx = llm.ChatContext()
+    ctx.add_message(role="user", content=LINES["question"])
+    ctx.insert(FunctionCall(call_id="toolu_1", name="book_table", arguments="{}"))
+    ctx.insert(
+        FunctionCallOutput(call_id="toolu_1", name="book_table", output="No table at 19:00.",
+                           is_error=True)
+    )  # fmt: skip
+    assert await _turn(lab_plugins, ctx) == ("Sorry, that did not work: No table at 19:00.", [])
 
 
 async def test_cartesia_plugin_streams_audio_as_long_as_the_text(

@@ -124,3 +124,11 @@ def test_a_negative_latency_flag_is_a_usage_error() -> None:
     result = CliRunner().invoke(lab, ["vendors", "--llm-ttft", "-1"])
     assert result.exit_code == 2
     assert "--llm-ttft" in result.output
+
+
+def test_the_tool_share_flag_sets_the_models_share_and_is_refused_past_1() -> None:
+    served = vendors_config(None, "127.0.0.1", 0, {("anthropic", "tool_share"): 0.25}, [])
+    assert served.anthropic.tool_share == 0.25
+    result = CliRunner().invoke(lab, ["vendors", "--tool-share", "1.5"])
+    assert result.exit_code == 2
+    assert "--tool-share" in result.output

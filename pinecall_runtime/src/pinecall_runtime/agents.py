@@ -101,7 +101,7 @@ def _unknown(raw: Any) -> list[str]:
     return said
 
 
-def _read(path: Path) -> AgentDefinition:
+def read_definition(path: Path) -> AgentDefinition:
     """The definition in ``path`` (JSON for ``.json``, YAML otherwise); ``CommandError`` for a
     file that is none, or names a field no definition has."""
     try:
@@ -172,7 +172,7 @@ async def agents_put(
 ) -> None:
     """Store the agent FILE defines (YAML or JSON) as its next version; the same definition
     again stores nothing and says the version that stands."""
-    definition = _read(file)
+    definition = read_definition(file)
     scope = _scope(org, environment, key)
     try:
         async with _client(scope) as log:

@@ -1,4 +1,5 @@
-"""What the load lab's simulated callers say of each call they place (``lab callers --out``).
+"""What the load lab's simulated callers say of each call they place (``lab callers --out``),
+and what an app process under watch says it did (``lab app --ledger``).
 
 One JSON line per change of a caller's state, each the caller's whole state so far, so a reader
 keeps the last line of each caller. ``up`` reads them for its live table and its report; the
@@ -7,6 +8,11 @@ caller knows only what a phone or a page knows: its room, who picked up (the age
 
 Source: issue 8 ("The whole platform on one machine"): a caller is *silent* when it heard no
 agent's voice within 12 s of its arrival; the reader decides that from ``first_heard_s``.
+
+An app process's ledger is one :class:`AppEvent` line per thing it did, appended by the process
+itself: each call attached to it or detached from it, each tool handler it entered. ``up`` counts
+tool calls run more than once (by every process, per id) and calls handed between processes from
+them (issue 16, "In the main job": the app's own count).
 """
 
 from __future__ import annotations
@@ -15,6 +21,7 @@ import datetime as dt
 from typing import Literal
 
 from pinecall_contracts.base import Contract
+from pinecall_contracts.calls import CallIdField
 
 CallerKind = Literal["sip", "web"]
 """A phone through LiveKit SIP, or a web visitor with a token from ``POST /v1/tokens``."""
@@ -59,3 +66,27 @@ class CallerReport(Contract, frozen=True, kw_only=True, tag="lab.caller.v1"):
     callback: bool = False
     """A refused visitor's page asked a call back (``POST /v1/callbacks``) and it was taken."""
     error: str | None = None
+
+
+AppEventKind = Literal["held", "attached", "detached", "tool"]
+"""``held``: the process's socket is open and every agent registered (after each connect);
+``attached``: a call was handed to it (``why``: new, handed, parked); ``detached``: it no longer
+serves a call (``why``: ended, drained, lost); ``tool``: it entered a tool's handler for the tool
+call ``id``."""
+
+
+class AppEvent(Contract, frozen=True, kw_only=True, tag="lab.app.v1"):
+    """One thing an app process did, as it says it (a line of its ledger)."""
+
+    instance: str
+    """The process's instance id (its socket's)."""
+    what: AppEventKind
+    at: dt.datetime
+    """When, UTC, by the process's clock."""
+    agent: str | None = None
+    call: CallIdField | None = None
+    why: str | None = None
+    """``attached``: new, handed or parked; ``detached``: ended, drained or lost."""
+    tool: str | None = None
+    id: str | None = None
+    """The tool call's id (``tool``)."""

@@ -85,6 +85,7 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     dispatch.OffersRequest,
     dispatch.OffersSnapshot,
     lab.CallerReport,
+    lab.AppEvent,
     agents.AgentTool,
     agents.AgentDefinition,
     agents.AgentVersion,

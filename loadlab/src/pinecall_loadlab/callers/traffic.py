@@ -12,8 +12,9 @@ bunched to catch up. Each caller:
   participant with its own number; a visitor: a token from ``POST /v1/tokens`` with the
   environment's app key, then it joins the room the token names (``web_call``). A visitor
   refused ``fleet_full`` does what the page does: asks a call back (``POST /v1/callbacks``);
-- rings (silent frames) until an agent joins, at most ``answer_within_s``; says the greeting,
-  waits for the agent's voice, listens a moment; a second turn asks the question the same way;
+- rings (silent frames) until an agent joins, at most ``answer_within_s``; when the agent speaks
+  first (``greeted``: its greeting), hears it out; says the greeting, waits for the agent's
+  voice, listens a moment; a second turn asks the question the same way;
   then hangs up with a goodbye. Answered by the overflow, it hears the sentence out instead: the
   overflow deletes the room after it, which ends the call (``ended_by: far_end``).
 
@@ -94,14 +95,25 @@ class TrafficPlan(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fiel
     """How long a caller waits for the agent's voice after one of its lines before it gives up."""
     listen_s: float = 1.0
     """How long a caller listens to the agent's answer before it speaks again or hangs up."""
+    greeted: bool = False
+    """The agent speaks first (its definition has a greeting): each caller hears it out (until
+    the agent is quiet :data:`GREETING_QUIET_S`) before its first line, so its lines are turns
+    of their own (said over the greeting, a line's wait would end at the greeting's tail)."""
     run: str = ""
     """Names the rooms (``<run>-<i>-<kind>``); random when empty."""
 
 
+GREETING_QUIET_S = 0.5
+"""A greeted caller speaks once the agent has been quiet this long."""
+
+
 def script(turns: int, plan: TrafficPlan) -> list[Step]:
-    """What a caller says once an agent answered: ``turns`` turns (the greeting, then the
-    question), each waiting for the agent's voice and listening ``listen_s``, then hang up."""
+    """What a caller says once an agent answered: the agent's greeting heard out when it greets
+    (``greeted``), then ``turns`` turns (the greeting, then the question), each waiting for the
+    agent's voice and listening ``listen_s``, then hang up."""
     steps: list[Step] = []
+    if plan.greeted:
+        steps.append(WaitForAgent(timeout_s=plan.speak_within_s, until_quiet_s=GREETING_QUIET_S))
     for line in ("greeting", "question")[:turns]:
         steps += [
             Say(line=line),

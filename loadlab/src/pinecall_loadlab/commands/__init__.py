@@ -1,6 +1,7 @@
 """The ``lab`` commands of ``pinecall-runtime`` (mounted from this distribution's entry point):
-``livekit`` and ``vendors`` (the stand-ins on their own), ``callers``, and ``run`` (an experiment),
-a module each.
+``livekit`` and ``vendors`` (the stand-ins on their own), ``callers``, ``app`` (a tenant's app
+with a ledger, :mod:`pinecall_loadlab.apps.command`), and ``run`` (an experiment), a module
+each.
 
 Heavy imports happen inside each command, so listing the CLI does not load the lab.
 """
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import click
 
+from pinecall_loadlab.apps.command import app
 from pinecall_loadlab.callers_command import callers
 from pinecall_loadlab.commands.livekit import livekit
 from pinecall_loadlab.commands.run import run
@@ -20,7 +22,7 @@ def lab() -> None:
     """The load lab: stand-ins and experiments (never part of production)."""
 
 
-for command in (livekit, vendors, callers, run):
+for command in (livekit, vendors, callers, app, run):
     lab.add_command(command)
 
 __all__ = ["lab", "vendors_config"]

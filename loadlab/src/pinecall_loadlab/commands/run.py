@@ -8,7 +8,7 @@ from pinecall_loadlab.commands.vendors import SECONDS
 
 
 @click.command(name="run")
-@click.argument("scenario", type=click.Choice(["capacity", "ghost", "death"]))
+@click.argument("scenario", type=click.Choice(["capacity", "ghost", "death", "handover"]))
 @click.option("--json", "as_json", is_flag=True, help="JSON for scripts.")
 @click.option(
     "--interval",
@@ -45,6 +45,35 @@ from pinecall_loadlab.commands.vendors import SECONDS
     show_default=True,
     help="death: seconds a caller who hears nothing after the loss counts as silent.",
 )
+@click.option(
+    "--calls",
+    type=click.IntRange(min=1),
+    default=20,
+    show_default=True,
+    help="handover: callers in all.",
+)
+@click.option(
+    "--rate",
+    type=click.FloatRange(min=0, min_open=True),
+    default=1.0,
+    show_default=True,
+    help="handover: callers a second.",
+)
+@click.option(
+    "--tool-share",
+    type=click.FloatRange(0, 1),
+    default=1.0,
+    show_default=True,
+    help="handover: the share of turns on which the model asks a tool.",
+)
+@click.option(
+    "--app-restarts",
+    type=click.FloatRange(min=1),
+    default=5.0,
+    show_default=True,
+    metavar="N",
+    help="handover: SIGKILL an app process every N seconds.",
+)
 def run(
     scenario: str,
     as_json: bool,
@@ -53,6 +82,10 @@ def run(
     reoffer: float,
     connection_timeout: float,
     quiet: float,
+    calls: int,
+    rate: float,
+    tool_share: float,
+    app_restarts: float,
 ) -> None:
     """Run SCENARIO on the LiveKit stand-in, LiveKit choosing and the runtime choosing.
 
@@ -61,12 +94,33 @@ def run(
     agent, answered by the overflow, silent, and seats used. death: real worker processes, 3
     calls answered and talked to, their worker SIGKILLed; prints the calls placed, answered,
     sentenced, silent, logs with a gap, and the seconds from each loss's webhook to the
-    sentence's first audio. Uses the running Postgres and NATS (or embedded ones), on a database
-    and namespace of its own, removed after.
+    sentence's first audio. handover: `pinecall-runtime up` with --calls at --rate, tools on
+    --tool-share of the turns, an app process SIGKILLed every --app-restarts s; prints the calls,
+    tool calls asked, answered by the app, timed out and run twice, the calls handed, and the
+    loss → call.attached seconds (exit 1 when up's report names a problem). Uses the running
+    Postgres and NATS (or embedded ones), on a database and namespace of its own, removed after.
     """
     import asyncio
 
     import msgspec
+
+    if scenario == "handover":
+        from pinecall_loadlab.scenarios.handover import handover, handover_table
+
+        try:
+            found = handover(
+                calls=calls, rate=rate, tool_share=tool_share, app_restarts_s=app_restarts
+            )
+        except RuntimeError as exc:
+            raise click.ClickException(str(exc)) from None
+        click.echo(
+            msgspec.json.format(msgspec.json.encode(found), indent=2)
+            if as_json
+            else handover_table(found)
+        )
+        if found.up_exit != 0:
+            raise SystemExit(1)
+        return
 
     from pinecall_loadlab.scenarios import experiments
     from pinecall_loadlab.scenarios.death import DeathExperiment, death_table

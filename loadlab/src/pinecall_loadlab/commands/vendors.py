@@ -39,11 +39,13 @@ def vendors_config(
     config_file: str | None,
     host: str,
     port: int | None,
-    latencies: dict[tuple[str, str], float | None],
+    settings: dict[tuple[str, str], float | None],
     faults: list[tuple[str, str, int | None]],
 ) -> VendorsConfig:
-    """The config `lab vendors` serves: the file's (or the defaults), then the flags over it.
-    A file that is not a `VendorsConfig` — an unknown key, a bad value — is a usage error."""
+    """The config `lab vendors` serves: the file's (or the defaults), then the flags over it
+    (``settings``: ``(vendor, field)`` → the flag's value, None when not given; ``faults``
+    appended to the file's plan). A file that is not a `VendorsConfig` — an unknown key, a bad
+    value — is a usage error."""
     from pathlib import Path
 
     import msgspec
@@ -57,7 +59,7 @@ def vendors_config(
     replace = msgspec.structs.replace
     config = replace(config, host=host, port=config.port if port is None else port)
     changes: dict[str, dict[str, object]] = {v: {} for v in _VENDORS}
-    for (vendor, field), value in latencies.items():
+    for (vendor, field), value in settings.items():
         if value is not None:
             changes[vendor][field] = value
     for vendor, kind, n in faults:
@@ -97,6 +99,11 @@ SECONDS = click.FloatRange(min=0)
 @click.option("--tts-ttfb", type=SECONDS, help="Cartesia: seconds to the first audio chunk.")
 @click.option("--tts-chunk", type=SECONDS, help="Cartesia: seconds between audio chunks.")
 @click.option(
+    "--tool-share",
+    type=click.FloatRange(0, 1),
+    help="Anthropic: the share of turns on which the model asks one of the tools offered.",
+)
+@click.option(
     "--fault",
     "faults",
     multiple=True,
@@ -114,6 +121,7 @@ def vendors(
     llm_chunk: float | None,
     tts_ttfb: float | None,
     tts_chunk: float | None,
+    tool_share: float | None,
     faults: list[tuple[str, str, int | None]],
 ) -> None:
     """Run the vendor fakes (Deepgram, Anthropic, Cartesia) until SIGINT or SIGTERM.
@@ -127,14 +135,15 @@ def vendors(
 
     from pinecall_loadlab.vendors import VendorFakes
 
-    latencies = {
+    settings = {
         ("deepgram", "first_s"): stt_final,
         ("anthropic", "first_s"): llm_ttft,
         ("anthropic", "chunk_s"): llm_chunk,
         ("cartesia", "first_s"): tts_ttfb,
         ("cartesia", "chunk_s"): tts_chunk,
+        ("anthropic", "tool_share"): tool_share,
     }
-    config = vendors_config(config_file, host, port, latencies, faults)
+    config = vendors_config(config_file, host, port, settings, faults)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
 
     async def serve() -> None:

@@ -29,11 +29,13 @@ import uuid
 from collections import deque
 from typing import Any
 
-import msgspec
 from aiohttp import web
 
 from .config import AnthropicConfig
 from .state import VendorState, cut, status_response
+from .turns import DEFAULT_REPLY, Reply, ToolUse, Turns
+
+__all__ = ["DEFAULT_REPLY", "ERROR_TYPES", "AnthropicFake", "Reply", "ToolUse"]
 
 log = logging.getLogger(__name__)
 
@@ -45,24 +47,6 @@ ERROR_TYPES = {
     429: "rate_limit_error",
     529: "overloaded_error",
 }
-DEFAULT_REPLY = (
-    "Thanks for asking. Your order left our warehouse this morning and should arrive on "
-    "Thursday before noon. Is there anything else I can help you with today?"
-)
-
-
-class ToolUse(msgspec.Struct, frozen=True, kw_only=True):
-    """A scripted ``tool_use`` block: the model calls `name` with `input`."""
-
-    name: str
-    input: dict[str, Any] = msgspec.field(default_factory=dict)
-
-
-class Reply(msgspec.Struct, frozen=True, kw_only=True):
-    """One scripted answer: text, then optionally a tool call (stop_reason ``tool_use``)."""
-
-    text: str = ""
-    tool: ToolUse | None = None
 
 
 def _sse(event: str, data: dict[str, Any]) -> bytes:
@@ -97,13 +81,17 @@ def _chunks(text: str, words: int = 3) -> list[str]:
 
 
 class AnthropicFake:
-    """The ``/v1/messages`` handler. `script` queues replies; otherwise `DEFAULT_REPLY`."""
+    """The ``/v1/messages`` handler. `script` queues replies; otherwise :class:`.turns.Turns`
+    answers (a tool's result said, a tool asked on ``tool_share`` of the turns, else
+    `DEFAULT_REPLY`)."""
 
     def __init__(self, state: VendorState[AnthropicConfig]) -> None:
         self.state = state
         self._replies: deque[Reply] = deque()
         self.requests: list[dict[str, Any]] = []
         """Every request body received, in order."""
+        self.turns = Turns()
+        """The unscripted answers: its ``asked`` lists each tool asked."""
 
     def script(self, *replies: Reply) -> None:
         """Queue the next answers (one per request that gets through)."""
@@ -130,7 +118,10 @@ class AnthropicFake:
             refusal = status_response(fault, json.dumps(err).encode(), "application/json")
             refusal.headers["request-id"] = rid
             return refusal
-        reply = self._replies.popleft() if self._replies else Reply(text=DEFAULT_REPLY)
+        if self._replies:
+            reply = self._replies.popleft()
+        else:
+            reply = self.turns.answer(body, self.state.config.tool_share)
         msg_id = f"msg_{uuid.uuid4().hex[:24]}"
         in_tokens = max(1, len(json.dumps(body.get("messages", []))) // 4)
         out_tokens = max(1, int(len(reply.text.split()) * 1.3)) + (20 if reply.tool else 0)

@@ -74,6 +74,10 @@ class DeepgramConfig(VendorConfig, frozen=True, kw_only=True):
 class AnthropicConfig(VendorConfig, frozen=True, kw_only=True):
     first_s: Seconds = 0.35
     chunk_s: Seconds = 0.03
+    tool_share: Annotated[float, msgspec.Meta(ge=0, le=1)] = 0.0
+    """The share of turns (a caller spoke, no reply scripted) offering a tool that takes
+    arguments on which the model asks one, spread evenly from the first
+    (``pinecall_loadlab.vendors.turns``); 0: never."""
 
 
 class CartesiaConfig(VendorConfig, frozen=True, kw_only=True):

@@ -6,15 +6,21 @@ embedded ones), a database and a namespace of the run's own with every migration
 :mod:`~pinecall_runtime.up.services` (the stand-ins and the vendor fakes, roster and call-log,
 webhook-ingest, dispatcher and reaper, a worker and the overflow per environment), each ready
 before the next group starts and each logging to ``<state dir>/logs/<name>.log``; once call-log
-is ready, the callers' agent is defined in every environment (:func:`define_agent`). Once every
-fleet is heard, the callers (``lab callers``) ring at ``--rate`` until ``--calls`` were placed.
+is ready, the callers' agent is defined in every environment (:func:`define_agent`: the booking
+example's agent, with its tools) and the example's app holds it there: two processes and a
+console per environment (:func:`pinecall_runtime.up.services.apps`). Once every fleet is heard and
+every app holds its agent, the callers (``lab callers``) ring at ``--rate`` until ``--calls`` were
+placed; the model fake asks a tool on ``--tool-share`` of the turns, so the calls' tools go
+worker → call-log → app socket → app → back, and the model says the answer.
 
 While it runs: a live table every ``--every`` s (:class:`~pinecall_runtime.up.watch.Watch`), a
-process that dies started again, ``<state dir>/up.json`` and ``keys.json`` for the CLI. Ctrl-C
-or SIGTERM (or ``--duration``, or ``--exit-when-done`` once the last call ended): the callers
-hang up, the calls' logs are sealed, the report is read (``--report``), every process stops,
-tier by tier (workers drain), the state files are removed, and the run's database and namespace
-go. Exit 1 when the report names a problem (a silent caller, a log that did not verify).
+process that dies started again, ``<state dir>/up.json`` and ``keys.json`` for the CLI; with
+``--app-restarts N`` an app process SIGKILLed every N s (:func:`pinecall_runtime.up.apps.killing`)
+and started again. Ctrl-C or SIGTERM (or ``--duration``, or ``--exit-when-done`` once the last
+call ended): the callers hang up, the calls' logs are sealed, the report is read (``--report``),
+every process stops, tier by tier (workers drain), the state files are removed, and the run's
+database and namespace go. Exit 1 when the report names a problem (a silent caller, a log that
+did not verify, a tool call run twice).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import signal
 import time
 from collections.abc import Iterator
@@ -38,10 +45,12 @@ import stamina
 from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.dispatcher import DispatcherClient
 from pinecall_clients.roster import RosterClient
-from pinecall_contracts.agents import AgentDefinition, AgentVersion
+from pinecall_contracts.agents import AgentVersion
+from pinecall_runtime.agents import read_definition
 from pinecall_runtime.up import report as reporting
 from pinecall_runtime.up import services, supervise
-from pinecall_runtime.up.services import Urls, urls
+from pinecall_runtime.up.apps import Ledgers, killing, wait_held
+from pinecall_runtime.up.services import EXAMPLE, Urls, urls
 from pinecall_runtime.up.stage import ENVIRONMENTS, Run, own_platform
 from pinecall_runtime.up.supervise import Processes, Supervised
 from pinecall_runtime.up.watch import Watch
@@ -51,16 +60,13 @@ from pinecall_servicekit.lifecycle import ExitCode, settings_or_exit
 from pinecall_servicekit.operator import OperatorSettings, UpState
 from pinecall_servicekit.platform import Endpoints, ensure_platform
 
-AGENT = "support-bot"
-"""The agent every simulated caller rings for (its log holds the call backs)."""
+AGENT = "booking"
+"""The agent every simulated caller rings for (its log holds the call backs): the booking
+example's, defined by ``examples/booking/booking.yaml`` (its prompt, greeting and two tools),
+the file the example's app sends again as each call's setup, so the two never differ."""
 ORG = "org_up"
 """The org whose agent it is: :func:`define_agent` puts it in every environment before any
 caller rings (the dispatcher refuses a ring for an agent call-log does not hold)."""
-PROMPT = (
-    "You are a helpful voice assistant on a phone call. Answer briefly. When the caller says "
-    "goodbye or that they are done, say goodbye and end the call."
-)
-"""Its prompt: the worker's own default, on the worker's voice and model."""
 SEALED_WITHIN_S = 90.0
 """How long the end waits for every opened call's seal (a worker seals within seconds)."""
 
@@ -113,10 +119,11 @@ async def _every_fleet_heard(watch: Watch, within_s: float = 90) -> None:
 
 
 async def define_agent(run: Run, at: Urls) -> list[AgentVersion]:
-    """Put :data:`AGENT` of :data:`ORG` in every environment, with each environment's app key
-    (as its org would); the versions that stand (a run's database is new: version 1).
-    ``CallLogRefused`` or ``CallLogUnavailable`` (after 30 s) when call-log does not take it."""
-    definition = AgentDefinition(name=AGENT, prompt=PROMPT)
+    """Put :data:`AGENT` of :data:`ORG` (``examples/booking/booking.yaml``) in every
+    environment, with each environment's app key (as its org would); the versions that stand (a
+    run's database is new: version 1). ``CallLogRefused`` or ``CallLogUnavailable`` (after
+    30 s) when call-log does not take it."""
+    definition = read_definition(EXAMPLE / "booking.yaml")
     stored = []
     for key in run.app_keys.values():
         async with CallLogClient(at.call_log, key) as log:
@@ -125,7 +132,8 @@ async def define_agent(run: Run, at: Urls) -> list[AgentVersion]:
 
 
 def _back(process: Supervised, seconds: float) -> None:
-    click.echo(f"up: {process.name} is ready again, {seconds:.1f} s after it exited", err=True)
+    again = "is ready again" if process.url is not None else "was started again"
+    click.echo(f"up: {process.name} {again}, {seconds:.1f} s after it exited", err=True)
 
 
 async def _watch(
@@ -140,24 +148,37 @@ async def _watch(
     started = loop.time()
     calls, every = options["calls"], options["every"]
     bus = await Bus.connect(run.nats_url, run.namespace, name="up")
+    app_processes = [p for p in processes if p.tier == services.TIER["apps"]]
+    consoles = {p.name for p in app_processes if p.name.startswith("console-")}
     watch = Watch(
         state_dir / "callers.jsonl",
         RosterClient(run.operator_key, bus=bus),
         DispatcherClient(at.dispatcher, run.operator_key, timeout_s=2.0),
+        Ledgers(state_dir / "apps"),
+        consoles,
     )
     # a process that dies is started again at once, not at the table's cadence
     supervising = asyncio.create_task(supervise.keep_running(list(processes), _back))
+    kills: asyncio.Task[None] | None = None
     try:
         await watch.listen(bus)
         callers = None
         if calls != 0:
-            click.echo("up: waiting for each fleet's worker to be heard")
+            click.echo("up: waiting for each fleet's worker to be heard and each app to hold "
+                       f"{AGENT}")  # fmt: skip
             await _every_fleet_heard(watch)
+            await wait_held(watch.ledgers, app_processes)
+            greeted = bool(read_definition(EXAMPLE / "booking.yaml").greeting)
             callers = services.callers(
-                run, at, state_dir, options["rate"], calls, agent=AGENT, org=ORG
+                run, at, state_dir, options["rate"], calls, agent=AGENT, org=ORG, greeted=greeted
             )
             processes.start(callers)
             click.echo(f"up: callers ringing at {options['rate']:g} a second; log {callers.log}")
+            if options["app_restarts"] is not None:
+                apps = [p for p in app_processes if p.name not in consoles]
+                kills = asyncio.create_task(
+                    killing(options["app_restarts"], apps, watch.ledgers, watch.kills)
+                )
         while not stop.is_set():
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(every):  # the table's cadence
@@ -168,10 +189,14 @@ async def _watch(
             if supervising.done():  # a process started again never became ready: raised here
                 supervising.result()
             done = callers is not None and callers.proc.poll() is not None
+            if done and kills is not None:  # no call left to hand over
+                kills.cancel()
             if options["duration"] is not None and loop.time() - started >= options["duration"]:
                 break
             if done and options["exit_when_done"]:
                 break
+        if kills is not None:
+            kills.cancel()
         if callers is not None and callers.proc.poll() is None:
             click.echo("up: stopping: the callers hang up", err=True)
             callers.terminate()
@@ -200,7 +225,9 @@ async def _watch(
         return result
     finally:
         supervising.cancel()  # the stop is next: nothing is started again from here
-        await asyncio.gather(supervising, return_exceptions=True)
+        if kills is not None:
+            kills.cancel()
+        await asyncio.gather(supervising, *[kills] if kills else [], return_exceptions=True)
         await watch.aclose()
         await bus.close()
 
@@ -264,6 +291,20 @@ def _write_state(state_dir: Path, run: Run, at: Urls) -> None:
     help="Seconds between live tables.",
 )
 @click.option(
+    "--tool-share",
+    type=click.FloatRange(0, 1),
+    default=0.5,
+    show_default=True,
+    help="The share of turns on which the model asks one of the agent's tools.",
+)
+@click.option(
+    "--app-restarts",
+    type=click.FloatRange(min=1),
+    default=None,
+    metavar="N",
+    help="SIGKILL an app process every N seconds while callers ring (it is started again).",
+)
+@click.option(
     "--roster-replicas",
     type=click.IntRange(1, 8),
     default=1,
@@ -275,7 +316,8 @@ def up(**options: Any) -> None:  # fmt: skip
 
     Postgres and NATS, the LiveKit stand-in (one per environment), the vendor fakes, roster,
     call-log, webhook-ingest, dispatcher, reaper, a worker and the overflow per environment
-    (production `pinecall`, sandbox `pinecall-sandbox`), then phone callers and web visitors at
+    (production `pinecall`, sandbox `pinecall-sandbox`), the booking example's agent with two
+    processes of its app and a console per environment, then phone callers and web visitors at
     --rate. Logs: .state/logs/. The CLI reads .state/up.json meanwhile.
     """
     if options["exit_when_done"] and not options["calls"]:
@@ -288,6 +330,11 @@ def up(**options: Any) -> None:  # fmt: skip
         raise click.ClickException(
             "up runs the load lab's LiveKit stand-in, vendor fakes and callers: install "
             "pinecall-loadlab (./dev sync does)"
+        )
+    if not (EXAMPLE / "booking.yaml").is_file():
+        raise click.ClickException(
+            f"up runs the booking example's app and agent: {EXAMPLE} is not there (up runs "
+            "from a checkout of the repository)"
         )
     # waiting for a process to listen is polling, not a failure worth a log line per try
     stamina.instrumentation.set_on_retry_hooks([])
@@ -314,6 +361,8 @@ def where_it_runs(platform: Endpoints, database_url: str, namespace: str) -> lis
 def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) -> None:
     """The run, its state dir held (:func:`up`)."""
     (state_dir / "callers.jsonl").unlink(missing_ok=True)  # a previous run's callers
+    shutil.rmtree(state_dir / "apps", ignore_errors=True)  # and its apps' ledgers
+    (state_dir / "apps").mkdir()
     # SIGTERM as Ctrl-C while the platform starts: every process started so far is stopped
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     began = time.monotonic()
@@ -335,7 +384,7 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
                 click.echo(f"{process.name + ':':<21}{process.url or ''} ready")
 
         try:
-            stand_ins = services.lab(run, at)
+            stand_ins = services.lab(run, at, tool_share=options["tool_share"])
             processes.launch(*stand_ins)  # they need no database: up while it is migrated
             click.echo("up: starting the stand-ins and the vendor fakes; migrating, making keys")
             run.prepare()  # StepFailed says which verb failed and what it printed
@@ -346,7 +395,12 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
             ready(*store)
             for agent in asyncio.run(define_agent(run, at)):
                 click.echo(f"agent:               {AGENT} of {ORG} in {agent.environment}, "
-                           f"version {agent.version}")  # fmt: skip
+                           f"version {agent.version}, tools "
+                           f"{', '.join(t.name for t in agent.definition.tools)}")  # fmt: skip
+            apps = services.apps(run, at, state_dir / "apps", agent=AGENT, org=ORG)
+            processes.launch(*apps)  # they hold the agent while the rest starts
+            click.echo(f"apps:                {', '.join(p.name for p in apps)} "
+                       f"(ledgers in {state_dir / 'apps'})")  # fmt: skip
             processes.launch(*control)
             # a worker's start (its imports, the forkserver's preload, LiveKit's registration)
             # is the longest: it goes on while the control plane gets ready
@@ -374,6 +428,8 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
             "seconds": round(time.monotonic() - began, 1),
             "seats": options["seats"],
             "rate": options["rate"],
+            "tool_share": options["tool_share"],
+            "app_restarts": options["app_restarts"],
             "restarts": {p.name: p.restarts for p in processes},
             "exit_codes": codes,
         }

@@ -13,11 +13,17 @@ Read once the calls ended and their logs were sealed, while the services still r
   :class:`~pinecall_clients.dispatcher.DispatcherClient`): the lines
   that offer it to a worker or give it to the overflow;
 - each agent's log per environment (``GET /v1/agents/{agent}/log``): ``callback.requested`` for
-  every phone the overflow answered (seed 000, "Full, at the endpoint").
+  every phone the overflow answered (seed 000, "Full, at the endpoint");
+- the tools (issue 16, "In the main job"): each call's ``tool.call`` entries (asked) and
+  ``tool.result`` entries (answered by the app, or ``error: "timeout"``: timed out) on its log;
+  the app processes' ledgers for the rest (:func:`pinecall_runtime.up.apps.tally`: tool calls
+  run twice by the apps' own count, calls handed between app processes, the kills of
+  ``--app-restarts`` and the seconds from each loss to the call attached elsewhere).
 
 :func:`failed` says why the run did not hold (a silent caller, a log that did not verify, a
 phone the overflow answered with no call back, a visitor refused for another reason than a full
-fleet or with no call back taken, a call never placed); ``up`` exits non-zero then.
+fleet or with no call back taken, a call never placed, a tool call whose handler ran twice, a
+call handed to a console); ``up`` exits non-zero then.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ from pinecall_contracts.calls import AgentLog, CallLog, CallRecord
 from pinecall_contracts.lab import CallerReport
 from pinecall_contracts.words import counted
 from pinecall_runtime.loaddrive import quantile
+from pinecall_runtime.up.apps import tally
 from pinecall_runtime.up.watch import SILENT_S, Watch, by_overflow, heard_waits, is_silent
 
 OFFER_MARKS = (": offered to ", ": to the overflow ")
@@ -136,6 +143,7 @@ async def build(
         if e.kind == "callback.requested"
     }
     written = verified = 0
+    asked = answered = timed_out = 0
     turns: list[float] = []
     offers: list[int] = []
     rows: dict[int, dict[str, Any]] = {}
@@ -156,12 +164,17 @@ async def build(
             if e.kind == "turn.agent" and e.data.get("first_audio_s") is not None
         ]
         offers.append(sum(any(m in line.line for m in OFFER_MARKS) for line in journal.lines))
+        results = [e.data.get("error") for e in log.entries if e.kind == "tool.result"]
+        asked += (tools := sum(e.kind == "tool.call" for e in log.entries))
+        timed_out += results.count("timeout")
+        answered += len(results) - results.count("timeout")
         rows[caller] = {
             "call": record.call,
             "outcome": record.outcome,
             "entries": len(log.entries),
             "verified": wrong is None,
             "offers": offers[-1],
+            "tools": tools,
         }
     agent_calls = [r for r in reports if r.answered_by and not by_overflow(r)]
     overflowed = [r for r in reports if by_overflow(r)]
@@ -183,6 +196,13 @@ async def build(
         for r in reports
         if r.state == "refused" and (r.refused != "fleet_full" or not r.callback)
     ]
+    watch.ledgers.read()
+    apps = tally(watch.ledgers.events, watch.kills, watch.consoles)
+    problems += [
+        f"tool call {t['id']} of {t['call']}: its handler ran {t['runs']} times (the apps' count)"
+        for t in apps["run_twice_ids"]
+    ]
+    problems += [f"a console was handed a call: {said}" for said in apps["console_attached"]]
     return {
         "calls": {
             "placed": len(reports),
@@ -205,6 +225,26 @@ async def build(
             "mean": round(sum(offers) / len(offers), 2) if offers else None,
             "most": max(offers, default=None),
             "counts": {str(k): v for k, v in sorted(Counter(offers).items())},
+        },
+        "tools": {
+            "asked": asked,
+            "answered_by_the_app": answered,
+            "timed_out": timed_out,
+            "unanswered": asked - answered - timed_out,
+            "runs": apps["runs"],
+            "run_twice": apps["run_twice"],
+            "run_twice_ids": apps["run_twice_ids"],
+        },
+        "apps": {
+            "processes": sorted({e.instance for e in watch.ledgers.events}),
+            "kills": apps["kills"],
+            "killed": apps["killed"],
+            "handed": apps["handed"],
+            "attached": apps["attached"],
+            "console_attached": len(apps["console_attached"]),
+            "held_at_a_kill": apps["held_at_a_kill"],
+            "attached_after_a_kill": apps["attached_after_a_kill"],
+            "loss_to_attached_s": apps["loss_to_attached_s"],
         },
         "callbacks": {
             "phones_overflowed": len(phones_overflowed),
@@ -235,8 +275,10 @@ def failed(report: dict[str, Any]) -> bool:
 
 
 def summary(result: dict[str, Any]) -> str:
-    """The report in two lines for the terminal (the whole of it is in ``--report``)."""
+    """The report in three lines for the terminal (the whole of it is in ``--report``)."""
     calls, entries, heard = result["calls"], result["entries"], result["first_audio_s"]
+    tools, apps = result["tools"], result["apps"]
+    loss = apps["loss_to_attached_s"]
     audio = heard["heard_by_the_caller"]
     refused = sum(calls["refused_at_the_endpoint"].values())
     agents, heard_them = calls["answered_by_agent"], calls["heard_the_agent"]
@@ -248,7 +290,11 @@ def summary(result: dict[str, Any]) -> str:
         f"{calls['silent']} silent{failed}\n"
         f"up: {entries['logs_verified']} of {entries['logs']} logs verified "
         f"({entries['written']} entries); first audio heard p50 {_s(audio['p50'])}, "
-        f"p95 {_s(audio['p95'])}; offers per call {result['offers_per_call']['mean']}"
+        f"p95 {_s(audio['p95'])}; offers per call {result['offers_per_call']['mean']}\n"
+        f"up: tools: {tools['asked']} asked, {tools['answered_by_the_app']} answered by the app, "
+        f"{tools['timed_out']} timed out, {tools['run_twice']} run twice; apps: "
+        f"{apps['kills']} killed, {apps['handed']} calls handed, loss to attached p50 "
+        f"{_s(loss['p50'])}, p99 {_s(loss['p99'])}"
     )
 
 

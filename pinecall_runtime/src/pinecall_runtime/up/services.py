@@ -8,8 +8,11 @@
 4. per environment a worker of ``seats`` seats (lab rooms, the vendors' fakes) and the overflow,
    started with step 3 and ready after it (a worker takes longest to start: its imports, the
    forkserver's preload, LiveKit's registration) (:func:`platform`);
-5. the callers (``lab callers``), started by :mod:`pinecall_runtime.up.command` once every fleet
-   is heard.
+5. per environment two processes of the booking example's app holding the callers' agent, and a
+   console holding it (``lab app``, each with its ledger; :func:`apps`), once call-log holds the
+   agent's definition;
+6. the callers (``lab callers``), started by :mod:`pinecall_runtime.up.command` once every fleet
+   is heard and every app holds its agent.
 
 Every HTTP service listens on a free port (``PINECALL_PORT``); a worker's and an overflow's
 health port too. Workers drain in ``DRAIN_S`` and seal in ``SEAL_S`` when ``up`` stops (their
@@ -32,9 +35,15 @@ DRAIN_S = 20
 """A worker's and an overflow's drain when ``up`` stops (``PINECALL_DRAIN_TIMEOUT_S``)."""
 SEAL_S = 10
 """A worker's seal of what its drain left (``PINECALL_SEAL_TIMEOUT_S``)."""
-TIER = {"lab": 0, "store": 1, "control": 2, "workers": 3, "callers": 4}
-"""Stop order, highest first: callers, workers and overflows, the control plane, roster and
-call-log, then the stand-ins."""
+TIER = {"lab": 0, "store": 1, "control": 2, "workers": 3, "apps": 4, "callers": 5}
+"""Stop order, highest first: callers, the apps (each drains: its calls have ended by then),
+workers and overflows, the control plane, roster and call-log, then the stand-ins."""
+EXAMPLE = Path(__file__).resolve().parents[4] / "examples" / "booking"
+"""The booking example of the checkout ``up`` runs from: its app and its agent's definition."""
+APPS_PER_ENVIRONMENT = 2
+"""Processes of the example's app in each environment (beside one console)."""
+CONSOLE = "pinecall_loadlab.apps.console:app"
+"""The console's app (``takes_unclaimed=False``): it holds the agent, and is handed no call."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,9 +111,10 @@ def _process(
     )
 
 
-def lab(run: Run, at: Urls) -> list[Supervised]:
+def lab(run: Run, at: Urls, *, tool_share: float) -> list[Supervised]:
     """Step 1: each environment's stand-in (its webhooks to webhook-ingest) and the vendor
-    fakes; they need no database, so they start while the migrations run."""
+    fakes, whose model asks a tool on ``tool_share`` of the turns; they need no database, so
+    they start while the migrations run."""
     process = functools.partial(_process, run)
     lab = []
     for e, (key, secret) in run.livekit_keys.items():
@@ -113,8 +123,8 @@ def lab(run: Run, at: Urls) -> list[Supervised]:
         lab.append(
             process(f"livekit-{e}", [*args, "--webhook", webhook], {}, at.livekit[e], "", "lab")
         )
-    lab.append(process("vendors", ["lab", "vendors", "--port", _port(at.vendors)], {},
-                       at.vendors, "", "lab"))  # fmt: skip
+    vendors = ["lab", "vendors", "--port", _port(at.vendors), "--tool-share", str(tool_share)]
+    lab.append(process("vendors", vendors, {}, at.vendors, "", "lab"))
     return lab
 
 
@@ -204,12 +214,57 @@ def platform(
     return store, control, workers
 
 
+def apps(run: Run, at: Urls, ledgers: Path, *, agent: str, org: str) -> list[Supervised]:
+    """Step 5: per environment :data:`APPS_PER_ENVIRONMENT` processes of the booking example's
+    app (``booking-<environment>-<n>``) and a console (``console-<environment>``), each ``lab
+    app`` with the environment's app key, its ledger ``ledgers/<instance>.jsonl``, its log
+    ``<instance>.log``. No probe: :func:`pinecall_runtime.up.apps.wait_held` reads the
+    ledgers. Each runs as ``python -m pinecall_loadlab.apps`` (``lab app`` without the CLI's
+    other commands: started again after a kill, it imports only the SDK, in a fraction of the
+    CLI's time)."""
+    made = []
+    for e in ENVIRONMENTS:
+        key = run.app_keys[e]
+        example = {"BOOKING_URL": at.call_log, "BOOKING_KEY": key, "BOOKING_ORG": org}
+        console = {
+            "CONSOLE_URL": at.call_log, "CONSOLE_KEY": key, "CONSOLE_ORG": org,
+            "CONSOLE_AGENT": agent, "CONSOLE_INSTANCE": f"console-{e}",
+        }  # fmt: skip
+        started = [
+            (f"booking-{e}-{n}", ["app:app", "--app-dir", str(EXAMPLE)],
+             example | {"BOOKING_INSTANCE": f"booking-{e}-{n}"})
+            for n in range(1, APPS_PER_ENVIRONMENT + 1)
+        ]  # fmt: skip
+        started.append((f"console-{e}", [CONSOLE], console))
+        for name, target, env in started:
+            made.append(
+                Supervised(
+                    name=name,
+                    module="pinecall_loadlab.apps",
+                    args=[*target, "--ledger", str(ledgers / f"{name}.jsonl")],
+                    env=run.env() | env,
+                    log=run.logs / f"{name}.log",
+                    tier=TIER["apps"],
+                )
+            )
+    return made
+
+
 def callers(
-    run: Run, at: Urls, state_dir: Path, rate: float, calls: int | None, *, agent: str, org: str
+    run: Run,
+    at: Urls,
+    state_dir: Path,
+    rate: float,
+    calls: int | None,
+    *,
+    agent: str,
+    org: str,
+    greeted: bool,
 ) -> Supervised:
-    """Step 5: the callers' process (``lab callers``: phones and visitors of every environment
-    at ``rate``, ``calls`` in all, ringing for ``org``'s ``agent``), its plan in
-    ``<state dir>/callers-plan.json``, each caller's state in ``<state dir>/callers.jsonl``."""
+    """Step 6: the callers' process (``lab callers``: phones and visitors of every environment
+    at ``rate``, ``calls`` in all, ringing for ``org``'s ``agent``, hearing its greeting out
+    first when ``greeted``), its plan in ``<state dir>/callers-plan.json``, each caller's state
+    in ``<state dir>/callers.jsonl``."""
     environments = [
         {
             "environment": e,
@@ -232,6 +287,7 @@ def callers(
                 "calls": calls,
                 "agent": agent,
                 "org": org,
+                "greeted": greeted,
                 "run": f"up{run.token}",
             },
             indent=2,

@@ -31,8 +31,8 @@ from pinecall_servicekit.lifecycle import ExitCode
 
 @dataclass(kw_only=True)
 class Supervised:
-    """One process of ``up``: ``pinecall-runtime ARGS`` with ``env``, output appended to
-    ``log``. ``url`` and ``ready`` name its probe (``/readyz``; ``""`` takes any HTTP answer as
+    """One process of ``up``: ``python -m MODULE ARGS`` (``pinecall-runtime ARGS`` unless
+    ``module`` says another) with ``env``, output appended to ``log``. ``url`` and ``ready`` name its probe (``/readyz``; ``""`` takes any HTTP answer as
     listening); ``tier`` orders the stop; ``grace_s`` is how long SIGTERM may take; a process
     with ``restart`` off (the callers) is left to exit; ``group`` says where SIGTERM goes."""
 
@@ -47,6 +47,7 @@ class Supervised:
     restart: bool = True
     group: bool = False
     """SIGTERM goes to its whole process group (see :meth:`terminate`)."""
+    module: str = "pinecall_runtime"
     restarts: int = 0
     proc: subprocess.Popen[bytes] = field(init=False)
 
@@ -55,7 +56,7 @@ class Supervised:
         terminal's Ctrl-C reaches only ``up`` and Granian's workers stop with their server."""
         with self.log.open("ab") as out:  # the child holds its own descriptor
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pinecall_runtime", *self.args],
+                [sys.executable, "-m", self.module, *self.args],
                 env=self.env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -91,6 +92,11 @@ class Supervised:
         self.start()
         self.wait_ready()
         return True
+
+    def kill(self) -> None:
+        """SIGKILL its whole group now (``up --app-restarts``); :func:`keep_running` starts it
+        again."""
+        self._signal(signal.SIGKILL)
 
     def _signal(self, sig: signal.Signals) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):

@@ -1,6 +1,6 @@
 """What ``up`` sees of the calls while they run, and the live table it prints.
 
-Three sources, each the one that knows:
+Four sources, each the one that knows:
 
 - the callers (``lab callers --out``: a :class:`~pinecall_contracts.lab.CallerReport` line at
   each change): ringing, who answered, when the agent was first heard, ended or refused;
@@ -8,7 +8,10 @@ Three sources, each the one that knows:
   call id, the worker that opened it, its outcome, and when its log is sealed;
 - the dispatcher's ``GET /v1/ops/offers`` (rooms kept in offers now) and the roster's rows
   (``fleet.list`` over NATS: seats free), read through their clients with the operator key at
-  each refresh of the table.
+  each refresh of the table;
+- the tools: each tool call asked and each result written, as call-log says them on NATS (once
+  per id: ``calls.tool.asked``, ``calls.tool.result``), and the app processes' ledgers
+  (:mod:`pinecall_runtime.up.apps`: tool calls run twice, calls handed, the kills).
 
 A caller is *silent* when it heard no agent's voice within :data:`SILENT_S` of its arrival
 (issue 8); one still ringing past it counts at once.
@@ -26,12 +29,13 @@ from pinecall_clients.dispatcher import DispatcherClient
 from pinecall_clients.errors import DispatcherError, RosterError
 from pinecall_clients.roster import RosterClient
 from pinecall_contracts.base import decode
-from pinecall_contracts.calls import CallEvent
+from pinecall_contracts.calls import CallEvent, ToolAsked, ToolResult
 from pinecall_contracts.dispatch import OffersSnapshot
 from pinecall_contracts.fleet import RosterSnapshot
 from pinecall_contracts.ids import is_overflow
 from pinecall_contracts.lab import CallerReport
 from pinecall_runtime.loaddrive import quantile
+from pinecall_runtime.up.apps import Kill, Ledgers, tally
 from pinecall_runtime.up.stage import ENVIRONMENTS
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.changes import Changes
@@ -67,8 +71,25 @@ class Watch:
     """The calls as ``up`` knows them; :meth:`listen` to the call log, :meth:`read_callers` and
     :meth:`refresh` at each tick."""
 
-    def __init__(self, callers_file: Path, roster: RosterClient, dispatcher: DispatcherClient):
+    def __init__(
+        self,
+        callers_file: Path,
+        roster: RosterClient,
+        dispatcher: DispatcherClient,
+        ledgers: Ledgers,
+        consoles: set[str],
+    ):
         self.callers_file = callers_file
+        self.ledgers = ledgers
+        self.consoles = consoles
+        """The consoles' instances (handed no call)."""
+        self.kills: list[Kill] = []
+        """``--app-restarts``' kills so far."""
+        self.tools: dict[tuple[str, str], str | None] = {}
+        """(call, tool call id) of every tool call asked → its result's error (None: none, or
+        no result yet; "timeout" past its deadline)."""
+        self.answered: set[tuple[str, str]] = set()
+        """(call, tool call id) of every tool call with a result written."""
         self.reports: dict[int, CallerReport] = {}
         self.events: dict[tuple[str, str], dict[str, CallEvent]] = defaultdict(dict)
         """(environment, room) → the call log's events of its call, by ``what``."""
@@ -81,10 +102,20 @@ class Watch:
         self.started = time.monotonic()
 
     async def listen(self, bus: Bus) -> None:
-        """Hear the call log's ``opened``, ``ended`` and ``sealed`` from now on."""
+        """Hear the call log's ``opened``, ``ended`` and ``sealed``, and each tool call asked
+        and answered, from now on."""
         for what in ("opened", "ended", "sealed"):
             await bus.subscribe(bus.subjects.call_events(what), CallEvent, self._heard)
+        await bus.subscribe(bus.subjects.tools_asked, ToolAsked, self._asked)
+        await bus.subscribe(bus.subjects.tool_results, ToolResult, self._result)
         await bus.client.flush()
+
+    async def _asked(self, asked: ToolAsked) -> None:
+        self.tools.setdefault((asked.call, asked.id), None)
+
+    async def _result(self, result: ToolResult) -> None:
+        self.tools[(result.call, result.id)] = result.error
+        self.answered.add((result.call, result.id))
 
     async def _heard(self, event: CallEvent) -> None:
         self.events[(event.environment, event.room)][event.what] = event
@@ -184,4 +215,16 @@ class Watch:
             "environment", "ringing", "offered", "talking", "agent", "overflow", "refused",
             "heard", "ended", "silent", "seats free",
         )  # fmt: skip
-        return f"{progress}\n{table(headers, rows)}"
+        return f"{progress}\n{table(headers, rows)}\n{self.tools_line()}"
+
+    def tools_line(self) -> str:
+        """The tools and the apps in one line: tool calls asked, answered by the app, timed
+        out, run twice (by the apps' ledgers); kills and calls handed between app processes."""
+        self.ledgers.read()
+        said = tally(self.ledgers.events, self.kills, self.consoles)
+        timed_out = sum(self.tools[k] == "timeout" for k in self.answered)
+        return (
+            f"tools: {len(self.tools)} asked, {len(self.answered) - timed_out} answered by the "
+            f"app, {timed_out} timed out, {said['run_twice']} run twice; apps: "
+            f"{said['kills']} killed, {said['handed']} calls handed"
+        )
