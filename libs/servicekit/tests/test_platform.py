@@ -6,6 +6,8 @@ so this test is what keeps the embedded path working there too.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import psycopg
 
 from pinecall_servicekit.platform import ensure_platform, free_port, port_answers
@@ -40,3 +42,14 @@ def test_a_postgres_that_refuses_is_an_error_not_an_embedded_one(
             ensure_platform(wrong, platform_endpoints.nats_url),
         ):
             pass
+
+
+def test_free_ports_are_never_handed_twice_and_lie_below_the_ephemeral_range() -> None:
+    """``up`` once handed its vendor fakes and webhook-ingest the same port (both from
+    ``bind(0)``, one released before the other was picked): the second died ``Address already
+    in use``. Ports below the kernel's ephemeral range are not taken by ``bind(0)`` or by an
+    outgoing connection in the time between the pick and the bind."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    ports = [free_port() for _ in range(500)]
+    assert len(set(ports)) == len(ports)
+    assert all(10_000 <= p < low for p in ports)

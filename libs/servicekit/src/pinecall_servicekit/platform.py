@@ -9,6 +9,7 @@ and stops them when its context ends, so ``./dev up`` and ``./dev test`` work on
 from __future__ import annotations
 
 import logging
+import secrets
 import shutil
 import socket
 import subprocess
@@ -96,11 +97,40 @@ def _tcp_answers(host: str, port: int, timeout_s: float) -> bool:
         return False
 
 
+_HANDED: set[int] = set()
+"""The ports :func:`free_port` handed out in this process: never handed twice."""
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux's ``ip_local_port_range``, 32768 by
+    default): below it no ``bind(0)`` nor outgoing connection takes a port on its own."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A TCP port on loopback nobody listens on now."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """A TCP port on loopback nobody listens on now, for a process started next to bind.
+
+    Picked at random below the ephemeral range and never twice in this process: a port from
+    ``bind(0)`` came from the range the kernel also gives outgoing connections and other
+    ``bind(0)`` calls, so between this pick and the process's bind another part could take it
+    (``up`` saw its vendor fakes and webhook-ingest handed the same port: ``Address already in
+    use``). Raises ``OSError`` when none of 200 tries is free."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = secrets.randbelow(low - 10_000) + 10_000
+        if port in _HANDED:
+            continue
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED.add(port)
+        return port
+    raise OSError(f"no free port found between 10000 and {low}")
 
 
 @contextmanager
