@@ -287,7 +287,7 @@ class Session:
         """Written once per id through the tool endpoint's own path; a socket answers the tool
         calls it was sent (a drained one still may) or those of calls it holds."""
         if (frame.call, frame.id) not in app.sent and self.hub.holder.get(frame.call) is not app:
-            raise Refused("not_held", f"this socket does not hold call {frame.call}", frame.id)
+            raise Refused("not_held", f"this socket does not hold call {frame.call}", frame.call)
         result, wrote = await self.service.answer(
             frame.call, frame.id, frame.result, frame.error, in_time=True
         )
