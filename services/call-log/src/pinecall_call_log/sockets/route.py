@@ -277,7 +277,9 @@ class Session:
                 if not app.agents:
                     raise Refused("invalid", "this socket holds no agent to drain")
                 for each in [agent] if agent is not None else list(app.agents):
-                    app.send(await self.hub.drain(app, each))
+                    # shielded: a socket gone mid-drain still has its calls handed and its
+                    # running tools kept or let go as a whole (its leave waits for the drain)
+                    app.send(await asyncio.shield(self.hub.drain(app, each)))
 
     def _held(self, app: AppSocket, call: str) -> None:
         if self.hub.holder.get(call) is not app:
@@ -291,6 +293,7 @@ class Session:
         result, wrote = await self.service.answer(
             frame.call, frame.id, frame.result, frame.error, in_time=True
         )
+        await self.hub.answered(app, frame.call, frame.id)
         app.send(
             ToolResultAck(
                 call=frame.call,
