@@ -235,9 +235,12 @@ async def idle_cost(pid: int, idle_s: float) -> tuple[float, float]:
 async def measure(bench: Bench, url_a: str, url_b: str, app: int, args: Any) -> dict[str, Any]:
     pids = {"a": bench.replicas["a"][1].pid, "b": bench.replicas["b"][1].pid, "app": app}
     report: dict[str, Any] = {"holds": []}
-    async with CallLogClient(url_a, bench.fleet_key) as client:
+    async with (
+        CallLogClient(url_a, bench.fleet_key) as client,
+        CallLogClient(url_a, bench.fleet_key) as opener,  # a pool of its own: opens never wait
+    ):  # on a round trip's connections
         calls = [f"rt-{n}" for n in range(args.calls)]
-        await open_calls(client, calls)
+        await open_calls(opener, calls)
         await asyncio.gather(
             *(client.tool(c, ToolCall(id="warm", name="echo", timeout_s=10)) for c in calls)
         )
@@ -254,8 +257,13 @@ async def measure(bench: Bench, url_a: str, url_b: str, app: int, args: Any) -> 
                 with_sockets, cores_sockets = await idle_cost(pids["b"], args.idle_s)
                 names = [f"held-{n}" for n in range(held, held + m)]
                 opened = time.monotonic()
-                await open_calls(client, names)
-                await idle.until_attached(held + m)
+                try:
+                    await open_calls(opener, names)
+                    await idle.until_attached(held + m)
+                except (CallLogUnavailable, TimeoutError) as exc:  # keep what was measured
+                    log(f"step {step} stopped: calls not opened or not handed ({exc!r})")
+                    report["stopped"] = f"step {step}: {exc!r}"
+                    break
                 opened = time.monotonic() - opened
                 sockets, held = sockets + k, held + m
                 with_calls, cores_calls = await idle_cost(pids["b"], args.idle_s)
@@ -285,6 +293,7 @@ def render(report: dict[str, Any]) -> str:
         )
 
     s, b = report["settings"], report["b_idle"]
+    stopped = [f"stopped at {report['stopped']}"] if "stopped" in report else []
     lines = [
         f"tool round trip: asked on a, answered over a socket on b, {s['rate']:g}/s for "
         f"{s['seconds']:g} s ({os.cpu_count()} cores; loadavg before {report['loadavg_before']})",
@@ -308,6 +317,7 @@ def render(report: dict[str, Any]) -> str:
             f"{'':17}{h['opened_per_s']:8.1f}"
             for h in report["holds"]
         ),
+        *stopped,
     ]
     return "\n".join(lines)
 
