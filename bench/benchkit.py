@@ -105,6 +105,8 @@ class Bench:
     operator_key: str = ""
     service_key: str = ""
     fleet_key: str = ""
+    app_key: str = ""
+    """Made by a benchmark that needs one (``keys create --kind app``)."""
     replicas: dict[str, tuple[str, subprocess.Popen[bytes]]] = field(default_factory=dict)
     exit_codes: dict[str, int | None] = field(default_factory=dict)
 

@@ -56,6 +56,7 @@ async def test_drain_hands_the_calls_and_returns_once_the_tools_it_runs_answered
             release.set()
             await draining
             assert (await asking)["result"] == {"reference": "BK-1"}  # the drained app's
+            await other.nothing_queued()  # and the tool never went to the other: it ran once
     drained = app.drained["booking"]
     assert (drained.handed, drained.parked, drained.app) == (1, 0, "app-1")
     assert [

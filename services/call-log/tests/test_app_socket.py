@@ -291,6 +291,69 @@ async def test_a_drain_hands_the_calls_and_writes_the_agent_log(
     assert [e["data"]["handed"] for e in entries] == [1]
 
 
+async def test_a_tool_the_draining_socket_runs_is_answered_by_it_and_sent_to_nobody_else(
+    replica: Listening, keys: Keys
+) -> None:
+    """Acceptance 3, "tools it is running still answer": the call goes to the other socket at
+    once, the tool it was asked stays with the socket running it (found by review: it was sent
+    again to the new holder, so it ran twice)."""
+    async with app(replica, keys, "app-1") as first, app(replica, keys, "app-2") as second:
+        await first.register()
+        await _open(replica, keys)
+        await first.expect("call.attached.v1")
+        await second.register()
+        asking = _ask(replica, keys)
+        await first.expect("tool.call.v1")
+        await first.send("agent.drain.v1", agent="support-bot")
+        assert (await first.expect("call.detached.v1"))["why"] == "drained"
+        assert (await first.expect("agent.draining.v1"))["handed"] == 1
+        assert (await second.expect("call.attached.v1"))["why"] == "handed"
+        retry = _ask(replica, keys)  # the worker's retry of the same id, on this replica
+        await _waiting_twice(replica)
+        await second.nothing_queued()  # neither the hand nor the retry sent it here
+        await first.send("tool.result.v1", call="call_1", id="tc_1", result="seat 4")
+        assert (await first.expect("tool.result.ack.v1"))["duplicate"] is False
+        assert (await asking)["result"] == (await retry)["result"] == "seat 4"
+        await second.nothing_queued()
+    log = await kinds(replica, keys)
+    assert (log.count("tool.call"), log.count("tool.result")) == (1, 1)
+
+
+async def test_a_tool_the_draining_socket_lets_go_unanswered_goes_to_the_next_holder(
+    replica: Listening, keys: Keys
+) -> None:
+    """The draining socket closes before it answers: the tool goes, after ``call.attached``,
+    to the socket that holds the call then (here one that registered while the call was
+    parked), within what is left of its deadline."""
+    async with app(replica, keys, "app-1") as first:
+        await first.register()
+        await _open(replica, keys)
+        await first.expect("call.attached.v1")
+        asking = _ask(replica, keys)
+        asked = await first.expect("tool.call.v1")
+        await first.send("agent.drain.v1")
+        await first.expect("call.detached.v1")
+        assert (await first.expect("agent.draining.v1"))["parked"] == 1
+        async with app(replica, keys, "app-2") as second:
+            assert await second.register() == 1
+            assert (await second.expect("call.attached.v1"))["why"] == "parked"
+            await second.nothing_queued()  # the first still runs it
+            first.kill()
+            again = await second.expect("tool.call.v1")
+            assert (again["id"], again["deadline"]) == ("tc_1", asked["deadline"])
+            await second.send("tool.result.v1", call="call_1", id="tc_1", result="seat 5")
+            await second.expect("tool.result.ack.v1")
+            assert (await asking)["result"] == "seat 5"
+            await second.nothing_queued()
+    log = await kinds(replica, keys)
+    assert (log.count("tool.call"), log.count("tool.result")) == (1, 1)
+
+
+async def _waiting_twice(replica: Listening) -> None:
+    calls = service(replica)
+    await calls.changes.wait_for(lambda: calls.waiting("call_1", "tc_1") == 2, 10)
+
+
 # -- bad input: an error frame or a documented close, nothing written ---------------------
 
 
@@ -310,9 +373,10 @@ async def test_bad_frames_get_error_frames_and_the_socket_goes_on(
         for call in ("call_other", "call_9"):
             await one.send("tool.result.v1", call=call, id="tc_1", result="x")
             refused = await one.expect("error.v1")
-            assert (refused["code"], refused["re"]) == ("not_held", "tc_1")
+            assert (refused["code"], refused["re"]) == ("not_held", call)  # what is not held
             await one.send("call.command.v1", call=call, id="c1", kind="end")
-            assert (await one.expect("error.v1"))["code"] == "not_held"
+            refused = await one.expect("error.v1")
+            assert (refused["code"], refused["re"]) == ("not_held", call)
         await one.nothing_queued()
     assert await kinds(replica, keys, "call_other") == ["call.started"]
 

@@ -12,7 +12,7 @@ from collections.abc import AsyncIterator
 import pytest
 import sqlalchemy as sa
 
-from pinecall_call_log.store.tables import APP_HOLDS
+from pinecall_call_log.store.tables import APP_HOLDS, TOOL_HOLDS
 from pinecall_servicekit import db
 from pinecall_testkit.appsocket import TOOL, Serve, app, define, kinds, service
 from pinecall_testkit.call_log import Keys, Listening, bearer, opening
@@ -109,6 +109,67 @@ async def test_a_socket_killed_hands_its_call_and_tool_to_a_socket_on_the_other_
         await console.nothing_queued()
     log = await kinds(a, keys)
     assert (log.count("tool.call"), log.count("tool.result")) == (1, 1)
+
+
+async def test_a_drained_call_goes_to_the_other_replica_and_its_running_tool_stays(
+    pair: tuple[Listening, Listening], keys: Keys
+) -> None:
+    """Acceptance 3 across replicas: the drained call is handed to the socket on the other
+    replica without the tool the draining socket runs; that socket killed unanswered, the tool
+    reaches the call's holder on the other replica, once."""
+    a, b = pair
+    async with app(a, keys, "app-a") as on_a, app(b, keys, "app-b") as on_b:
+        await on_a.register()
+        await _open(a, keys)
+        await on_a.expect("call.attached.v1")
+        await on_b.register()
+        await _hears_taker(a, b)
+        asking = _ask(b, keys)
+        asked = await on_a.expect("tool.call.v1")
+        await on_a.send("agent.drain.v1")
+        await on_a.expect("call.detached.v1")
+        assert (await on_a.expect("agent.draining.v1"))["handed"] == 1
+        assert (await on_b.expect("call.attached.v1"))["why"] == "handed"
+        await on_b.nothing_queued()
+        on_a.kill()
+        again = await on_b.expect("tool.call.v1")
+        assert (again["id"], again["deadline"]) == ("tc_1", asked["deadline"])
+        await on_b.send("tool.result.v1", call="call_1", id="tc_1", result="seat 6")
+        await on_b.expect("tool.result.ack.v1")
+        assert (await asking)["result"] == "seat 6"
+        await on_b.nothing_queued()
+    log = await kinds(a, keys)
+    assert (log.count("tool.call"), log.count("tool.result")) == (1, 1)
+
+
+async def test_a_tool_a_replica_not_heard_was_running_goes_to_the_call_holder(
+    pair: tuple[Listening, Listening], keys: Keys, database_url: str
+) -> None:
+    """A draining socket's replica killed while its socket ran a tool: once the replica is
+    taken for dead, the tool reaches the socket holding the call."""
+    a, _ = pair
+    await _open(a, keys)
+    asking = _ask(a, keys)
+    await service(a).changes.wait_for(lambda: service(a).waiting("call_1", "tc_1") == 1, 10)
+    engine = db.create_engine(database_url, pool_size=1)
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(
+                sa.insert(TOOL_HOLDS).values(
+                    call_id="call_1", tool_id="tc_1", replica="killed.1", instance="app-x",
+                    since=db.utcnow(),
+                )
+            )  # fmt: skip
+    finally:
+        await engine.dispose()
+    async with app(a, keys) as one:
+        assert await one.register() == 1
+        assert (await one.expect("call.attached.v1"))["why"] == "parked"
+        assert (await one.expect("tool.call.v1"))["id"] == "tc_1"  # at once, or once taken back
+        await one.send("tool.result.v1", call="call_1", id="tc_1", result="seat 7")
+        await one.expect("tool.result.ack.v1")
+        assert (await asking)["result"] == "seat 7"
+        await one.nothing_queued()
 
 
 async def test_the_calls_of_a_replica_not_heard_are_taken_back_and_handed(

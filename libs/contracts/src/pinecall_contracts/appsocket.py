@@ -298,7 +298,8 @@ class ErrorFrame(Contract, frozen=True, kw_only=True, tag="error.v1"):
 
     code: ErrorCode
     """malformed: not JSON, or a field of the wrong shape; unknown_type: a ``type`` this
-    version does not know; not_held: a call this socket does not hold (or another org's);
+    version does not know; not_held: a call this socket does not hold (or another org's;
+    ``re`` names the call, for a ``tool.result`` as for a ``call.command``);
     past_deadline: a tool result after its deadline; unknown: no such tool call; conflict:
     the call is over; invalid: a command without what it needs, a drain of an agent not
     registered; unavailable: Postgres did not answer (send it again)."""

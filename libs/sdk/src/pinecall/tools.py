@@ -86,11 +86,17 @@ class Answers:
             answer.waiting.set_result(frame)
 
     def refused(self, frame: ErrorFrame) -> bool:
-        """An ``error`` about a result this app sent (``re`` is its tool call's id); False when
-        it is about none."""
+        """An ``error`` about a result this app sent (``re`` is its tool call's id, or for
+        ``not_held`` the call the socket does not hold: every result of it on its way is
+        refused alike); False when it is about none."""
         found = False
         for answer in self._answers.values():
-            if answer.asked.id == frame.re and answer.waiting is not None:
+            about = frame.re in (
+                (answer.asked.id, answer.asked.call)
+                if frame.code == "not_held"
+                else (answer.asked.id,)
+            )
+            if about and answer.waiting is not None:
                 if not answer.waiting.done():
                     answer.waiting.set_result(frame)
                 found = True

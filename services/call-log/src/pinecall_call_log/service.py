@@ -207,7 +207,9 @@ class CallLogService:
                 await self.bus.publish(
                     self.bus.subjects.tool_asked(record.environment, record.agent), asked
                 )
-            self.hub.tool_asked(frame)
+                self.hub.tool_asked(frame)
+            else:  # a retry: its socket may have it, or a draining one still run it
+                await self.hub.asked_again(frame)
             held = await self.store.agents.tool_result(call, tool.id)
             if held is not None:
                 return held

@@ -93,7 +93,8 @@ class App:
     async def nothing_queued(self) -> None:
         """Ping: the pong comes first, so nothing was queued for this socket before it."""
         await self.send("ping.v1", t=1.0)
-        assert (await self.next())["type"] == "pong.v1"
+        frame = await self.next()
+        assert frame["type"] == "pong.v1", frame
 
     async def closed_with(self) -> int:
         """The close code the server closed this socket with."""

@@ -6,6 +6,12 @@ before ``call.attached`` is sent); ``call.attached`` is the first frame a socket
 call, and a tool call reaches a socket at most once (:attr:`AppSocket.sent`). A *parked* call is
 an open call with no hold: a socket that registers its agent, on any replica, is handed it.
 
+A tool call runs in one app process at a time (acceptance 3, "tools it is running still
+answer"): a socket that drains a call keeps the tool calls it was sent and has not answered (a
+``tool_holds`` row each), and the call's next holder is not sent them. When that socket closes
+with one still unanswered, the tool call is said again on NATS and reaches whichever socket
+holds the call then (after its ``call.attached``), within what is left of its deadline.
+
 Between replicas (NATS, ``pinecall_contracts.subjects``): each replica says every
 ``app_announce_s`` which agents its sockets take (``apps.holding``); a call that no socket here
 takes is asked of a replica that says it does (``apps.hand``, request/reply). Every replica hears
@@ -66,7 +72,12 @@ class AppSocket:
         """Calls held, and their agent."""
         self.sent: set[tuple[str, str]] = set()
         """(call, tool id) of every ``tool.call`` sent here: sent once; answerable here."""
+        self.kept: set[tuple[str, str]] = set()
+        """(call, tool id) of the tool calls this socket runs for calls it drained (each a
+        ``tool_holds`` row): no other socket is sent them while it is open."""
         self.outbox: asyncio.Queue[bytes] = asyncio.Queue(queue_frames)
+        self.busy = asyncio.Lock()
+        """Held by a drain and by the socket's leave: a leave waits for a drain under way."""
         self.closing: tuple[int, str] | None = None
         self.closed = asyncio.Event()
         """Set when a close is asked for (by the hub or the reader); the route closes."""
@@ -178,8 +189,10 @@ class Hub:
         if time.monotonic() - self._started < 3 * period:
             return
         before = db.utcnow() - dt.timedelta(seconds=3 * period)
-        for call, _, _, _ in await self.store.held.take_back(self._alive(period), before):
+        alive = self._alive(period)
+        for call, _, _, _ in await self.store.held.take_back(alive, before):
             await self._hand(call)
+        await self._ask_again(await self.store.held.take_back_tools(alive, before))
 
     async def _heard(self, holding: Holding) -> None:
         if holding.replica != self.replica:
@@ -238,6 +251,10 @@ class Hub:
         await self.changes.notify()
 
     async def _let_go(self, socket: AppSocket) -> None:
+        async with socket.busy:
+            await self._let_go_now(socket)
+
+    async def _let_go_now(self, socket: AppSocket) -> None:
         calls = list(socket.calls)
         socket.calls.clear()
         socket.agents.clear()
@@ -248,6 +265,10 @@ class Hub:
             await self.store.held.release(call, self.replica)
         for call in calls:
             await self._hand(call)
+        kept, socket.kept = sorted(socket.kept), set()
+        await self._ask_again(
+            await self.store.held.let_go_tools(self.replica, socket.instance, kept)
+        )
 
     def holding(self, environment: str, org: str, agent: str) -> list[AppSocket]:
         """The sockets here that would take a call of the agent, earliest registered first."""
@@ -330,7 +351,7 @@ class Hub:
             )
         )
         self.attached_before.add(call)
-        for tool in await self.store.held.waiting_tools(call, db.utcnow()):
+        for tool in await self.store.held.waiting_tools(call, db.utcnow()):  # none kept elsewhere
             self.tool_asked(
                 ToolCallFrame(
                     call=call,
@@ -359,6 +380,44 @@ class Hub:
         await self.announce()
         await self.changes.notify()
 
+    async def asked_again(self, frame: ToolCallFrame) -> None:
+        """A retry of a tool call asked before (a worker's on this replica): sent to the socket
+        here holding its call if it was not sent there, and no draining socket still runs it."""
+        socket = self.holder.get(frame.call)
+        if socket is None or (frame.call, frame.id) in socket.sent:
+            return
+        if not await self.store.held.tool_kept(frame.call, frame.id):
+            self.tool_asked(frame)
+
+    async def answered(self, socket: AppSocket, call: str, tool: str) -> None:
+        """``socket`` answered a tool call (its result, or the one written before, is on the
+        log): a hold it had on it goes."""
+        if (call, tool) in socket.kept:
+            socket.kept.discard((call, tool))
+            await self.store.held.let_go_tools(self.replica, socket.instance, [(call, tool)])
+
+    async def _ask_again(self, tools: list[tuple[str, str]]) -> None:
+        """Tool calls a socket ran and let go of unanswered: said again on NATS (``tools.asked``,
+        with their deadline), so the replica holding each call sends it to its socket once; a
+        parked call's next holder is sent them after ``call.attached``."""
+        for call in sorted({c for c, _ in tools}):
+            record = await self.store.calls.record(call)
+            if record is None or record.state != "open":
+                continue
+            ids = {tool for c, tool in tools if c == call}
+            for tool in await self.store.held.waiting_tools(call, db.utcnow()):
+                if tool.id not in ids:
+                    continue
+                asked = ToolAsked(
+                    call=call, id=tool.id, name=tool.name, arguments=tool.arguments,
+                    deadline=tool.deadline, seq=tool.seq, agent=record.agent,
+                    environment=record.environment,
+                )  # fmt: skip
+                with contextlib.suppress(PinecallError):  # its next holder reads it from the log
+                    await self.bus.publish(
+                        self.bus.subjects.tool_asked(record.environment, record.agent), asked
+                    )
+
     def tool_asked(self, frame: ToolCallFrame) -> bool:
         """Send a tool call to the socket here holding its call, once; False when none here
         holds it (another replica's may: each hears every tool call asked; none: it waits in
@@ -382,14 +441,32 @@ class Hub:
 
     async def drain(self, socket: AppSocket, agent: str) -> AgentDraining:
         """``agent.drain``: no new call to ``socket``; each it holds of ``agent`` is detached and
-        handed to another socket or parked; ``agent.draining`` lands on the agent's log."""
+        handed to another socket or parked, without the tool calls ``socket`` runs (they stay
+        with it: kept before the hold goes, so no holder is sent them); ``agent.draining``
+        lands on the agent's log. Run to its end even when the socket goes meanwhile (the
+        route shields it; the socket's leave waits for it)."""
+        async with socket.busy:
+            return await self._drain_now(socket, agent)
+
+    async def _drain_now(self, socket: AppSocket, agent: str) -> AgentDraining:
         socket.draining.add(agent)
         await self.announce()
         mine = [c for c, a in socket.calls.items() if a == agent]
-        handed = 0
-        for call in mine:
+        for call in mine:  # no tool call of them reaches this socket from now on
             del socket.calls[call]
             del self.holder[call]
+        handed = 0
+        for call in mine:
+            running = [
+                tool.id
+                for tool in await self.store.held.waiting_tools(call, db.utcnow(), held=True)
+                if (call, tool.id) in socket.sent
+            ]
+            if running:  # said on the socket first: its leave lets go of what was written
+                socket.kept.update((call, tool) for tool in running)
+                await self.store.held.keep_tools(
+                    call, running, self.replica, socket.instance, db.utcnow()
+                )
             await self.store.held.release(call, self.replica)
             record = await self.store.calls.record(call)
             socket.send(

@@ -277,7 +277,9 @@ class Session:
                 if not app.agents:
                     raise Refused("invalid", "this socket holds no agent to drain")
                 for each in [agent] if agent is not None else list(app.agents):
-                    app.send(await self.hub.drain(app, each))
+                    # shielded: a socket gone mid-drain still has its calls handed and its
+                    # running tools kept or let go as a whole (its leave waits for the drain)
+                    app.send(await asyncio.shield(self.hub.drain(app, each)))
 
     def _held(self, app: AppSocket, call: str) -> None:
         if self.hub.holder.get(call) is not app:
@@ -287,10 +289,11 @@ class Session:
         """Written once per id through the tool endpoint's own path; a socket answers the tool
         calls it was sent (a drained one still may) or those of calls it holds."""
         if (frame.call, frame.id) not in app.sent and self.hub.holder.get(frame.call) is not app:
-            raise Refused("not_held", f"this socket does not hold call {frame.call}", frame.id)
+            raise Refused("not_held", f"this socket does not hold call {frame.call}", frame.call)
         result, wrote = await self.service.answer(
             frame.call, frame.id, frame.result, frame.error, in_time=True
         )
+        await self.hub.answered(app, frame.call, frame.id)
         app.send(
             ToolResultAck(
                 call=frame.call,

@@ -7,7 +7,7 @@ replica; ``entries`` has ``PRIMARY KEY (call_id, seq)`` and ``UNIQUE (call_id, c
 a bug in the head could not write a seq or a writer's place twice.
 
 ``app_holds`` says which app socket (replica, instance) holds which call; a call without a row
-is parked.
+is parked. ``tool_holds`` says which draining socket still runs a tool call of a call it let go.
 
 ``agent_versions`` holds every version of every agent (an org's definition in an environment),
 never updated: ``PRIMARY KEY (org, environment, name, version)``, so two writers can never store
@@ -139,3 +139,17 @@ APP_HOLDS = sa.Table(
 )
 """A call held by an app socket: the replica and instance holding it. No row: the call is
 parked. ``PRIMARY KEY (call_id)``: one holder at a time, whichever replica claims first."""
+
+TOOL_HOLDS = sa.Table(
+    "tool_holds",
+    METADATA,
+    sa.Column("call_id", sa.String(128), primary_key=True),
+    sa.Column("tool_id", sa.String(128), primary_key=True),
+    sa.Column("replica", sa.String(256), nullable=False),
+    sa.Column("instance", sa.String(128), nullable=False),
+    sa.Column("since", db.UTC_TIMESTAMP, nullable=False),
+    sa.Index("ix_tool_holds_replica", "replica"),
+)
+"""A tool call a socket that drained the call still runs (acceptance 3): the call's next holder
+is not sent it while the row is there. It goes when that socket closes or its replica is taken
+for dead, and the tool call is then sent to whichever socket holds the call."""
