@@ -7,7 +7,9 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 
+import psycopg
 import pytest
+import stamina
 
 from pinecall_contracts.appsocket import Close
 from pinecall_testkit.appsocket import TOOL, App, Serve, app, define, dial, kinds, service
@@ -417,3 +419,52 @@ async def test_a_frame_over_the_limit_closes_1009(serve: Serve, keys: Keys) -> N
     async with serve(app_max_frame_bytes=1024) as small, app(small, keys) as one:
         await one.send("ping.v1", pad="x" * 2000)
         assert await one.closed_with() == Close.TOO_BIG
+
+
+async def test_a_result_being_written_when_its_socket_goes_is_written_and_not_asked_again(
+    replica: Listening, keys: Keys, database_url: str
+) -> None:
+    """A socket that ends (replaced here; a dead writer or a missed heartbeat alike) while the
+    tool.result it sent last is being written: the write completes before the call is handed,
+    so the next holder is not asked the tool again (helper 14's probe: the reader was cancelled
+    mid-write, the write rolled back, and the tool ran twice)."""
+    async with app(replica, keys, "app-1") as first:
+        await first.register()
+        await _open(replica, keys)
+        await first.expect("call.attached.v1")
+        asking = _ask(replica, keys)
+        await first.expect("tool.call.v1")
+        async with await psycopg.AsyncConnection.connect(database_url) as holder:
+            # hold the call's head as another writer would: the result's write waits on it
+            await holder.execute("SELECT 1 FROM calllog.calls WHERE call_id = 'call_1' FOR UPDATE")
+            await first.send("tool.result.v1", call="call_1", id="tc_1", result={"booked": True})
+            await _blocked_on_the_head(database_url)
+            [held] = service(replica).hub.sockets.values()
+            async with app(replica, keys, "app-1") as second:
+                async with asyncio.timeout(10):
+                    await held.closed.wait()  # replaced while its result waits on the head
+                await holder.commit()
+                assert await first.closed_with() == Close.REPLACED
+                assert (await asking)["result"] == {"booked": True}
+                await second.register()
+                assert (await second.expect("call.attached.v1"))["call"] == "call_1"
+                await second.nothing_queued()  # no tool.call: it was answered
+    log = await kinds(replica, keys)
+    assert (log.count("tool.call"), log.count("tool.result")) == (1, 1)
+
+
+async def _blocked_on_the_head(database_url: str) -> None:
+    """Until a session of call-log waits on a row lock in the test's database."""
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        async for attempt in stamina.retry_context(
+            on=AssertionError, attempts=None, timeout=10, wait_initial=0.02, wait_max=0.1
+        ):
+            with attempt:
+                row = await (
+                    await conn.execute(
+                        "SELECT count(*) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                    )
+                ).fetchone()
+                assert row is not None
+                assert row[0] >= 1

@@ -104,6 +104,8 @@ class Session:
         self.socket = socket
         self.environment = environment
         self.settings = service.settings
+        self._handling: set[asyncio.Future[None]] = set()
+        """The frame being handled (at most one): shielded from the socket's end."""
 
     async def _receive(self) -> str | None:
         """The next text frame; None when the app left or the socket must close (``close``
@@ -174,6 +176,10 @@ class Session:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            # a frame the app sent before it went (its last tool.result) is written before its
+            # calls are handed: cancelled mid-write, it rolled back and the next holder ran the
+            # tool again
+            await asyncio.gather(*self._handling, return_exceptions=True)
             try:
                 await self.hub.leave(app)
             except Exception:  # Postgres or NATS gone (the replica stopping): its holds stay,
@@ -203,8 +209,11 @@ class Session:
     async def _read(self, app: AppSocket) -> None:
         try:
             while (text := await self._receive()) is not None:
+                handling = asyncio.ensure_future(self._frame(app, text))
+                self._handling.add(handling)
+                handling.add_done_callback(self._handling.discard)
                 try:
-                    await self._frame(app, text)
+                    await asyncio.shield(handling)  # the socket's end waits for it in run()
                 except Refused as refused:
                     app.send(ErrorFrame(code=refused.code, message=refused.message, re=refused.re))
         except _Closing as closing:
