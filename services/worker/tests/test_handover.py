@@ -82,7 +82,9 @@ class Heard:
 
     async def read(self, stdout: asyncio.StreamReader) -> None:
         async for line in stdout:
-            what, instance, call, tool = line.decode().split()
+            said = line.decode().split()
+            assert len(said) == 4, f"an app said {line!r}, not what instance call about"
+            what, instance, call, tool = said
             self.runs.append((what, instance, call, tool))
             await self.changes.notify()
 

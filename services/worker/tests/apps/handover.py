@@ -13,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import sys
+import threading
 from typing import Any
 
 import pinecall
@@ -26,8 +28,15 @@ app = pinecall.App(
 booking = app.agent("booking", definition=json.loads(os.environ["HANDOVER_AGENT"]))
 
 
+_TELLING = threading.Lock()
+"""One line at a time: the sync ``attached`` hook runs on a thread of its own, and two prints
+at once interleave their words (a CI run read ``attached start app-3 …`` as one line)."""
+
+
 def _tell(what: str, call: pinecall.Call, about: str) -> None:
-    print(what, app.instance, call.id, about, flush=True)
+    with _TELLING:
+        sys.stdout.write(f"{what} {app.instance} {call.id} {about}\n")
+        sys.stdout.flush()
 
 
 @booking.on_call("attached")
