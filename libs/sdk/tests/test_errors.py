@@ -76,3 +76,37 @@ async def test_pinecall_start_with_a_bad_key_says_so_and_exits_78(
         _, said = await process.communicate()
     assert process.returncode == 78, said
     assert "Error: [bad_key] the server closed the app socket 4001" in said.decode()
+
+
+@pytest.mark.parametrize(
+    ("env", "args", "code", "said"),
+    [
+        ({"HELD_URL": "http://127.0.0.1:1", "HELD_KEY": ""}, [], 78, "Error: [bad_key] "),
+        ({"HELD_URL": "ftp://example.com", "HELD_KEY": "pk_x"}, [], 78, "Error: [bad_url] "),
+        ({"HELD_URL": "http://127.0.0.1:1", "HELD_KEY": "pk_x"}, ["--app-dir", "/nonexistent"],
+         2, "'/nonexistent' does not exist"),
+        ({"HELD_URL": "http://127.0.0.1:1", "HELD_KEY": "pk_x"}, ["--target", "held:nosuch"],
+         2, "held has no nosuch"),
+    ],
+    ids=["no key", "not a socket URL", "no app dir", "no such attribute"],
+)  # fmt: skip
+async def test_pinecall_start_says_an_app_that_cannot_be_by_name_before_it_dials(
+    env: dict[str, str], args: list[str], code: int, said: str
+) -> None:
+    """A new user's probe: an ``App`` made as its module is imported (the booking example's way)
+    with no key or a URL of another scheme died in a traceback, exit 1; ``--app-dir`` pointing
+    nowhere was accepted and the app imported from the current folder; ``held:nosuch`` was said
+    to be "no pinecall.App (it is NoneType)"."""
+    target = "held:app"
+    if args[:1] == ["--target"]:
+        target, args = args[1], ["--app-dir", str(APPS)]
+    else:
+        args = args or ["--app-dir", str(APPS)]
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pinecall", "start", target, *args,
+        env=os.environ | env, stderr=asyncio.subprocess.PIPE, cwd="/",
+    )  # fmt: skip
+    async with asyncio.timeout(30):
+        _, err = await process.communicate()
+    assert (process.returncode, said in err.decode()) == (code, True), err.decode()
+    assert "Traceback" not in err.decode()

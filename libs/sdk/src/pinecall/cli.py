@@ -45,7 +45,9 @@ def load(target: str, app_dir: str) -> App:
         module = importlib.import_module(module_name)
     except ImportError as exc:
         raise click.BadParameter(f"cannot import {module_name}: {exc}") from None
-    found = getattr(module, attribute, None)
+    if not hasattr(module, attribute):
+        raise click.BadParameter(f"{module_name} has no {attribute}")
+    found = getattr(module, attribute)
     if found is not None and not isinstance(found, App) and callable(found):
         found = found()
     if not isinstance(found, App):
@@ -96,7 +98,13 @@ def main() -> None:
 
 @main.command()
 @click.argument("target", metavar="MODULE:APP")
-@click.option("--app-dir", default=".", show_default=True, help="Where MODULE is found.")
+@click.option(
+    "--app-dir",
+    type=click.Path(exists=True, file_okay=False),
+    default=".",
+    show_default=True,
+    help="Where MODULE is found.",
+)
 @click.option(
     "--drain-timeout",
     type=click.FloatRange(min=0, min_open=True),
@@ -116,7 +124,11 @@ def start(target: str, app_dir: str, drain_timeout: float, log_level: str) -> No
     logging.basicConfig(
         level=log_level, stream=sys.stderr, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
-    app = load(target, app_dir)
+    try:
+        app = load(target, app_dir)  # an App made as its module is imported checks its URL and key
+    except PinecallError as exc:
+        click.echo(f"Error: [{exc.code}] {exc.message}", err=True)
+        sys.exit(ExitCode.CONFIG)
     try:
         code = asyncio.run(serve(app, drain_timeout))
     except (Refused, BadURL) as exc:
