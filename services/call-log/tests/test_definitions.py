@@ -242,6 +242,7 @@ REFUSED: list[tuple[str, dict[str, Any], str]] = [
     ("tool timeout under 1 s", definition(tools=[_tool(timeout_s=0.5)]), "$.tools[0].timeout_s"),
     ("tool timeout over 120 s", definition(tools=[_tool(timeout_s=121)]), "$.tools[0].timeout_s"),
     ("duplicate tool", definition(tools=[_tool(), _tool(description="again")]), "$.tools[1].name"),
+    ("the worker's end_call", definition(tools=[_tool(name="end_call")]), "$.tools[0].name"),
     (
         "parameters not a JSON Schema",
         definition(tools=[_tool(parameters={"type": "objekt"})]),

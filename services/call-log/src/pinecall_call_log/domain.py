@@ -184,11 +184,16 @@ def prompt_hash(prompt: str) -> str:
     return hashlib.sha256(prompt.encode()).hexdigest()
 
 
+WORKER_TOOLS = frozenset({"end_call"})
+"""Tools every call's worker adds itself (livekit-agents' ``EndCallTool``): an agent's tool of
+the same name would be a second tool the model could not tell apart."""
+
+
 def definition_refusals(definition: AgentDefinition, name: str) -> list[dict[str, str]]:
     """Every rule ``definition``, put under ``name``, breaks, as problem-detail ``errors``
     (``{"path": "$.tools[1].timeout_s", "message": ...}``); empty when it may be stored. The
     rules are ``pinecall_contracts.agents``': the name the path's, the prompt's bytes, each tool's
-    name unique, its ``parameters`` a JSON Schema (draft 2020-12, ``jsonschema``'s check) of an
+    name unique and not the worker's own (``end_call``), its ``parameters`` a JSON Schema (draft 2020-12, ``jsonschema``'s check) of an
     object, its timeout, and the call limit."""
     errors: list[dict[str, str]] = []
 
@@ -210,6 +215,8 @@ def definition_refusals(definition: AgentDefinition, name: str) -> list[dict[str
         at = f"$.tools[{i}]"
         if tool.name in seen:
             refuse(f"{at}.name", f"a second tool named {tool.name!r}: a tool's name is unique")
+        if tool.name in WORKER_TOOLS:
+            refuse(f"{at}.name", f"{tool.name!r} is the worker's own tool, beside the agent's")
         seen.add(tool.name)
         if not low <= tool.timeout_s <= high:
             refuse(
