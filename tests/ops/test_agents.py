@@ -226,8 +226,18 @@ NOWHERE = ("--org", "org_acme")
         ("show", "", *NOWHERE),
         ("show", "a?b", *NOWHERE),
         ("list", "--org", "org\nacme"),
+        ("list", *NOWHERE, "--key", ""),
+        ("list", *NOWHERE, "--key", "pk_a\nb"),
     ],
-    ids=["newline", "a path", "empty", "a query", "an org with a newline"],
+    ids=[
+        "newline",
+        "a path",
+        "empty",
+        "a query",
+        "an org with a newline",
+        "no key",
+        "a key with a newline",
+    ],
 )
 async def test_a_name_or_org_that_is_none_is_a_usage_error_sent_nowhere(
     env: dict[str, str], args: tuple[str, ...]

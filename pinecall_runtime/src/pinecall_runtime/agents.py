@@ -46,6 +46,9 @@ class Scope(msgspec.Struct, frozen=True, kw_only=True):
 
 
 def _scope(org: str, environment: str | None, key: str | None) -> Scope:
+    if key is not None and (not key or key != key.strip() or not key.isprintable()):
+        # an empty key went out as "Bearer " and httpx refused the header: said as call-log down
+        raise click.BadParameter(f"{key!r} is not an operator or app key", param_hint="'--key'")
     settings = OperatorSettings.load()
     if key is None:
         if not settings.operator_key:
