@@ -10,7 +10,6 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from typing import Any
 
-import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
@@ -21,6 +20,7 @@ from pinecall_testkit.call_log import Keys, Listening, bearer
 
 Chat = Callable[..., AbstractAsyncContextManager[Listening]]
 WAIT_S = 10.0
+SECRET = "a chat secret of the test"  # conftest's
 
 
 class Page:
@@ -54,8 +54,9 @@ class Page:
             while True:
                 await asyncio.wait_for(self.ws.recv(), WAIT_S)
         except ConnectionClosed as closed:
-            assert closed.rcvd is not None, "no close frame"
-            return closed.rcvd.code
+            rcvd = closed.rcvd
+        assert rcvd is not None, "no close frame"
+        return rcvd.code
 
 
 async def token(chat: Listening, keys: Keys, key: str | None = None, **body: Any) -> str:
@@ -159,3 +160,96 @@ async def test_a_chat_runs_its_agent_with_tools_and_survives_a_cut_to_another_re
         await call_log.client.get(f"/v1/calls/{call}", headers=bearer(keys.production))
     ).json()
     assert (record["channel"], record["state"], record["written"]) == ("chat", "open", 6)
+
+
+async def writer_entries(call_log: Listening, keys: Keys, call: str) -> list[str]:
+    return [e["kind"] for e in await entries(call_log, keys, call) if e["kind"] != "call.started"]
+
+
+async def test_bad_frames_close_with_their_code_and_write_nothing(
+    call_log: Listening, chat: Chat, keys: Keys
+) -> None:
+    async with chat() as one:
+        tok = await token(one, keys)
+        cases: list[tuple[Any, ChatClose]] = [
+            ("not json", ChatClose.MALFORMED),
+            (json.dumps({"type": "chat.hello.v1"}), ChatClose.MALFORMED),
+            (
+                json.dumps({"type": "chat.message.v1", "id": "bad id!", "text": "x"}),
+                ChatClose.MALFORMED,
+            ),
+            (json.dumps({"type": "chat.message.v1", "id": "m-1", "text": ""}), ChatClose.MALFORMED),
+            (b"binary", ChatClose.MALFORMED),
+            (
+                json.dumps({"type": "chat.message.v1", "id": "m-1", "text": "x" * 101}),
+                ChatClose.TOO_LONG,
+            ),
+            (
+                json.dumps({"type": "chat.message.v1", "id": "m-1", "text": "x" * 2000}),
+                ChatClose.TOO_BIG,
+            ),
+        ]
+        for frame, code in cases:
+            async with page(one, tok) as p:
+                call = (await p.expect("chat.ready.v1"))["call"]
+                await p.ws.send(frame)
+                assert await p.closed_with() == code, frame
+            assert await writer_entries(call_log, keys, call) == []
+
+
+async def test_a_dial_out_of_scope_closes_with_its_code_and_writes_nothing(
+    call_log: Listening, chat: Chat, keys: Keys
+) -> None:
+    async with chat() as one:
+        async with page(one, await token(one, keys)) as p:
+            call = (await p.expect("chat.ready.v1"))["call"]
+        before = await entries(call_log, keys, call)
+        exp = tokens.expiry(60)
+        claims = {
+            "agent": "support-bot",
+            "org": "org_acme",
+            "environment": "production",
+            "exp": exp,
+        }
+        forged = tokens.mint("another secret", tokens.Claims(**claims))
+        expired = tokens.mint(SECRET, tokens.Claims(**(claims | {"exp": exp - 3600})))
+        other_org = await token(one, keys, org="org_other", call=call)
+        sandbox = await token(one, keys, key=keys.app_sandbox, call=call)
+        other_agent = await token(one, keys, agent="sales-bot", call=call)
+        other_call = await token(one, keys, call="call_elsewhere")
+        for tok, dialled, code in (
+            (None, call, ChatClose.BAD_TOKEN),
+            (forged, call, ChatClose.BAD_TOKEN),
+            (expired, call, ChatClose.BAD_TOKEN),
+            (other_org, call, ChatClose.OUT_OF_SCOPE),
+            (sandbox, call, ChatClose.OUT_OF_SCOPE),
+            (other_agent, call, ChatClose.OUT_OF_SCOPE),
+            (other_call, call, ChatClose.OUT_OF_SCOPE),
+            (await token(one, keys, call="call_nobody"), "call_nobody", ChatClose.NO_CALL),
+            (await token(one, keys, call=call), None, ChatClose.OUT_OF_SCOPE),
+        ):
+            async with page(one, tok or "", dialled) as p:
+                assert await p.closed_with() == code, (tok, dialled)
+        assert await entries(call_log, keys, call) == before
+        # an ended call is not taken up
+        ended = await call_log.client.post(
+            f"/v1/calls/{call}/end", json={"outcome": "completed"}, headers=bearer(keys.production)
+        )
+        assert ended.status_code == 200
+        async with page(one, await token(one, keys, call=call), call) as p:
+            assert await p.closed_with() == ChatClose.NOT_OPEN
+
+
+async def test_a_token_needs_an_app_key_and_a_good_body(chat: Chat, keys: Keys) -> None:
+    async with chat() as one:
+        for key, body, status in (
+            (None, {"agent": "support-bot", "org": "org_acme"}, 401),
+            (keys.production, {"agent": "support-bot", "org": "org_acme"}, 403),
+            (keys.app, {"agent": "Bad Agent", "org": "org_acme"}, 400),
+            (keys.app, {"org": "org_acme"}, 400),
+        ):
+            answer = await one.client.post(
+                "/v1/chat/tokens", json=body, headers=bearer(key) if key else {}
+            )
+            assert answer.status_code == status, answer.text
+            assert answer.headers["content-type"] == "application/problem+json"
