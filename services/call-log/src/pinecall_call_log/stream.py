@@ -6,7 +6,8 @@ in Unix seconds), the signature HMAC-SHA256 of the payload with ``PINECALL_LOG_T
 which every replica shares, so any replica verifies a token another minted, with no read.
 
 Each event is one entry: ``id`` is its seq, ``event`` its kind, ``data`` the LoggedEntry as JSON.
-A page that reconnects sends ``Last-Event-ID`` and gets every entry with a higher seq, from
+A page that reconnects sends ``Last-Event-ID`` (or, rebuilding its ``EventSource`` after a
+non-200, ``?last_event_id=``) and gets every entry with a higher seq, from
 Postgres, whichever replica it reaches: no gap, no repeat. The stream follows the log by
 ``<ns>.calls.appended.<call>`` notices (subscribed before each read, so none is missed between a
 read and the wait; a lost notice costs at most ``poll_s`` of delay) and ends after the seal.
@@ -28,6 +29,10 @@ from pinecall_call_log.store import CallStore
 from pinecall_contracts.calls import Appended
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.errors import Unauthorized, Unavailable
+
+RETRY_MS = 1000
+"""The reconnection time a stream sets (``retry:``, milliseconds): a browser's own is about 3 s;
+a page cut by a replica's restart is back in one."""
 
 
 class _Claims(msgspec.Struct, frozen=True):
