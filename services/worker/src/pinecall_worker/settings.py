@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import socket
 from collections.abc import Callable
@@ -147,5 +148,10 @@ class JobSetup:
     def __call__(self, proc: Any) -> None:
         proc.userdata[HANDED] = self.env
         say_retries()  # the job's call-log retries say what they retry, as the worker's do
+        if self.env.get(WorkerSettings.env_name("lab_rooms")) == "true":
+            # the lab room's modules, which a production worker never imports, here rather than
+            # on the call's loop (0.4 s there, 2 s on a loaded machine, as livekit-agents warned)
+            importlib.import_module("pinecall_labroom.agents")
+            importlib.import_module("pinecall_labroom.jobs")
         if self.prewarm is not None:
             self.prewarm(proc)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio._backends._asyncio  # noqa: F401  (httpx's first request: 0.3–2.5 s on a job's loop)
 import httpcore  # noqa: F401  (httpx imports it at its first client: 0.3–0.5 s on a job's loop)
 from anthropic import AsyncAnthropic
 from livekit.agents import AgentSession, JobProcess
