@@ -1,0 +1,49 @@
+"""WhatsApp numbers (issue 17, "WhatsApp"): a business number (Meta's phone_number_id) tied to
+an org's agent in one environment, with the secrets its webhooks and replies need. The verify
+token is kept as its SHA-256 (hex) only, indexed: Meta's handshake names no number, so the
+token is found by its hash.
+
+Expand only: a new table, nothing of the previous release's changed, so it runs beside it.
+
+Revision ID: 0008
+Revises: 0007
+Create Date: 2026-12-03
+"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0008"
+down_revision = "0007"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_table(
+        "whatsapp_numbers",
+        sa.Column("phone_number_id", sa.String(32), nullable=False),
+        sa.Column("org", sa.String(128), nullable=False),
+        sa.Column("environment", sa.String(32), nullable=False),
+        sa.Column("agent", sa.String(128), nullable=False),
+        sa.Column("display_phone_number", sa.String(20), nullable=False),
+        sa.Column("verify_token_sha256", sa.String(64), nullable=False),
+        sa.Column("app_secret", sa.Text, nullable=False),
+        sa.Column("access_token", sa.Text, nullable=False),
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("phone_number_id", name="pk_whatsapp_numbers"),
+        schema="calllog",
+    )
+    op.create_index(
+        "ix_whatsapp_numbers_org", "whatsapp_numbers", ["org", "environment"], schema="calllog"
+    )
+    op.create_index(
+        "ix_whatsapp_numbers_verify_token",
+        "whatsapp_numbers",
+        ["verify_token_sha256"],
+        schema="calllog",
+    )
+
+
+def downgrade() -> None:
+    op.drop_table("whatsapp_numbers", schema="calllog")
