@@ -50,6 +50,7 @@ IMAGES = {
         "pinecall-webhook-ingest", "services/webhook-ingest", "webhook-ingest", ("serve",), 8104
     ),
     "reaper": Image("pinecall-reaper", "services/reaper", "reaper", ("serve",), 8105),
+    "chat": Image("pinecall-chat", "services/chat", "chat", ("serve",), 8106),
     "worker": Image("pinecall-worker", "services/worker", "worker", ("start",), 8081),
     "overflow": Image("pinecall-overflow", "services/overflow", "overflow", ("start",), 8081),
     "loadlab": Image("pinecall-loadlab", "loadlab", "lab", ("livekit", "--host", "0.0.0.0"), 7880),

@@ -18,6 +18,7 @@ HTTP = {
     "dispatcher": 8103,
     "webhook-ingest": 8104,
     "reaper": 8105,
+    "chat": 8106,
 }
 ENVIRONMENTS = {"production": "pinecall", "sandbox": "pinecall-sandbox"}
 CORE = {"production": (2, 2), "sandbox": (2, 1)}  # (workers, seats) on the core node

@@ -74,6 +74,9 @@ writer that does not say it):
   *reap*).
 """
 CallState = Literal["open", "ended", "sealed"]
+Channel = Literal["chat", "whatsapp"]
+"""A written call's channel (seed 002, "A written call"): a web chat over ``WS /v1/chat``, or a
+WhatsApp thread. A voice call has none (None)."""
 
 
 class Entry(Contract, frozen=True, kw_only=True, tag="calls.entry.v1"):
@@ -104,6 +107,8 @@ class CallOpen(Contract, frozen=True, kw_only=True, tag="calls.open.v1"):
     prompt_hash: Annotated[str, msgspec.Meta(max_length=128)] | None = None
     """The log keeps a prompt's hash, not its text (seed 002); the agent's version's, when the
     org defines the agent."""
+    channel: Channel | None = None
+    """A written call's channel (issue 17); None for a voice call. Kept on the call."""
 
 
 class Reopened(Contract, frozen=True, kw_only=True, tag="calls.reopened.v1"):
@@ -149,6 +154,8 @@ class CallRecord(Contract, frozen=True, kw_only=True, tag="calls.record.v1"):
     """What the call runs on, as kept when it opened (:attr:`CallOpen.config`, with its agent's
     version under ``agent``); the worker runs the call on it
     (:func:`pinecall_contracts.agents.agent_of`)."""
+    channel: Channel | None = None
+    """A written call's channel (:attr:`CallOpen.channel`); None for a voice call."""
 
 
 class EntryBatch(Contract, frozen=True, kw_only=True, tag="calls.batch.v1"):
@@ -236,6 +243,9 @@ class CallSummary(Contract, frozen=True, kw_only=True, tag="calls.summary.v1"):
     last_seq: int
     cause: EndCause | None = None
     """Why it ended ``drained``, when its ender said (:data:`EndCause`)."""
+    channel: Channel | None = None
+    """A written call's channel: the reaper ends it ``timeout`` once quiet as long as its
+    endpoint waits (it has no room to read); None for a voice call."""
 
 
 class CallPage(Contract, frozen=True, kw_only=True, tag="calls.page.v1"):

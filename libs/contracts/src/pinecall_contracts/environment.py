@@ -76,6 +76,13 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_LIVEKIT_URLS",
         "PINECALL_REAP_EVERY_S",
         "PINECALL_QUIET_S",
+        # the chat service (issue 17)
+        "PINECALL_DISPATCHER_URL",
+        "PINECALL_FLEET_KEYS",
+        "PINECALL_CHAT_TOKEN_SECRET",
+        "PINECALL_CHAT_TOKEN_TTL_S",
+        "PINECALL_CHAT_MAX_MESSAGE_CHARS",
+        "PINECALL_CHAT_MAX_FRAME_BYTES",
         # the dispatcher, the reaper and the worker: one ceiling of a call, one name (seed 003)
         "PINECALL_MAX_CALL_SECONDS",
     }

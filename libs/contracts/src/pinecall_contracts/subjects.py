@@ -182,6 +182,11 @@ class Subjects:
     def reaper_service(self) -> str:
         return f"{self.namespace}-reaper"
 
+    # service: the chat service serves no verb; its nats.micro service answers discovery only.
+    @property
+    def chat_service(self) -> str:
+        return f"{self.namespace}-chat"
+
     @staticmethod
     def ping(service: str) -> str:
         """``$SRV.PING.<service>``: any replica of a ``nats.micro`` service answers (ADR-32)."""
