@@ -162,3 +162,34 @@ async def test_keys_that_may_not_are_refused(call_log: Replica, keys: Keys, agen
     bad = await call_log.post("/v1/whatsapp/verify", json={"verify_token": 5},
                               headers=bearer(keys.service))  # fmt: skip
     assert bad.status_code == 400
+
+
+async def test_a_whatsapp_messages_agent_entries_are_written_once_per_message(
+    call_log: Replica, keys: Keys
+) -> None:
+    """Meta delivers a message again for days; two chat replicas may take one at once: each of
+    ``message.waiting``, ``message.taken`` and ``message.expired`` is written once per wamid."""
+    service, path = bearer(keys.service), "/v1/agents/booking/log"
+    params = {"environment": "production"}
+    seqs = []
+    for kind, data in (
+        ("message.waiting", {"message": "wamid.A", "text": "hi"}),
+        ("message.waiting", {"message": "wamid.A", "text": "hi"}),
+        ("message.waiting", {"message": "wamid.B", "text": "and"}),
+        ("message.taken", {"message": "wamid.A", "call": "wa:1:2:1"}),
+        ("message.taken", {"message": "wamid.A", "call": "wa:1:2:1"}),
+        ("message.expired", {"message": "wamid.B", "why": "window_closed"}),
+        ("fleet.full", {"message": "wamid.A"}),  # another kind: not once per message
+        ("fleet.full", {"message": "wamid.A"}),
+    ):
+        said = await call_log.post(path, json={"kind": kind, "data": data}, params=params,
+                                   headers=service)  # fmt: skip
+        assert said.status_code == 200, said.text
+        seqs.append(said.json()["seq"])
+    assert seqs[0] == seqs[1] and seqs[3] == seqs[4] and seqs[6] != seqs[7]
+    logged = (await call_log.get(path, params=params, headers=bearer(keys.operator))).json()
+    logged = logged["entries"]
+    assert [e["kind"] for e in logged] == [
+        "message.waiting", "message.waiting", "message.taken", "message.expired", "fleet.full",
+        "fleet.full",
+    ]  # fmt: skip

@@ -89,6 +89,17 @@ AGENT_ENTRIES = sa.Table(
     sa.Column("ts", db.UTC_TIMESTAMP, nullable=False),
     sa.Column("data", JSONB, nullable=False),
     sa.Index("ix_agent_entries_agent", "environment", "agent", "seq"),
+    sa.Index(
+        "uq_agent_entries_message",
+        "environment",
+        "agent",
+        "kind",
+        sa.text("(data ->> 'message')"),
+        unique=True,
+        postgresql_where=sa.text(
+            "kind IN ('message.waiting', 'message.taken', 'message.expired')"
+        ),
+    ),
 )
 
 CALLBACKS = sa.Table(

@@ -3,6 +3,12 @@ an org's agent in one environment, with the secrets its webhooks and replies nee
 token is kept as its SHA-256 (hex) only, indexed: Meta's handshake names no number, so the
 token is found by its hash.
 
+And a WhatsApp message's entries on an agent's log (``message.waiting``, ``message.taken``,
+``message.expired``) once per message and kind: a unique index on ``data ->> 'message'`` (its
+wamid), partial on those kinds, so a delivery Meta retries for days, or two chat replicas taking
+one message, write it once (``shared/reference/app-socket.md`` §2: "make wamid the idempotency
+key of message.waiting").
+
 Expand only: a new table, nothing of the previous release's changed, so it runs beside it.
 
 Revision ID: 0008
@@ -43,7 +49,18 @@ def upgrade() -> None:
         ["verify_token_sha256"],
         schema="calllog",
     )
+    op.create_index(
+        "uq_agent_entries_message",
+        "agent_entries",
+        ["environment", "agent", "kind", sa.text("(data ->> 'message')")],
+        unique=True,
+        schema="calllog",
+        postgresql_where=sa.text(
+            "kind IN ('message.waiting', 'message.taken', 'message.expired')"
+        ),
+    )
 
 
 def downgrade() -> None:
+    op.drop_index("uq_agent_entries_message", "agent_entries", schema="calllog")
     op.drop_table("whatsapp_numbers", schema="calllog")
