@@ -2,16 +2,29 @@
 ``/healthz``, ``/readyz``, ``/metrics``, OpenAPI). Granian serves it as a factory.
 
 Ready while NATS answers. Its replicas answer ``$SRV.PING.<ns>-chat`` (nats.micro), which is how
-``doctor`` finds one up.
+``doctor`` finds one up. Metrics: ``pinecall_chat_sockets`` (served now),
+``pinecall_chat_calls_total{what}`` (``opened``, ``taken_up``, ``answered``, ``replayed``),
+``pinecall_chat_refused_total`` (dials and frames refused with a close code).
 """
 
 from __future__ import annotations
 
+import platform
+from collections.abc import Iterator
+
 from litestar import Litestar
 from litestar.datastructures import State
 from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
+from pinecall_chat import api, socket
+from pinecall_chat.conversation import Conversations, Model
+from pinecall_chat.model import AnthropicModel
+from pinecall_chat.service import ChatService
 from pinecall_chat.settings import ChatSettings
+from pinecall_clients.calllog import CallLogClient
+from pinecall_servicekit import db
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.http import service_app
 from pinecall_servicekit.lifespan import Held, Opened, service_lifespan
@@ -19,11 +32,38 @@ from pinecall_servicekit.lifespan import Held, Opened, service_lifespan
 VERSION = "0.1.0"
 
 
-def create_app(settings: ChatSettings | None = None) -> Litestar:
-    """The chat service's app; its clients are opened in its lifespan."""
+class _Collector(Collector):
+    def __init__(self, held: Held[ChatService]) -> None:
+        self.held = held
+
+    def collect(self) -> Iterator[Metric]:
+        service = self.held.now
+        if service is None:
+            return
+        c = service.conversations
+        yield GaugeMetricFamily("pinecall_chat_sockets", "chat sockets served", service.sockets)
+        calls = CounterMetricFamily("pinecall_chat_calls", "written calls", labels=["what"])
+        for what, n in (
+            ("opened", c.opened),
+            ("taken_up", c.taken_up),
+            ("answered", c.answered),
+            ("replayed", c.replayed),
+        ):
+            calls.add_metric([what], n)
+        yield calls
+        yield CounterMetricFamily(
+            "pinecall_chat_refused", "dials and frames refused", value=service.refused
+        )
+
+
+def create_app(settings: ChatSettings | None = None, *, model: Model | None = None) -> Litestar:
+    """The chat service's app; its clients are opened in its lifespan. ``model`` is for tests
+    (default: livekit-agents' Anthropic plugin at ``PINECALL_ANTHROPIC_URL``)."""
     settings = (settings or ChatSettings.from_env()).check()
-    registry = CollectorRegistry()
     connected: Held[Bus] = Held()
+    held: Held[ChatService] = Held()
+    registry = CollectorRegistry()
+    registry.register(_Collector(held))
 
     async def start(app: Litestar, opened: Opened) -> None:
         bus = opened.bus
@@ -32,6 +72,26 @@ def create_app(settings: ChatSettings | None = None) -> Litestar:
         )
         opened.on_close(micro.stop)
         opened.hold(connected, bus)
+        keyring = opened.keyring(cache_s=settings.key_cache_s)
+        await keyring.start()
+        logs = {
+            env: await opened.enter(CallLogClient(settings.call_log_url, key))
+            for env, key in settings.keys().items()
+        }
+        used = model
+        if used is None:
+            anthropic = AnthropicModel(
+                base_url=settings.anthropic_url, api_key=settings.anthropic_api_key
+            )
+            opened.on_close(anthropic.aclose)
+            used = anthropic
+        conversations = Conversations(
+            logs,
+            used,
+            replica=f"{platform.node()}.{id(app):x}",
+            default_model=settings.model,
+        )
+        app.state.chat = opened.hold(held, ChatService(settings, keyring, conversations))
 
     async def readiness(app_state: State) -> dict[str, bool]:
         bus = connected.now
@@ -40,8 +100,8 @@ def create_app(settings: ChatSettings | None = None) -> Litestar:
     return service_app(
         service="chat",
         version=VERSION,
-        route_handlers=[],
-        lifespan=[service_lifespan("chat", settings, start)],
+        route_handlers=[*api.ROUTES, *socket.ROUTES],
+        lifespan=[service_lifespan("chat", settings, start, engine=db.create_engine)],
         registry=registry,
         readiness=readiness,
     )

@@ -85,6 +85,7 @@ class CallStore:
                 "context": o.context,
                 "config": config,
                 "prompt_hash": prompt_hash,
+                "channel": o.channel,
                 "opened_at": now,
             }
             # a row made here is this transaction's, locked until it commits: it is the head
@@ -105,6 +106,8 @@ class CallStore:
                     raise Conflict(f"call {o.call} was opened by {head.worker} in {head.room}")
                 return record_of(head), False
             data = {"worker": o.worker, "room": o.room, "agent": o.agent} | started
+            if o.channel is not None:
+                data["channel"] = o.channel
             return record_of(await append_own_all(conn, head, [("call.started", data)], now)), True
 
     async def reopen(

@@ -66,6 +66,7 @@ def record_of(row: sa.Row[Any]) -> CallRecord:
         reopened=row.reopened,
         prompt_hash=row.prompt_hash,
         config=row.config,
+        channel=row.channel,
     )
 
 

@@ -41,6 +41,7 @@ CALLS = sa.Table(
     sa.Column("last_seq", sa.Integer, nullable=False, server_default="0"),
     sa.Column("outcome", sa.String(32), nullable=True),
     sa.Column("cause", sa.String(32), nullable=True),
+    sa.Column("channel", sa.String(16), nullable=True),
     sa.Column("opened_at", db.UTC_TIMESTAMP, nullable=False),
     sa.Column("ended_at", db.UTC_TIMESTAMP, nullable=True),
     sa.Column("sealed_at", db.UTC_TIMESTAMP, nullable=True),

@@ -68,6 +68,7 @@ class UnsealedCalls:
                 last_entry_at=r.moved_at,
                 written=r.written,
                 last_seq=r.last_seq,
+                channel=r.channel,
             )
             for r in rows
         ]

@@ -56,11 +56,11 @@ from livekit.agents.llm import Toolset
 from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts import entries
 from pinecall_contracts.dispatch import JobOffer
+from pinecall_jobs.tools import app_tools
 from pinecall_worker.call.agent import call_agent
 from pinecall_worker.call.record import Recorder
 from pinecall_worker.call.session import model_client, session_for
 from pinecall_worker.call.steer import Steering
-from pinecall_worker.call.tools import app_tools
 from pinecall_worker.domain import opens_first, shutdown_cause
 from pinecall_worker.settings import WorkerSettings
 

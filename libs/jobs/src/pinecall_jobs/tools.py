@@ -1,4 +1,6 @@
 """An agent's tools as livekit-agents function tools whose body asks the app holding the agent,
+shared by the worker's voice calls and the chat service's written calls (issue 17: a written call
+runs its tools exactly as a voice call does),
 through call-log's tool endpoint (issue 16, "The worker runs the call's agent"; seed 002, "The
 gateway restarts": a tool call runs once per id).
 
