@@ -91,7 +91,10 @@ async def test_a_contacts_message_is_signed_over_its_raw_body(
     payload = json.loads(body)
     assert payload["object"] == "whatsapp_business_account"
     value = _value(payload)
-    assert value["metadata"] == {"display_phone_number": "15550783881", "phone_number_id": wa.number}
+    assert value["metadata"] == {
+        "display_phone_number": "15550783881",
+        "phone_number_id": wa.number,
+    }
     assert value["contacts"] == [{"profile": {"name": "Ana"}, "wa_id": "34600111222"}]
     [message] = value["messages"]
     assert message["from"] == "34600111222"

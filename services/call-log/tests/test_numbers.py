@@ -118,9 +118,7 @@ async def test_a_number_of_another_org_or_environment_is_409_and_404(
     sandbox = await call_log.put(NUMBER, json=body(), params=ACME, headers=bearer(keys.app_sandbox))
     assert sandbox.status_code == 409
     assert (await call_log.get(NUMBER, params=other, headers=bearer(keys.app))).status_code == 404
-    no_such = await call_log.get(
-        "/v1/whatsapp/numbers/999", params=ACME, headers=bearer(keys.app)
-    )
+    no_such = await call_log.get("/v1/whatsapp/numbers/999", params=ACME, headers=bearer(keys.app))
     assert no_such.status_code == 404
     secrets = (await call_log.get(f"{NUMBER}/secrets", headers=bearer(keys.service))).json()
     assert (secrets["number"]["org"], secrets["app_secret"]) == ("org_acme", SECRETS[1])

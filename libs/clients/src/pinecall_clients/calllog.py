@@ -327,7 +327,6 @@ class CallLogClient:
             self, call, written=written, reopen=reopen, batch_timeout_s=batch_timeout_s
         )
 
-
     async def put_number(
         self,
         phone_number_id: str,
@@ -361,6 +360,7 @@ class CallLogClient:
         """One of ``org``'s WhatsApp numbers (``CallUnknown`` for a 404)."""
         path = f"/v1/whatsapp/numbers/{phone_number_id}?{_scope(org, environment)}"
         return await self.request(path, None, WhatsAppNumber, within_s=within_s, method="GET")
+
 
 def _scope(org: str, environment: str | None) -> str:
     query = {"org": org} | ({"environment": environment} if environment else {})

@@ -30,7 +30,9 @@ PhoneNumberId = Annotated[
 ]
 Display = Annotated[str, msgspec.Meta(pattern=r"^$(?![\s\S])|^[0-9]{5,20}$(?![\s\S])")]
 """The number as people dial it, digits without ``+`` (``15550783881``); empty: not said."""
-Secret = Annotated[str, msgspec.Meta(min_length=8, max_length=512, pattern=r"^[\x21-\x7e]+$(?![\s\S])")]
+Secret = Annotated[
+    str, msgspec.Meta(min_length=8, max_length=512, pattern=r"^[\x21-\x7e]+$(?![\s\S])")
+]
 """A secret as Meta issues them: printable ASCII, no spaces, 8 to 512 characters."""
 
 
@@ -70,9 +72,7 @@ class WhatsAppNumberList(Contract, frozen=True, kw_only=True, tag="whatsapp.numb
     numbers: list[WhatsAppNumber] = []
 
 
-class WhatsAppNumberSecrets(
-    Contract, frozen=True, kw_only=True, tag="whatsapp.number_secrets.v1"
-):
+class WhatsAppNumberSecrets(Contract, frozen=True, kw_only=True, tag="whatsapp.number_secrets.v1"):
     """``GET /v1/whatsapp/numbers/{phone_number_id}/secrets`` (the service key only): what the
     chat service verifies the number's webhooks and sends its replies with."""
 

@@ -199,25 +199,29 @@ class WhatsAppFake:
         return None
 
     def _statuses(self, message: Sent) -> None:
-        base = {
-            "waba_id": self.config.waba_id,
-            "number": message.number,
-            "display": self.config.numbers[message.number],
-            "message_id": message.id,
-            "recipient": message.to,
-            "timestamp": int(self.now()),
-        }
+        def status(said: wire.Status, error: int | None = None) -> dict[str, Any]:
+            return wire.status_webhook(
+                waba_id=self.config.waba_id,
+                number=message.number,
+                display=self.config.numbers[message.number],
+                message_id=message.id,
+                recipient=message.to,
+                status=said,
+                timestamp=int(self.now()),
+                error=error,
+            )
+
         if self.fail_next > 0:
             self.fail_next -= 1
-            self.webhooks.send(wire.status_webhook(**base, status="failed", error=131000))
+            self.webhooks.send(status("failed", 131000))
             return
         order = list(self.statuses)
         if self.status_order == "reversed":
             order.reverse()
         elif self.status_order == "shuffled":
             self._random.shuffle(order)
-        for status in order:
-            self.webhooks.send(wire.status_webhook(**base, status=status))
+        for said in order:
+            self.webhooks.send(status(said))
 
     # -- the lab's control -------------------------------------------------------------------
 

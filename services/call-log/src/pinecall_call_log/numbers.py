@@ -29,6 +29,7 @@ from litestar.params import FromQuery, JSONBody, PathParameter
 
 from pinecall_call_log.api import AnyRequest, key_of, service_of
 from pinecall_call_log.definitions import DEFINERS, OrgQuery, _scope
+from pinecall_contracts.keys import KeyKind
 from pinecall_contracts.whatsapp import (
     PHONE_NUMBER_ID_PATTERN,
     WhatsAppNumber,
@@ -41,6 +42,8 @@ from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.errors import Conflict, NotFound, Unprocessable
 from pinecall_servicekit.http import problems
 
+SERVICE: tuple[KeyKind, ...] = ("service",)
+"""The chat service: the only reader of a number's secrets."""
 NumberPath = Annotated[str, PathParameter(pattern=PHONE_NUMBER_ID_PATTERN)]
 
 
@@ -102,7 +105,7 @@ async def show_number(
 async def number_secrets(request: AnyRequest, phone_number_id: NumberPath) -> WhatsAppNumberSecrets:
     """The number with its app secret and access token: the chat service's, with the service
     key (any other key is 403)."""
-    await key_of(request, ("service",))
+    await key_of(request, SERVICE)
     found = await service_of(request).store.numbers.secrets(phone_number_id)
     if found is None:
         raise NotFound(f"no WhatsApp number {phone_number_id}")
@@ -113,7 +116,7 @@ async def number_secrets(request: AnyRequest, phone_number_id: NumberPath) -> Wh
 async def verify_token(request: AnyRequest, data: JSONBody[WhatsAppVerify]) -> WhatsAppNumber:
     """A number whose verify token Meta's handshake carried (404: none has it); the chat
     service's, with the service key."""
-    await key_of(request, ("service",))
+    await key_of(request, SERVICE)
     found = await service_of(request).store.numbers.by_verify_token(data.verify_token)
     if not found:
         raise NotFound("no WhatsApp number has this verify token")

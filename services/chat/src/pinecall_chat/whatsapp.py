@@ -27,13 +27,17 @@ from typing import Annotated
 import msgspec
 from litestar import Request, get, post
 from litestar.datastructures import State
-from litestar.params import Parameter
+from litestar.params import QueryParameter
 from litestar.response import Response
 
+from pinecall_chat.conversation import Conversations
+from pinecall_chat.settings import ChatSettings
+from pinecall_chat.whatsapp_graph import Graph
 from pinecall_chat.whatsapp_threads import Threads
 from pinecall_chat.whatsapp_wire import MAX_BODY_BYTES, parse, signed
 from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.errors import CallLogRefused, CallUnknown
+from pinecall_contracts.appsocket import Holding
 from pinecall_contracts.whatsapp import WhatsAppNumber, WhatsAppNumberSecrets, WhatsAppVerify
 from pinecall_servicekit.errors import (
     BadRequest,
@@ -41,8 +45,10 @@ from pinecall_servicekit.errors import (
     NotFound,
     PinecallError,
     Unauthorized,
+    Unavailable,
 )
 from pinecall_servicekit.http import problems
+from pinecall_servicekit.lifespan import Opened
 
 AnyRequest = Request[object, object, State]
 CACHE_S = 5.0
@@ -52,9 +58,10 @@ CACHE_S = 5.0
 class WhatsApp:
     """The webhook's state: call-log (service key), the numbers' secrets briefly, the threads."""
 
-    def __init__(self, call_log: CallLogClient, threads: Threads) -> None:
+    threads: Threads
+
+    def __init__(self, call_log: CallLogClient) -> None:
         self.call_log = call_log
-        self.threads = threads
         self._numbers: dict[str, tuple[float, WhatsAppNumberSecrets | None]] = {}
 
     async def number(self, phone_number_id: str) -> WhatsAppNumberSecrets | None:
@@ -72,17 +79,46 @@ class WhatsApp:
         return found
 
 
+async def start(opened: Opened, settings: ChatSettings, engine: Conversations) -> WhatsApp | None:
+    """The webhook's state for a replica's lifespan: call-log with the service key (None when
+    there is none: the webhook answers 503), the Graph sender, and the threads, told by
+    ``apps.holding`` which agents are held."""
+    if settings.service_key is None:
+        return None
+    call_log = await opened.enter(CallLogClient(settings.call_log_url, settings.service_key))
+    graph = Graph(
+        settings.whatsapp_graph_url,
+        settings.whatsapp_graph_version,
+        settings.whatsapp_pair_interval_s,
+    )
+    opened.on_close(graph.aclose)
+    wa = WhatsApp(call_log)
+    wa.threads = Threads(
+        wa.number, engine, graph, window_s=settings.whatsapp_window_s,
+        announce_s=settings.app_announce_s,
+    )  # fmt: skip
+    opened.on_close(wa.threads.aclose)
+    bus = opened.bus
+    subscription = await bus.subscribe(bus.subjects.apps_holding, Holding, wa.threads.heard)
+    opened.on_close(subscription.unsubscribe)
+    return wa
+
+
 def _whatsapp(request: AnyRequest) -> WhatsApp:
-    wa: WhatsApp = request.app.state.whatsapp
+    wa: WhatsApp | None = request.app.state.whatsapp
+    if wa is None:
+        raise Unavailable("this replica has no service key (PINECALL_SERVICE_KEY): no WhatsApp")
     return wa
 
 
 @get("/v1/whatsapp/webhook", media_type="text/plain", responses=problems(403, 503))
 async def handshake(
     request: AnyRequest,
-    mode: Annotated[str | None, Parameter(query="hub.mode")] = None,
-    verify_token: Annotated[str | None, Parameter(query="hub.verify_token", max_length=512)] = None,
-    challenge: Annotated[str | None, Parameter(query="hub.challenge", max_length=256)] = None,
+    mode: Annotated[str | None, QueryParameter(name="hub.mode")] = None,
+    verify_token: Annotated[
+        str | None, QueryParameter(name="hub.verify_token", max_length=512)
+    ] = None,
+    challenge: Annotated[str | None, QueryParameter(name="hub.challenge", max_length=256)] = None,
 ) -> str:
     """Meta's verification: echo ``hub.challenge`` for a number's verify token."""
     if mode != "subscribe" or not verify_token or challenge is None:

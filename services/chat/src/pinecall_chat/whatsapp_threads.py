@@ -29,8 +29,9 @@ import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
+from pinecall_chat.conversation import Conversations, WrittenCall
 from pinecall_chat.whatsapp_graph import Graph, GraphRefused, GraphUnavailable
 from pinecall_chat.whatsapp_wire import Message, Notification, Status, thread_call, window_open
 from pinecall_clients.calllog import CallLogClient
@@ -41,32 +42,14 @@ from pinecall_contracts.whatsapp import WhatsAppNumberSecrets
 
 log = logging.getLogger("pinecall.chat.whatsapp")
 
-WAITING, TAKEN, EXPIRED, STATUS = "message.waiting", "message.taken", "message.expired", "message.status"
+WAITING, TAKEN, EXPIRED, STATUS = (
+    "message.waiting",
+    "message.taken",
+    "message.expired",
+    "message.status",
+)
 SEEN = 10_000
 """Message ids (and statuses) remembered per replica to drop a delivery seen before."""
-
-
-class Session(Protocol):
-    @property
-    def call(self) -> str: ...
-
-
-class Engine(Protocol):
-    """What a thread needs of the written-call engine (:class:`pinecall_chat.conversation.
-    Conversations`)."""
-
-    async def open(self, *, channel: Any, contact: str, agent: str, org: str, environment: str,
-                   context: dict[str, Any] | None = None, call: str | None = None) -> Any: ...  # fmt: skip
-
-    async def take_up(
-        self, call: str, *, environment: str, agent: str | None = None, org: str | None = None
-    ) -> Any: ...
-
-    def answer(self, call: Any, message_id: str, text: str) -> Any: ...
-
-    def client(self, environment: str) -> CallLogClient:
-        """call-log with the environment's fleet key (the agent's log, a call's record)."""
-        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,7 +66,7 @@ class Threads:
     def __init__(
         self,
         numbers: Callable[[str], Awaitable[WhatsAppNumberSecrets | None]],
-        engine: Engine,
+        engine: Conversations,
         graph: Graph,
         *,
         window_s: float,
@@ -102,10 +85,11 @@ class Threads:
         self._seen: OrderedDict[str, None] = OrderedDict()
         self._queues: dict[tuple[str, str], asyncio.Queue[Any]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
-        self._sessions: dict[str, Any] = {}
+        self._sessions: dict[str, WrittenCall] = {}
         self._latest: dict[tuple[str, str], float] = {}
         self._draining: dict[tuple[str, str, str], asyncio.Lock] = {}
         self._drains: set[asyncio.Task[None]] = set()
+        self._heard = asyncio.Event()
 
     # -- who holds an agent ----------------------------------------------------------------
 
@@ -120,10 +104,17 @@ class Threads:
         """A call-log replica's ``apps.holding``: the waiting messages of each agent it now
         holds are answered."""
         before = self.held.get(holding.replica, (0.0, set()))[1]
-        agents = {tuple(a) for a in holding.agents}
-        self.held[holding.replica] = (time.monotonic(), agents)  # type: ignore[arg-type]
+        agents = {(e, o, a) for e, o, a in holding.agents}
+        self.held[holding.replica] = (time.monotonic(), agents)
         for environment, org, agent in agents - before:
             self._spawn(self._take_waiting(environment, org, agent), drain=True)
+        self._heard.set()
+
+    async def until_held(self, environment: str, org: str, agent: str) -> None:
+        """Return once a call-log replica says the agent is held (bound it with a timeout)."""
+        while not self.holds(environment, org, agent):
+            self._heard.clear()
+            await self._heard.wait()
 
     # -- a webhook, after its 200 ------------------------------------------------------------
 
@@ -137,7 +128,9 @@ class Threads:
                     continue
                 for message in change.value.messages:
                     if self._first(message.id):
-                        self._queue(number, message.from_, Inbound(number, message.from_, "", message))
+                        self._queue(
+                            number, message.from_, Inbound(number, message.from_, "", message)
+                        )
                 for status in change.value.statuses:
                     if self._first(f"{status.id}/{status.status}"):
                         self._queue(number, status.recipient_id, (number, status))
@@ -208,7 +201,7 @@ class Threads:
 
     async def _answer(
         self, number: WhatsAppNumberSecrets, contact: str, message_id: str, text: Any
-    ) -> Any:
+    ) -> WrittenCall:
         n = number.number
         session = await self._thread(number, contact)
         if message_id in session.history.replies:  # answered (and sent) before: not again
@@ -222,7 +215,7 @@ class Threads:
                 log.warning("a reply to %s was not sent: %s", contact, exc)
         return session
 
-    async def _thread(self, number: WhatsAppNumberSecrets, contact: str) -> Any:
+    async def _thread(self, number: WhatsAppNumberSecrets, contact: str) -> WrittenCall:
         """The contact's open call with the number's agent: this replica's session, taken up
         from the log, or a new call."""
         n = number.number
@@ -285,7 +278,9 @@ class Threads:
                 return
             done = {e.data.get("message") for e in agent_log.entries if e.kind in (TAKEN, EXPIRED)}
             waiting = [
-                e for e in agent_log.entries if e.kind == WAITING and e.data.get("message") not in done
+                e
+                for e in agent_log.entries
+                if e.kind == WAITING and e.data.get("message") not in done
             ]
             for entry in waiting:
                 stamp = float(entry.data.get("timestamp", 0))
@@ -297,7 +292,11 @@ class Threads:
 
     async def _take(self, environment: str, org: str, agent: str, entry: AgentEntry) -> None:
         data = entry.data
-        number_id, contact, message_id = str(data["number"]), str(data["contact"]), str(data["message"])
+        number_id, contact, message_id = (
+            str(data["number"]),
+            str(data["contact"]),
+            str(data["message"]),
+        )
         if not window_open(self._latest[(number_id, contact)], self.clock(), self.window_s):
             expired = {"message": message_id, "waiting_seq": entry.seq, "why": "window_closed"}
             await self._agent_entry(environment, agent, EXPIRED, expired)

@@ -24,7 +24,7 @@ from pinecall_servicekit.errors import Conflict, Forbidden, NotFound, Unprocessa
 
 ONCE_PER_MESSAGE = frozenset({"message.waiting", "message.taken", "message.expired"})
 """Agent-log kinds written once per WhatsApp message (``data.message``; the unique index
-``uq_agent_entries_message`` of migration 0008)."""
+``uq_agent_entries_message`` of migration 0009)."""
 
 
 class PastDeadline(Conflict):

@@ -64,8 +64,11 @@ class NumberStore:
         statement = (
             insert(WHATSAPP_NUMBERS)
             .values(
-                phone_number_id=phone_number_id, org=org, environment=environment,
-                updated_at=now, **values,
+                phone_number_id=phone_number_id,
+                org=org,
+                environment=environment,
+                updated_at=now,
+                **values,
             )  # fmt: skip
             .on_conflict_do_update(
                 index_elements=[T.phone_number_id],
@@ -112,8 +115,6 @@ class NumberStore:
 
     async def by_verify_token(self, verify_token: str) -> list[WhatsAppNumber]:
         """The numbers whose verify token is ``verify_token``."""
-        query = sa.select(WHATSAPP_NUMBERS).where(
-            T.verify_token_sha256 == token_hash(verify_token)
-        )
+        query = sa.select(WHATSAPP_NUMBERS).where(T.verify_token_sha256 == token_hash(verify_token))
         async with db.translate_errors("reading WhatsApp numbers"), self.engine.connect() as c:
             return [_number(r) for r in (await c.execute(query)).all()]

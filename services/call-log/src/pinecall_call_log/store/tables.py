@@ -97,9 +97,7 @@ AGENT_ENTRIES = sa.Table(
         "kind",
         sa.text("(data ->> 'message')"),
         unique=True,
-        postgresql_where=sa.text(
-            "kind IN ('message.waiting', 'message.taken', 'message.expired')"
-        ),
+        postgresql_where=sa.text("kind IN ('message.waiting', 'message.taken', 'message.expired')"),
     ),
 )
 
