@@ -126,7 +126,8 @@ async def test_webhooks_twice_out_of_order_and_replayed(
         await wa.webhooks.wait_delivered(4)
     said = [_value(p)["messages"][0]["text"]["body"] for p in receiver.payloads()]
     assert said == ["two", "two", "one", "one"]
-    assert receiver.posts[0][0] == second.body and receiver.posts[3][0] == first.body
+    assert receiver.posts[0][0] == second.body
+    assert receiver.posts[3][0] == first.body
 
 
 async def test_the_messages_endpoint_answers_and_sends_statuses_out_of_order(
@@ -143,7 +144,8 @@ async def test_the_messages_endpoint_answers_and_sends_statuses_out_of_order(
     async with asyncio.timeout(5):
         await wa.webhooks.wait_delivered(4)
         [sent] = await ana.wait_received(1)
-    assert sent.id == message["id"] and sent.text == "We do, at 8."
+    assert sent.id == message["id"]
+    assert sent.text == "We do, at 8."
     statuses = [_value(p)["statuses"][0] for p in receiver.payloads()[1:]]
     assert [s["status"] for s in statuses] == ["read", "delivered", "sent"]
     assert {s["id"] for s in statuses} == {message["id"]}

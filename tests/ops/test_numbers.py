@@ -78,11 +78,15 @@ async def test_put_list_and_show_a_number_without_a_secret(
     number.write_text(NUMBER)
     code, out, err = await cli(env, "numbers", "put", str(number), *org)
     assert code == 0, err
-    assert "106540352242922 (+15550783881)" in out and "agent booking" in out
+    assert "106540352242922 (+15550783881)" in out
+    assert "agent booking" in out
     code, listed, _ = await cli(env, "numbers", "list", *org)
-    assert code == 0 and "1 WhatsApp numbers" in listed and "booking" in listed
+    assert code == 0
+    assert "1 WhatsApp numbers" in listed
+    assert "booking" in listed
     code, shown, _ = await cli(env, "numbers", "show", "106540352242922", *org, "--json")
-    assert code == 0 and json.loads(shown)["agent"] == "booking"
+    assert code == 0
+    assert json.loads(shown)["agent"] == "booking"
     for said in (out, listed, shown):
         assert not any(s in said for s in SECRETS)
 
@@ -94,11 +98,13 @@ async def test_each_failure_is_named_with_its_exit_code(
     number = tmp_path / "number.yaml"
     number.write_text(NUMBER)
     code, _, err = await cli(env, "numbers", "put", str(number), *org)  # no agent booking
-    assert code == ExitCode.FAILED and "no agent booking" in err
+    assert code == ExitCode.FAILED
+    assert "no agent booking" in err
     bad = tmp_path / "bad.yaml"
     bad.write_text(NUMBER.replace("agent:", "agnet:"))
     code, _, err = await cli(env, "numbers", "put", str(bad), *org)
-    assert code == ExitCode.FAILED and "agnet" in err
+    assert code == ExitCode.FAILED
+    assert "agnet" in err
     code, _, err = await cli(env, "numbers", "show", "999", *org)
     assert code == ExitCode.NOT_FOUND
     code, _, err = await cli(env, "numbers", "show", "not-digits", *org)

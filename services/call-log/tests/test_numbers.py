@@ -184,7 +184,9 @@ async def test_a_whatsapp_messages_agent_entries_are_written_once_per_message(
                                    headers=service)  # fmt: skip
         assert said.status_code == 200, said.text
         seqs.append(said.json()["seq"])
-    assert seqs[0] == seqs[1] and seqs[3] == seqs[4] and seqs[6] != seqs[7]
+    assert seqs[0] == seqs[1]
+    assert seqs[3] == seqs[4]
+    assert seqs[6] != seqs[7]
     logged = (await call_log.get(path, params=params, headers=bearer(keys.operator))).json()
     logged = logged["entries"]
     assert [e["kind"] for e in logged] == [

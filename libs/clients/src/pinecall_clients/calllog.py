@@ -34,7 +34,6 @@ from pinecall_clients.errors import (
 from pinecall_clients.writer import CallLogWriter
 from pinecall_contracts.agents import AgentDefinition, AgentList, AgentVersion
 from pinecall_contracts.base import Contract, decode, encode
-from pinecall_contracts.whatsapp import WhatsAppNumber, WhatsAppNumberList, WhatsAppNumberPut
 from pinecall_contracts.calls import (
     AgentEntry,
     AgentLog,
@@ -50,6 +49,7 @@ from pinecall_contracts.calls import (
     ToolCall,
     ToolResult,
 )
+from pinecall_contracts.whatsapp import WhatsAppNumber, WhatsAppNumberList, WhatsAppNumberPut
 
 R = TypeVar("R", bound=Contract)
 

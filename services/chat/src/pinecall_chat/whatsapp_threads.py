@@ -34,7 +34,6 @@ from typing import Any
 from pinecall_chat.conversation import Conversations, WrittenCall
 from pinecall_chat.whatsapp_graph import Graph, GraphRefused, GraphUnavailable
 from pinecall_chat.whatsapp_wire import Message, Notification, Status, thread_call, window_open
-from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.errors import CallLogRefused, CallLogUnavailable, CallUnknown
 from pinecall_contracts.appsocket import Holding
 from pinecall_contracts.calls import AgentEntry, AgentLog

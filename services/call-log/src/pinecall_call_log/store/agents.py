@@ -21,7 +21,6 @@ from pinecall_contracts.calls import AgentEntry, AgentLog, CallbackRequest, Tool
 from pinecall_servicekit import db
 from pinecall_servicekit.errors import Conflict, Forbidden, NotFound, Unprocessable
 
-
 ONCE_PER_MESSAGE = frozenset({"message.waiting", "message.taken", "message.expired"})
 """Agent-log kinds written once per WhatsApp message (``data.message``; the unique index
 ``uq_agent_entries_message`` of migration 0009)."""

@@ -69,7 +69,7 @@ class NumberStore:
                 environment=environment,
                 updated_at=now,
                 **values,
-            )  # fmt: skip
+            )
             .on_conflict_do_update(
                 index_elements=[T.phone_number_id],
                 set_={**{k: excluded[k] for k in values}, "updated_at": excluded.updated_at},
