@@ -17,7 +17,7 @@ from pinecall_chat.app import create_app
 from pinecall_chat.conversation import ChatAgent
 from pinecall_chat.settings import ChatSettings
 from pinecall_jobs.tools import AppTool
-from pinecall_testkit.appsocket import call_log_settings, define
+from pinecall_testkit.appsocket import call_log_settings, define, serving
 from pinecall_testkit.call_log import Keys, Listening, listening, make_keys
 
 SECRET = "a chat secret of the test"
@@ -63,11 +63,8 @@ async def keys(database_url: str) -> Keys:
 async def call_log(
     database_url: str, nats_url: str, nats_namespace: str, keys: Keys
 ) -> AsyncIterator[Listening]:
-    from pinecall_call_log.app import create_app as call_log_app
-
-    async with listening(
-        call_log_app(call_log_settings(database_url, nats_url, nats_namespace))
-    ) as r:
+    serve = serving(call_log_settings(database_url, nats_url, nats_namespace))
+    async with serve() as r:
         tool = {
             "name": "book_slot",
             "description": "Book a slot",

@@ -14,7 +14,8 @@ call.started      service   ``{worker, room, agent, prompt_hash?, version?}``: t
                             the agent it runs, when its org defines the agent
 call.reopened     service   ``{agent}``: a call an older release opened, said again
 turn.user         worker    ``{text, stopped_speaking_at}``: what the caller said (one
-                            user turn; ``stopped_speaking_at`` in Unix seconds or null)
+                            user turn; ``stopped_speaking_at`` in Unix seconds or null);
+                            a written call's adds ``message``, the contact's message id
 turn.agent        worker    ``{text, first_audio_s, llm_ttft_s, tts_ttfb_s, interrupted}``:
                             what the agent said; ``first_audio_s`` is the turn's first
                             audio (livekit-agents' ``e2e_latency``: the caller's end of

@@ -38,6 +38,7 @@ async def unsealed(log: CallLogClient, environment: str) -> list[CallSeen]:
                 ended=c.state == "ended",
                 opened_at=c.opened_at,
                 last_entry_at=c.last_entry_at,
+                channel=c.channel,
             )
             for c in page.calls
         ]

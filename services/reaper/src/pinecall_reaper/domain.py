@@ -27,11 +27,11 @@ from collections.abc import Collection, Iterable
 from dataclasses import dataclass
 from typing import Literal
 
-from pinecall_contracts.calls import EndCause, Outcome
+from pinecall_contracts.calls import Channel, EndCause, Outcome
 
-Why = Literal["ceiling", "no_agent", "room_gone"]
+Why = Literal["ceiling", "no_agent", "room_gone", "written_quiet"]
 """Why a call is reaped: older than ``MAX_CALL_SECONDS``; quiet with no agent in its room;
-quiet and its room gone from LiveKit."""
+quiet and its room gone from LiveKit; a written call quiet as long as its endpoint waits."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,6 +51,9 @@ class CallSeen:
     ended: bool
     opened_at: dt.datetime
     last_entry_at: dt.datetime
+    channel: Channel | None = None
+    """A written call's channel (``chat``, ``whatsapp``): judged by :func:`judge_written`, it
+    has no room; None for a voice call."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,9 +132,8 @@ def unclaimed(
     ]
 
 
-# -- written calls (chat, WhatsApp): their endpoints come later; the rule is kept here ---------
+# -- written calls (chat, WhatsApp): no room, no ceiling; quiet as long as the endpoint waits ---
 
-Channel = Literal["chat", "whatsapp"]
 WRITTEN_QUIET_S: dict[Channel, float] = {"chat": 300.0, "whatsapp": 7200.0}
 """How long each written endpoint waits for its contact (seed 002): five minutes, two hours."""
 
@@ -142,3 +144,20 @@ def written_verdict(
     """``timeout`` for a written call no process serves, once quiet as long as its endpoint
     waits; None before. ``KeyError`` for a channel with no rule."""
     return "timeout" if _seconds(last_entry_at, now) >= WRITTEN_QUIET_S[channel] else None
+
+
+def judge_written(call: CallSeen, now: dt.datetime) -> Verdict | None:
+    """The verdict on a written call (``call.channel`` set): once quiet as long as its endpoint
+    waits (:func:`written_verdict`), ended ``timeout`` (unless ended) and sealed; its room is
+    no LiveKit room, so none is taken down. None leaves it be (a thread quiet an hour is still
+    a thread: the 30-minute ceiling of a voice call is not a written call's)."""
+    assert call.channel is not None
+    if written_verdict(call.channel, call.last_entry_at, now) is None:
+        return None
+    return Verdict(
+        call=call.call,
+        room=call.room,
+        why="written_quiet",
+        outcome=None if call.ended else "timeout",
+        take_room=False,
+    )

@@ -7,7 +7,9 @@ sharing one LiveKit share its rooms, so neither may take down a room the other's
    opened after this read has a room too young to look unclaimed);
 2. the rooms, from ListRooms; if LiveKit does not answer, nothing of it is judged this reap (a
    room missing from no answer is not a room gone);
-3. each call worth a look (over the ceiling, or quiet) gets its room's agents read and its
+3. a written call (chat, WhatsApp: it has a channel and no room) quiet as long as its endpoint
+   waits is ended ``timeout`` and sealed (:func:`pinecall_reaper.domain.judge_written`);
+   each voice call worth a look (over the ceiling, or quiet) gets its room's agents read and its
    verdict (:func:`pinecall_reaper.domain.judge`): end it (unless ended), take its room down,
    seal it — the order the sentence job keeps;
 4. each room no unsealed call names, older than ``quiet_s`` and with no agent, is taken down.
@@ -41,6 +43,7 @@ REASONS: dict[domain.Why, str] = {
     "ceiling": "the reaper: older than MAX_CALL_SECONDS",
     "no_agent": "the reaper: no agent in its room, quiet",
     "room_gone": "the reaper: its room is gone, quiet",
+    "written_quiet": "the reaper: a written call quiet as long as its endpoint waits",
 }
 
 
@@ -139,6 +142,14 @@ class Reaper:
             done.failed.append(str(exc))
             return
         for call in seen:
+            if call.channel is not None:  # a written call: no room to read
+                try:
+                    if (written := domain.judge_written(call, now)) is not None:
+                        await self._carry_out(rooms, written)
+                        done.reaped.append(written)
+                except CallLogError as exc:
+                    done.failed.append(f"call {call.call}: {exc}")
+                continue
             if not domain.worth_a_look(call, now, self.rules):
                 continue
             try:
