@@ -233,3 +233,40 @@ async def test_a_forged_or_bad_webhook_is_refused_and_writes_nothing(
         assert await _agent_log(call_log, keys) == []
         assert await _open_calls(call_log, keys) == []
         assert fake.contacts.get("34600111222") is None or not fake.contacts["34600111222"].received
+
+
+async def test_a_thread_ended_timeout_is_followed_by_a_new_call_on_the_next_message(
+    call_log: Listening, keys: Keys, fake: WhatsAppFake, number: str, replica: Any
+) -> None:
+    """The reaper ends a thread quiet two hours (``timeout``, sealed); the contact's next message
+    opens the next call of the thread, and the old call is written to no more."""
+    async with app_socket(call_log, keys) as app, replica() as one:
+        await app.register()
+        wa = _wa(one)
+        fake.set_webhook_url(_hook(one))
+        async with asyncio.timeout(WAIT_S):
+            await wa.threads.until_held("production", "org_acme", "support-bot")
+        ana = fake.contact("34600111222", name="Ana")
+        ana.send("one")
+        async with asyncio.timeout(WAIT_S):
+            await ana.wait_received(1)
+            await fake.webhooks.wait_delivered(4)  # the message and its three statuses
+            await wa.threads.settled()
+        first = thread_call(number, "34600111222", 1)
+        sealed = await call_log.client.post(
+            f"/v1/calls/{first}/seal", json={"outcome": "timeout"}, headers=bearer(keys.service)
+        )
+        assert sealed.status_code == 200, sealed.text
+        before = await _entries(call_log, keys, first)
+        ana.send("two")
+        async with asyncio.timeout(WAIT_S):
+            [_, reply] = await ana.wait_received(2)
+            await fake.webhooks.wait_delivered(8)
+            await wa.threads.settled()
+        assert reply.text == "You said: two"
+        second = thread_call(number, "34600111222", 2)
+        assert [c["call"] for c in await _open_calls(call_log, keys)] == [second]
+        assert await _entries(call_log, keys, first) == before
+        users = [e["data"]["text"] for e in await _entries(call_log, keys, second)
+                 if e["kind"] == "turn.user"]  # fmt: skip
+        assert users == ["two"]

@@ -85,6 +85,8 @@ class Threads:
         self._queues: dict[tuple[str, str], asyncio.Queue[Any]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._sessions: dict[str, WrittenCall] = {}
+        self._ordinal: dict[tuple[str, str], int] = {}
+        """(number, contact) → the ordinal of its latest thread seen here (ended ones stay so)."""
         self._latest: dict[tuple[str, str], float] = {}
         self._draining: dict[tuple[str, str, str], asyncio.Lock] = {}
         self._drains: set[asyncio.Task[None]] = set()
@@ -203,6 +205,7 @@ class Threads:
     ) -> WrittenCall:
         n = number.number
         session = await self._thread(number, contact)
+        assert session is not None  # open_new
         if message_id in session.history.replies:  # answered (and sent) before: not again
             return session
         said = text.body if text is not None else ""
@@ -214,43 +217,57 @@ class Threads:
                 log.warning("a reply to %s was not sent: %s", contact, exc)
         return session
 
-    async def _thread(self, number: WhatsAppNumberSecrets, contact: str) -> WrittenCall:
-        """The contact's open call with the number's agent: this replica's session, taken up
-        from the log, or a new call."""
+    async def _thread(
+        self, number: WhatsAppNumberSecrets, contact: str, *, open_new: bool = True
+    ) -> WrittenCall | None:
+        """The contact's open call with the number's agent, or a new one (None when there is
+        none and not ``open_new``). The record is read each time: a session kept here is used
+        only while its call is open and no other replica wrote to it since (its writer's count
+        is the log's); otherwise the call is taken up from its log again."""
         n = number.number
-        ordinal = 1
+        key = (n.phone_number_id, contact)
+        ordinal = self._ordinal.get(key, 1)
+        client = self.engine.client(n.environment)
         while True:
             call = thread_call(n.phone_number_id, contact, ordinal)
-            session = self._sessions.get(call)
-            if session is not None:
-                return session
             try:
-                record = await self.engine.client(n.environment).record(call)
+                record = await client.record(call)
             except CallUnknown:
+                if not open_new:
+                    return None
                 session = await self.engine.open(
                     channel="whatsapp", contact=contact, agent=n.agent, org=n.org,
                     environment=n.environment, call=call,
                     context={"whatsapp": {"number": n.phone_number_id, "contact": contact}},
                 )  # fmt: skip
-                self._sessions[call] = session
-                return session
+                break
             if record.state == "open":
+                kept = self._sessions.get(call)
+                if kept is not None and kept.writer.written == record.written:
+                    return kept
                 session = await self.engine.take_up(
                     call, environment=n.environment, agent=n.agent, org=n.org
                 )
-                self._sessions[call] = session
-                return session
+                break
+            self._sessions.pop(call, None)  # ended: the contact's next thread is the next call
             ordinal += 1
+        self._ordinal[key] = ordinal
+        self._sessions[call] = session
+        return session
 
     # -- statuses ------------------------------------------------------------------------
 
     async def _status(self, number: WhatsAppNumberSecrets, status: Status) -> None:
-        session = await self._thread(number, status.recipient_id)
+        """On the thread's open call; a status of a thread ended meanwhile opens none."""
+        session = await self._thread(number, status.recipient_id, open_new=False)
+        if session is None:
+            log.info("a status of %s found no open thread: not written", status.id)
+            return
         data = {"message": status.id, "status": status.status, "timestamp": status.timestamp,
                 "errors": [{"code": e.code, "title": e.title} for e in status.errors]}  # fmt: skip
-        writer = session.writer
-        writer.add(STATUS, data)
-        await writer.flush()
+        async with session.turn:  # not between a message's entries and its reply's
+            session.writer.add(STATUS, data)
+            await session.writer.drain()
 
     # -- waiting messages ----------------------------------------------------------------
 
@@ -305,6 +322,7 @@ class Threads:
             log.warning("waiting message %s: no WhatsApp number %s now", message_id, number_id)
             return
         session = await self._thread(number, contact)
+        assert session is not None  # open_new
         taken = {"message": message_id, "call": session.call, "waiting_seq": entry.seq}
         await self._agent_entry(environment, agent, TAKEN, taken)
         text = _TextOf(str(data.get("text", "")))
