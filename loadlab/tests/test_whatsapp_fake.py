@@ -232,3 +232,20 @@ async def test_the_lab_control_sends_and_reads_over_http(
         async with s.get(url) as resp:
             [got] = (await resp.json())["received"]
     assert got["text"] == "We do, at 8."
+
+
+def test_the_command_says_its_default_port_and_refuses_a_bad_config(tmp_path: Any) -> None:
+    from click.testing import CliRunner
+
+    from pinecall_loadlab.commands import lab
+    from pinecall_loadlab.whatsapp.config import DEFAULT_PORT
+
+    runner = CliRunner()
+    shown = runner.invoke(lab, ["whatsapp", "--help"])
+    assert shown.exit_code == 0
+    assert f"else {DEFAULT_PORT}" in shown.output
+    bad = tmp_path / "wa.json"
+    bad.write_text('{"app_secret": "", "unknown": 1}')
+    refused = runner.invoke(lab, ["whatsapp", "--config", str(bad)])
+    assert refused.exit_code == 2
+    assert "--config" in refused.output
