@@ -204,7 +204,7 @@ async def test_a_forged_or_bad_webhook_is_refused_and_writes_nothing(
         wa = _wa(one)
         # Meta's wire, signed with another app's secret: the fake retries, every time refused
         forger = WhatsAppFake(WhatsAppConfig(port=0, app_secret="not-the-app-secret",
-                                             retry_min_s=0.01, retry_for_s=0.05))  # fmt: skip
+                                             retry_min_s=0.01, retry_for_s=2.0))  # fmt: skip
         async with forger:
             forger.set_webhook_url(_hook(one))
             delivery = forger.contact("34600111222").send("forged")

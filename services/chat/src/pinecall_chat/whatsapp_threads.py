@@ -12,7 +12,8 @@ once it has acknowledged Meta, processed in each thread's arrival order.
   Otherwise the message is written on the agent's log as ``message.waiting`` ``{message,
   number, contact, name, text, timestamp}``, and the moment a replica says the agent is held,
   the waiting messages (those with no ``message.taken`` or ``message.expired``) are answered in
-  the log's order, each first said taken, ``message.taken {message, call, waiting_seq}``, or let
+  the log's order, each first said taken, ``message.taken {message, call, waiting_seq, by}``
+  (written once per message: the replica it names answers it), or let
   go, ``message.expired {message, waiting_seq, why: "window_closed"}``, when the contact's 24-hour
   window (from its latest message) has closed.
 - **Statuses** (sent, delivered, read, failed, in any order) land on the thread's call as
@@ -23,8 +24,9 @@ once it has acknowledged Meta, processed in each thread's arrival order.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
+import platform
+import secrets
 import time
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable
@@ -33,20 +35,15 @@ from typing import Any
 
 from pinecall_chat.conversation import Conversations, WrittenCall
 from pinecall_chat.whatsapp_graph import Graph, GraphRefused, GraphUnavailable
-from pinecall_chat.whatsapp_wire import Message, Notification, Status, thread_call, window_open
-from pinecall_clients.errors import CallLogRefused, CallLogUnavailable, CallUnknown
+from pinecall_chat.whatsapp_waiting import WAITING, Waiting, WaitingMessages
+from pinecall_chat.whatsapp_wire import Message, Notification, Status, thread_call
+from pinecall_clients.errors import CallUnknown
 from pinecall_contracts.appsocket import Holding
-from pinecall_contracts.calls import AgentEntry, AgentLog
 from pinecall_contracts.whatsapp import WhatsAppNumberSecrets
 
 log = logging.getLogger("pinecall.chat.whatsapp")
 
-WAITING, TAKEN, EXPIRED, STATUS = (
-    "message.waiting",
-    "message.taken",
-    "message.expired",
-    "message.status",
-)
+STATUS = "message.status"
 SEEN = 10_000
 """Message ids (and statuses) remembered per replica to drop a delivery seen before."""
 
@@ -59,7 +56,7 @@ class Inbound:
     message: Message
 
 
-class Threads:
+class Threads(WaitingMessages):
     """This replica's WhatsApp threads."""
 
     def __init__(
@@ -79,6 +76,8 @@ class Threads:
         self.window_s = window_s
         self.announce_s = announce_s
         self.clock = clock
+        self.replica = f"{platform.node()}.{secrets.token_hex(4)}"
+        """Who takes a waiting message (``message.taken``'s ``by``): one replica answers it."""
         """Unix seconds: the window is judged on it (a test moves it)."""
         self.held: dict[str, tuple[float, set[tuple[str, str, str]]]] = {}
         self._seen: OrderedDict[str, None] = OrderedDict()
@@ -89,7 +88,10 @@ class Threads:
         """(number, contact) → the ordinal of its latest thread seen here (ended ones stay so)."""
         self._latest: dict[tuple[str, str], float] = {}
         self._draining: dict[tuple[str, str, str], asyncio.Lock] = {}
-        self._drains: set[asyncio.Task[None]] = set()
+        self._drains: dict[asyncio.Task[None], tuple[str, str, str]] = {}
+        """Drains under way (:meth:`_take_waiting`), and the agent of each."""
+        self._queued: set[str] = set()
+        """Waiting messages put on their thread's queue here (each once)."""
         self._heard = asyncio.Event()
 
     # -- who holds an agent ----------------------------------------------------------------
@@ -108,7 +110,7 @@ class Threads:
         agents = {(e, o, a) for e, o, a in holding.agents}
         self.held[holding.replica] = (time.monotonic(), agents)
         for environment, org, agent in agents - before:
-            self._spawn(self._take_waiting(environment, org, agent), drain=True)
+            self._drain((environment, org, agent))
         self._heard.set()
 
     async def until_held(self, environment: str, org: str, agent: str) -> None:
@@ -129,12 +131,12 @@ class Threads:
                     continue
                 for message in change.value.messages:
                     if self._first(message.id):
-                        self._queue(
-                            number, message.from_, Inbound(number, message.from_, "", message)
-                        )
+                        thread = (number.number.phone_number_id, message.from_)
+                        self._queue(thread, Inbound(number, message.from_, "", message))
                 for status in change.value.statuses:
                     if self._first(f"{status.id}/{status.status}"):
-                        self._queue(number, status.recipient_id, (number, status))
+                        thread = (number.number.phone_number_id, status.recipient_id)
+                        self._queue(thread, (number, status))
 
     def _first(self, key: str) -> bool:
         if key in self._seen:
@@ -144,21 +146,25 @@ class Threads:
             self._seen.popitem(last=False)
         return True
 
-    def _queue(self, number: WhatsAppNumberSecrets, contact: str, item: Any) -> None:
-        key = (number.number.phone_number_id, contact)
+    def _queue(self, key: tuple[str, str], item: Any) -> None:
+        """Put ``item`` on thread ``key``'s queue (number, contact): one at a time, in order."""
         queue = self._queues.get(key)
         if queue is None:
             queue = self._queues[key] = asyncio.Queue()
             self._spawn(self._serve(queue))
         queue.put_nowait(item)
 
-    def _spawn(self, work: Any, *, drain: bool = False) -> None:
+    def _spawn(self, work: Any) -> asyncio.Task[None]:
         task = asyncio.create_task(work)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        if drain:
-            self._drains.add(task)
-            task.add_done_callback(self._drains.discard)
+        return task
+
+    def _drain(self, scope: tuple[str, str, str]) -> None:
+        """Queue the agent's waiting messages on their threads, soon (:meth:`_take_waiting`)."""
+        task = self._spawn(self._take_waiting(*scope))
+        self._drains[task] = scope
+        task.add_done_callback(self._drains.pop)
 
     async def _serve(self, queue: asyncio.Queue[Any]) -> None:
         while True:
@@ -166,6 +172,8 @@ class Threads:
             try:
                 if isinstance(item, Inbound):
                     await self._inbound(item)
+                elif isinstance(item, Waiting):
+                    await self._take(item)
                 else:
                     await self._status(*item)
             except Exception:  # one message's failure must not stop its thread
@@ -193,10 +201,14 @@ class Threads:
         key = (n.phone_number_id, item.contact)
         stamp = float(message.timestamp) if message.timestamp.isdigit() else self.clock()
         self._latest[key] = max(self._latest.get(key, 0.0), stamp)
-        if not self.holds(n.environment, n.org, n.agent):
+        scope = (n.environment, n.org, n.agent)
+        if not self.holds(*scope) or scope in self._drains.values():
+            # nobody holds it, or the backlog is being queued: it joins the backlog, in order
             data = {"message": message.id, "number": n.phone_number_id, "contact": item.contact,
                     "text": message.text.body if message.text else "", "timestamp": stamp}  # fmt: skip
             await self._agent_entry(n.environment, n.agent, WAITING, data)
+            if self.holds(*scope):  # held now: the drain under way may have read before it
+                self._drain(scope)
             return
         await self._answer(item.number, item.contact, message.id, message.text)
 
@@ -268,67 +280,3 @@ class Threads:
         async with session.turn:  # not between a message's entries and its reply's
             session.writer.add(STATUS, data)
             await session.writer.drain()
-
-    # -- waiting messages ----------------------------------------------------------------
-
-    async def _agent_entry(
-        self, environment: str, agent: str, kind: str, data: dict[str, Any]
-    ) -> AgentEntry:
-        entry = AgentEntry(kind=kind, data=data)
-        return await self.engine.client(environment).request(
-            f"/v1/agents/{agent}/log?environment={environment}", entry, AgentEntry, within_s=30.0
-        )
-
-    async def _take_waiting(self, environment: str, org: str, agent: str) -> None:
-        """Answer the agent's waiting messages, in the log's order (one drain per agent here at
-        a time)."""
-        lock = self._draining.setdefault((environment, org, agent), asyncio.Lock())
-        async with lock:
-            try:
-                agent_log = await self.engine.client(environment).request(
-                    f"/v1/agents/{agent}/log?environment={environment}", None, AgentLog,
-                    within_s=30.0, method="GET",
-                )  # fmt: skip
-            except (CallLogRefused, CallLogUnavailable) as exc:
-                log.warning("the waiting messages of %s were not read: %s", agent, exc)
-                return
-            done = {e.data.get("message") for e in agent_log.entries if e.kind in (TAKEN, EXPIRED)}
-            waiting = [
-                e
-                for e in agent_log.entries
-                if e.kind == WAITING and e.data.get("message") not in done
-            ]
-            for entry in waiting:
-                stamp = float(entry.data.get("timestamp", 0))
-                key = (str(entry.data.get("number")), str(entry.data.get("contact")))
-                self._latest[key] = max(self._latest.get(key, 0.0), stamp)
-            for entry in waiting:
-                with contextlib.suppress(Exception):
-                    await self._take(environment, org, agent, entry)
-
-    async def _take(self, environment: str, org: str, agent: str, entry: AgentEntry) -> None:
-        data = entry.data
-        number_id, contact, message_id = (
-            str(data["number"]),
-            str(data["contact"]),
-            str(data["message"]),
-        )
-        if not window_open(self._latest[(number_id, contact)], self.clock(), self.window_s):
-            expired = {"message": message_id, "waiting_seq": entry.seq, "why": "window_closed"}
-            await self._agent_entry(environment, agent, EXPIRED, expired)
-            return
-        number = await self.numbers(number_id)
-        if number is None:
-            log.warning("waiting message %s: no WhatsApp number %s now", message_id, number_id)
-            return
-        session = await self._thread(number, contact)
-        assert session is not None  # open_new
-        taken = {"message": message_id, "call": session.call, "waiting_seq": entry.seq}
-        await self._agent_entry(environment, agent, TAKEN, taken)
-        text = _TextOf(str(data.get("text", "")))
-        await self._answer(number, contact, message_id, text)
-
-
-@dataclass(frozen=True, slots=True)
-class _TextOf:
-    body: str
