@@ -270,3 +270,40 @@ async def test_a_thread_ended_timeout_is_followed_by_a_new_call_on_the_next_mess
         users = [e["data"]["text"] for e in await _entries(call_log, keys, second)
                  if e["kind"] == "turn.user"]  # fmt: skip
         assert users == ["two"]
+
+
+async def test_a_thread_moves_between_replicas_and_a_retried_delivery_is_answered_once(
+    call_log: Listening, keys: Keys, fake: WhatsAppFake, number: str, replica: Any
+) -> None:
+    """Meta retries a delivery nobody took until one does, and delivers a thread's messages to
+    whichever replica the load balancer picks: each is written and answered once, in order, and
+    no replica's stale session loses an entry."""
+    from pinecall_servicekit.platform import free_port
+
+    async with app_socket(call_log, keys) as app, replica() as one, replica() as two:
+        await app.register()
+        async with asyncio.timeout(WAIT_S):
+            for r in (one, two):
+                await _wa(r).threads.until_held("production", "org_acme", "support-bot")
+        fake.set_webhook_url(f"http://127.0.0.1:{free_port()}/v1/whatsapp/webhook")  # nobody
+        ana = fake.contact("34600111222", name="Ana")
+        ana.send("one")
+        async with asyncio.timeout(WAIT_S):
+            await fake.webhooks.wait_attempts(2)
+            assert fake.webhooks.delivered == []
+            for n, (to, text) in enumerate(((one, None), (two, "two"), (one, "three")), 1):
+                fake.set_webhook_url(_hook(to))  # the retry goes to the replica now behind it
+                if text is not None:
+                    ana.send(text)
+                await ana.wait_received(n)
+                await fake.webhooks.wait_delivered(4 * n)  # the message and its three statuses
+                await _wa(to).threads.settled()
+        assert [r.text for r in ana.received] == [f"You said: {t}" for t in ("one", "two", "three")]
+        logged = await _entries(call_log, keys, thread_call(number, "34600111222", 1))
+        assert [e["data"]["text"] for e in logged if e["kind"] == "turn.user"] == [
+            "one", "two", "three",
+        ]  # fmt: skip
+        assert len([e for e in logged if e["kind"] == "turn.agent"]) == 3
+        statuses = {(e["data"]["message"], e["data"]["status"]) for e in logged
+                    if e["kind"] == "message.status"}  # fmt: skip
+        assert len(statuses) == 9
