@@ -18,6 +18,8 @@ from pinecall_runtime.loaddrive import plans, quantile, worker_calls
 from pinecall_runtime.processes import StepFailed, run_cli
 from pinecall_servicekit.dburl import with_database
 
+pytestmark = pytest.mark.long  # scheduled first (the testing plugin)
+
 
 @pytest.mark.parametrize(
     ("args", "says"),

@@ -32,6 +32,8 @@ from pinecall_runtime.up.watch import is_silent
 from pinecall_servicekit.dburl import with_database
 from pinecall_servicekit.platform import Endpoints
 
+pytestmark = pytest.mark.long  # scheduled first (the testing plugin)
+
 T0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 
 

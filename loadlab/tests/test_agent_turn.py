@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import pytest
 from livekit.agents import Agent, AgentSession, ConversationItemAddedEvent
 from livekit.plugins import silero
 
@@ -18,6 +19,8 @@ from pinecall_loadlab.livekit.callers import agent_token, caller_token
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.vendors import Reply, VendorFakes
 from pinecall_loadlab.vendors.testing import LabPlugins
+
+pytestmark = pytest.mark.long  # scheduled first (the testing plugin)
 
 ADDED_TTFT_S = 1.0
 

@@ -12,6 +12,8 @@ from livekit import api
 
 from pinecall_loadlab.commands import lab
 
+pytestmark = pytest.mark.long  # scheduled first (the testing plugin)
+
 
 def test_keys_must_be_key_colon_secret() -> None:
     result = CliRunner().invoke(lab, ["livekit", "--keys", "nocolon"])

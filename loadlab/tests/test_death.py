@@ -32,6 +32,8 @@ from pinecall_loadlab.scenarios.labworkers import start_process
 from pinecall_loadlab.vendors import Reply, VendorFakes
 from pinecall_servicekit.bus import Bus
 
+pytestmark = pytest.mark.long  # scheduled first (the testing plugin)
+
 
 @pytest.fixture
 def standin_config(standin_config: StandInConfig) -> StandInConfig:

@@ -4,9 +4,13 @@ workers."""
 
 from __future__ import annotations
 
+import pytest
+
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.scenarios import experiments
 from pinecall_loadlab.scenarios.chain import ChainConfig
+
+pytestmark = pytest.mark.long  # scheduled first (the testing plugin)
 
 
 def modes(result: object) -> dict[str, experiments.Mode]:

@@ -12,6 +12,8 @@ from pinecall_loadlab.livekit.labagents import LoadReport
 from pinecall_loadlab.livekit.testing import LabWorkers
 from pinecall_loadlab.scenarios.livekit_choosing import place_calls
 
+pytestmark = pytest.mark.long  # scheduled first (the testing plugin)
+
 
 @pytest.mark.parametrize(
     ("report", "taken"), [(LoadReport.CALLS_OVER_SEATS, 6), (LoadReport.COUNTED, 8)]

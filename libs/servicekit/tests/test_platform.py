@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from pinecall_servicekit.platform import ensure_platform, free_port, port_answers
 
@@ -53,3 +54,16 @@ def test_free_ports_are_never_handed_twice_and_lie_below_the_ephemeral_range() -
     ports = [free_port() for _ in range(500)]
     assert len(set(ports)) == len(ports)
     assert all(10_000 <= p < low for p in ports)
+
+
+def test_xdist_workers_take_disjoint_shares_of_the_ports(monkeypatch: pytest.MonkeyPatch) -> None:
+    # two processes of one suite pick ports at random: with shares, never the same one
+    monkeypatch.setenv("PYTEST_XDIST_WORKER_COUNT", "3")
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw2")
+    ports = [free_port() for _ in range(50)]
+    assert {port % 3 for port in ports} == {2}
+    assert len(set(ports)) == 50
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw0")
+    assert {free_port() % 3 for _ in range(50)} == {0}
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "not-a-worker")  # outside xdist: the whole range
+    assert len({free_port() % 3 for _ in range(200)}) == 3

@@ -25,6 +25,7 @@ from typing import Any
 
 import httpx
 import msgspec
+import pytest
 from livekit import api
 
 from pinecall_contracts.agents import AgentDefinition, AgentTool
@@ -36,6 +37,8 @@ from pinecall_testkit.call_log import Process
 from pinecall_testkit.roster import Keys, bearer
 from pinecall_testkit.worker import CallEvents, of_kind, offer_call, read_log, serving
 from pinecall_worker.server import Worker
+
+pytestmark = pytest.mark.long  # scheduled first (the testing plugin)
 
 DAY = {"type": "object", "properties": {"day": {"type": "string"}}, "required": ["day"]}
 BOOKING = AgentDefinition(

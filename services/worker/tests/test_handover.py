@@ -43,6 +43,8 @@ from pinecall_testkit.roster import Keys, bearer
 from pinecall_testkit.worker import CallEvents, of_kind, offer_call, read_log, serving
 from pinecall_worker.server import Worker
 
+pytestmark = pytest.mark.long  # scheduled first (the testing plugin)
+
 APPS = Path(__file__).parent / "apps"
 TAKES = ("production", "org_acme", "booking")
 """What a replica's ``apps.holding`` says when a socket of it takes the agent's calls."""

@@ -33,6 +33,8 @@ from pinecall_testkit.worker import CallEvents, of_kind, offer_call, read_log, s
 from pinecall_worker.measures import report
 from pinecall_worker.server import Worker
 
+pytestmark = pytest.mark.long  # scheduled first (the testing plugin)
+
 
 async def fleet_list(env: dict[str, str]) -> dict[str, Any]:
     """``pinecall-runtime fleet list --json``, as an operator runs it; the workers by name."""

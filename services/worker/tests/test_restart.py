@@ -10,6 +10,7 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from urllib.parse import urlparse
 
+import pytest
 from livekit import api
 
 from pinecall_labroom import LabRoom
@@ -19,6 +20,8 @@ from pinecall_testkit.call_log import served
 from pinecall_testkit.roster import Keys
 from pinecall_testkit.worker import CallEvents, kinds, of_kind, offer_call, read_log, serving
 from pinecall_worker.server import Worker
+
+pytestmark = pytest.mark.long  # scheduled first (the testing plugin)
 
 ANSWERS = ["It arrives on Thursday.", "Before noon.", "You are welcome."]
 TURN = [Say(line="question"), WaitForAgent(until_quiet_s=1.0)]

@@ -9,6 +9,7 @@ and stops them when its context ends, so ``./dev up`` and ``./dev test`` work on
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import shutil
 import socket
@@ -110,6 +111,19 @@ def _ephemeral_low() -> int:
         return 32768
 
 
+def _share() -> tuple[int, int]:
+    """``(k, n)``: this process takes the ports ``≡ k (mod n)``; ``(0, 1)`` outside pytest-xdist."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    try:
+        shares = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+        share = int(worker.removeprefix("gw")) if worker.startswith("gw") else -1
+    except ValueError:
+        return 0, 1
+    if shares < 1 or not 0 <= share < shares:
+        return 0, 1
+    return share, shares
+
+
 def free_port() -> int:
     """A TCP port on loopback nobody listens on now, for a process started next to bind.
 
@@ -117,11 +131,16 @@ def free_port() -> int:
     ``bind(0)`` came from the range the kernel also gives outgoing connections and other
     ``bind(0)`` calls, so between this pick and the process's bind another part could take it
     (``up`` saw its vendor fakes and webhook-ingest handed the same port: ``Address already in
-    use``). Raises ``OSError`` when none of 200 tries is free."""
+    use``). Processes that share a machine on purpose take disjoint shares of the range: pytest-xdist's
+    workers (``PYTEST_XDIST_WORKER=gw<k>`` of ``PYTEST_XDIST_WORKER_COUNT``) take the ports
+    congruent to ``k``, and so do the processes a test starts (they inherit the variables).
+    Raises ``OSError`` when none of 200 tries is free."""
     low = _ephemeral_low()
+    share, shares = _share()
     for _ in range(200):
         port = secrets.randbelow(low - 10_000) + 10_000
-        if port in _HANDED:
+        port -= (port - share) % shares  # this process's share: another's pick is never ours
+        if port < 10_000 or port in _HANDED:
             continue
         with socket.socket() as sock:
             try:

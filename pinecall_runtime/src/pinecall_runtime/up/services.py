@@ -21,6 +21,7 @@ callers have hung up by then), so stopping never waits for the seed's ten minute
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import secrets
@@ -59,6 +60,8 @@ class Urls:
     webhook_ingest: str
     dispatcher: str
     reaper: str
+    page: str = ""
+    """``examples/page`` served on loopback (:mod:`pinecall_runtime.up.page`)."""
 
     def named(self) -> dict[str, str]:
         """Every part's URL by its process's name (``livekit-production``, ``roster``…)."""
@@ -72,6 +75,7 @@ class Urls:
                 "dispatcher": self.dispatcher,
                 "reaper": self.reaper,
             }
+            | ({"page": self.page} if self.page else {})
         )
 
 
@@ -89,6 +93,7 @@ def urls(roster_replicas: int = 1) -> Urls:
         webhook_ingest=url(),
         dispatcher=url(),
         reaper=url(),
+        page=url(),
     )
 
 
@@ -125,6 +130,8 @@ def lab(run: Run, at: Urls, *, tool_share: float) -> list[Supervised]:
         )
     vendors = ["lab", "vendors", "--port", _port(at.vendors), "--tool-share", str(tool_share)]
     lab.append(process("vendors", vendors, {}, at.vendors, "", "lab"))
+    page = process("page", ["--port", _port(at.page)], {}, at.page, "/", "lab")
+    lab.append(dataclasses.replace(page, module="pinecall_runtime.up.page"))
     return lab
 
 

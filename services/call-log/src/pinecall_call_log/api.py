@@ -23,7 +23,8 @@ GET  /v1/agents?org=                        app, operator     AgentList (the sam
 GET  /v1/agents/{agent}?org=               all four          AgentVersion (the same)
 PUT/GET /v1/whatsapp/numbers…              app, op., service WhatsApp numbers (:mod:`.numbers`)
 POST /v1/calls/{call}/log-token            app, operator     LogToken
-GET  /v1/calls/{call}/stream?log_token=    the log token     Server-Sent Events (Last-Event-ID)
+GET  /v1/calls/{call}/stream?log_token=    the log token     Server-Sent Events (Last-Event-ID,
+                                                             ?last_event_id=; 204 sealed)
 WS   /v1/apps/socket                       app               the app socket (:mod:`.sockets`)
 =========================================  ================  ==================================
 
@@ -45,12 +46,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Collection
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from litestar import Request, get, post
 from litestar.datastructures import State
 from litestar.params import FromQuery, JSONBody, PathParameter, QueryParameter
-from litestar.response import ServerSentEvent
+from litestar.response import Response, ServerSentEvent
 
 from pinecall_call_log import domain, stream
 from pinecall_call_log.service import CallLogService
@@ -347,18 +348,40 @@ async def log_token(request: AnyRequest, call: CallPath) -> LogToken:
     return LogToken(call=call, token=token, expires_at=dt.datetime.fromtimestamp(exp, dt.UTC))
 
 
-@get("/v1/calls/{call:str}/stream", responses=problems(400, 401, 404, 422, 503))
+@get(
+    "/v1/calls/{call:str}/stream",
+    responses=problems(400, 401, 404, 422, 503),
+    response_headers={"Access-Control-Allow-Origin": "*"},
+)
 async def follow(
-    request: AnyRequest, call: CallPath, log_token: FromQuery[str | None] = None
-) -> ServerSentEvent:
-    """The call's entries as Server-Sent Events from ``Last-Event-ID`` (a seq) on, to the seal."""
+    request: AnyRequest,
+    call: CallPath,
+    log_token: FromQuery[str | None] = None,
+    last_event_id: FromQuery[str | None] = None,
+) -> Response[Any]:
+    """The call's entries as Server-Sent Events after a cursor (a seq), to the seal.
+
+    The cursor is the ``Last-Event-ID`` header (an ``EventSource`` reconnecting sends it) or
+    the ``?last_event_id=`` query parameter (a page that rebuilds its ``EventSource`` after a
+    non-200 cannot set the header: ``shared/reference/app-socket.md`` §3); the header wins when
+    both are there; 0 when neither is. Not ASCII digits (at most 18, a seq's bigint): 422. A sealed call with nothing after the
+    cursor is 204, which stops a browser's reconnecting. The first event sets the reconnection
+    time (:data:`stream.RETRY_MS`). Any origin may read it (the log token is the whole grant):
+    ``Access-Control-Allow-Origin: *``, no credentials."""
     service = service_of(request)
     stream.verify(service.settings.log_token_secret, log_token, call)
     await service.identity(call)
-    last = request.headers.get("last-event-id", "0")
-    if not last.isdigit():
-        raise Unprocessable("Last-Event-ID is the seq of the last entry seen")
-    return ServerSentEvent(stream.follow(service.store.calls, service.bus, call, int(last)))
+    last = request.headers.get("last-event-id") or last_event_id or "0"
+    if not (last.isascii() and last.isdigit() and len(last) <= 18):  # "²" is a digit too
+        raise Unprocessable("Last-Event-ID (or ?last_event_id=) is the seq of the last entry seen")
+    after = int(last)
+    record = await service.store.calls.record(call)  # where the log stands now
+    if record is not None and record.state == "sealed" and record.last_seq <= after:
+        return Response(None, status_code=204, headers={"Access-Control-Allow-Origin": "*"})
+    return ServerSentEvent(
+        stream.follow(service.store.calls, service.bus, call, after),
+        retry_duration=stream.RETRY_MS,
+    )
 
 
 ROUTES = [

@@ -5,8 +5,12 @@ A log token is ``<payload>.<signature>``: the payload is base64url JSON ``{"call
 in Unix seconds), the signature HMAC-SHA256 of the payload with ``PINECALL_LOG_TOKEN_SECRET``,
 which every replica shares, so any replica verifies a token another minted, with no read.
 
-Each event is one entry: ``id`` is its seq, ``event`` its kind, ``data`` the LoggedEntry as JSON.
-A page that reconnects sends ``Last-Event-ID`` and gets every entry with a higher seq, from
+Each event is one entry: ``id`` is its seq, ``data`` the LoggedEntry as JSON (its ``kind``
+inside). Events carry no ``event:`` name: a browser's ``EventSource`` hands a named event only to
+listeners of that name, so a page would have to know every kind, and kinds are open (a newer
+writer's own pass, :mod:`pinecall_contracts.entries`); unnamed, each reaches ``onmessage``.
+A page that reconnects sends ``Last-Event-ID`` (or, rebuilding its ``EventSource`` after a
+non-200, ``?last_event_id=``) and gets every entry with a higher seq, from
 Postgres, whichever replica it reaches: no gap, no repeat. The stream follows the log by
 ``<ns>.calls.appended.<call>`` notices (subscribed before each read, so none is missed between a
 read and the wait; a lost notice costs at most ``poll_s`` of delay) and ends after the seal.
@@ -28,6 +32,10 @@ from pinecall_call_log.store import CallStore
 from pinecall_contracts.calls import Appended
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.errors import Unauthorized, Unavailable
+
+RETRY_MS = 1000
+"""The reconnection time a stream sets (``retry:``, milliseconds): a browser's own is about 3 s;
+a page cut by a replica's restart is back in one."""
 
 
 class _Claims(msgspec.Struct, frozen=True):
@@ -89,9 +97,7 @@ async def follow(
             notice.clear()
             log = await store.read(call, after, limit=500)
             for entry in log.entries:
-                yield ServerSentEventMessage(
-                    id=entry.seq, event=entry.kind, data=msgspec.json.encode(entry).decode()
-                )
+                yield ServerSentEventMessage(id=entry.seq, data=msgspec.json.encode(entry).decode())
                 after = entry.seq
             if log.entries:
                 continue  # read on until the log has nothing newer

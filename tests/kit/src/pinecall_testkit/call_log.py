@@ -99,11 +99,15 @@ class Process(msgspec.Struct, kw_only=True):
 
 @asynccontextmanager
 async def served(
-    env: dict[str, str], count: int = 2, *, ports: list[int] | None = None
+    env: dict[str, str],
+    count: int = 2,
+    *,
+    ports: list[int] | None = None,
+    service: str = "call-log",
 ) -> AsyncIterator[list[Process]]:
-    """``count`` replicas as real processes, started together (on ``ports`` when given: a
-    replica started again where a killed one listened); each is stopped (SIGTERM, then SIGKILL)
-    when the test ends. Ready means ``/readyz`` answers 200: a server gives no other sign that it
+    """``count`` replicas of ``service`` (``pinecall-runtime <service> serve``) as real
+    processes, started together (on ``ports`` when given: a replica started again where a killed
+    one listened); each is stopped (SIGTERM, then SIGKILL) when the test ends. Ready means ``/readyz`` answers 200: a server gives no other sign that it
     listens."""
     import os
     import signal
@@ -121,7 +125,7 @@ async def served(
             sys.executable,
             "-m",
             "pinecall_runtime",
-            "call-log",
+            service,
             "serve",
             env=base | {"PINECALL_PORT": str(port), "PINECALL_LOG_LEVEL": "WARNING"},
             start_new_session=True,
@@ -132,7 +136,7 @@ async def served(
             for replica in replicas:
                 async for attempt in stamina.retry_context(
                     on=httpx.HTTPError, attempts=None, timeout=60, wait_initial=0.1, wait_max=0.3
-                ).with_name("waiting for a call-log replica to start: GET", (replica.url,), {}):
+                ).with_name(f"waiting for a {service} replica to start: GET", (replica.url,), {}):
                     with attempt:
                         assert replica.proc.returncode is None, "the replica exited"
                         (await http.get(f"{replica.url}/readyz", timeout=1)).raise_for_status()

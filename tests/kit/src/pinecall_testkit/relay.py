@@ -9,13 +9,25 @@ import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+UNAVAILABLE = (
+    b"HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain\r\ncontent-length: 20\r\n"
+    b"connection: close\r\n\r\nno upstream answers\n"
+)
+"""What a load balancer answers a request while its upstream refuses connections."""
+
+
+def _address(upstream: str) -> tuple[str, int]:
+    host, _, port = upstream.split("://")[-1].partition(":")
+    return host, int(port)
+
 
 class Relay:
-    """Bytes from ``url`` to the replica at ``upstream`` (``ws://host:port``), both ways."""
+    """Bytes from ``url`` to the replica at ``upstream`` (``ws://host:port`` or
+    ``http://host:port``), both ways. A connection the upstream refuses (its replica is dead)
+    is answered :data:`UNAVAILABLE`, as a load balancer answers with no healthy upstream."""
 
     def __init__(self, upstream: str) -> None:
-        host, _, port = upstream.removeprefix("ws://").partition(":")
-        self._upstream = (host, int(port))
+        self._upstream = _address(upstream)
         self._open = asyncio.Event()
         self._open.set()
         self._pairs: set[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = set()
@@ -23,7 +35,12 @@ class Relay:
         self.connections = 0
         """Connections relayed to the replica so far."""
         self.url = ""
-        """``ws://127.0.0.1:<port>``: where the app dials."""
+        """``ws://127.0.0.1:<port>``: where the app dials (:attr:`http_url` for a page)."""
+
+    @property
+    def http_url(self) -> str:
+        """``http://127.0.0.1:<port>``: the relay as a page's ``EventSource`` reaches it."""
+        return self.url.replace("ws://", "http://", 1)
 
     def cut(self) -> None:
         """Every connection through the relay drops at once (no close frame, both ends)."""
@@ -31,6 +48,11 @@ class Relay:
             downstream.transport.abort()
             upstream.transport.abort()
         self._pairs.clear()
+
+    def point(self, upstream: str) -> None:
+        """New connections go to ``upstream`` from now on (what a load balancer does once it
+        sees a replica gone); those open stay where they are."""
+        self._upstream = _address(upstream)
 
     def hold(self) -> None:
         """New connections are accepted and wait, relayed only once :meth:`release`."""
@@ -41,7 +63,15 @@ class Relay:
 
     async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         await self._open.wait()
-        up_reader, up_writer = await asyncio.open_connection(*self._upstream)
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self._upstream)
+        except OSError:
+            with contextlib.suppress(OSError):
+                await reader.read(65536)  # the request, or its start: then the answer
+                writer.write(UNAVAILABLE)
+                await writer.drain()
+            writer.close()
+            return
         self.connections += 1
         pair = (writer, up_writer)
         self._pairs.add(pair)
