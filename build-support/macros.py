@@ -110,6 +110,7 @@ _LAB = "//loadlab/src/pinecall_loadlab"
 LAB_STAND_INS = (
     _LAB + "/livekit/**",
     _LAB + "/vendors/**",
+    _LAB + "/whatsapp/**",
     _LAB + "/callers/**",
 )
 # LiveKit choosing the worker on the stand-in alone: a scenario, and no runtime service in it.

@@ -19,6 +19,7 @@ from pinecall_contracts import (
     lab,
     livekit,
     problems,
+    whatsapp,
     worker,
 )
 from pinecall_contracts.base import Contract, decode, encode
@@ -66,6 +67,7 @@ def test_the_schema_lists_every_contract_in_the_modules() -> None:
             lab,
             agents,
             appsocket,
+            whatsapp,
         )
         for _, obj in inspect.getmembers(module, inspect.isclass)
         if issubclass(obj, msgspec.Struct) and obj.__module__ == module.__name__

@@ -3,8 +3,8 @@
 Each service registers its click group under the entry point group ``pinecall_runtime.commands``
 (``roster``, ``fleet``, ``keys``, ``worker``, ``lab``…); this module adds ``migrate`` (every
 service's migrations), ``up`` (the platform on one machine), ``load``, the operator's
-``doctor`` and ``logs``, which reach the services over NATS only, and ``agents``, which reaches
-call-log over HTTP.
+``doctor`` and ``logs``, which reach the services over NATS only, and ``agents`` and ``numbers``,
+which reach call-log over HTTP.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ OWN = {
     "doctor": "pinecall_runtime.doctor.command:doctor",
     "logs": "pinecall_runtime.logs:logs",
     "agents": "pinecall_runtime.agents:agents",
+    "numbers": "pinecall_runtime.numbers:numbers",
 }
 """This CLI's own commands, imported only when one is invoked or shown, like the services'
 (each pulls SQLAlchemy or httpx: a second on every ``fleet list`` otherwise)."""

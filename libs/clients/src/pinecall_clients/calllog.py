@@ -49,6 +49,7 @@ from pinecall_contracts.calls import (
     ToolCall,
     ToolResult,
 )
+from pinecall_contracts.whatsapp import WhatsAppNumber, WhatsAppNumberList, WhatsAppNumberPut
 
 R = TypeVar("R", bound=Contract)
 
@@ -325,6 +326,40 @@ class CallLogClient:
         return CallLogWriter(
             self, call, written=written, reopen=reopen, batch_timeout_s=batch_timeout_s
         )
+
+    async def put_number(
+        self,
+        phone_number_id: str,
+        number: WhatsAppNumberPut,
+        *,
+        org: str,
+        environment: str | None = None,
+        within_s: float | None = SEAL_WITHIN_S,
+    ) -> WhatsAppNumber:
+        """Tie a WhatsApp number to an agent of ``org`` with its secrets (a retry is safe); a
+        409 (``CallLogRefused``) when another org or environment holds it, a 422 when the agent
+        is not defined there."""
+        path = f"/v1/whatsapp/numbers/{phone_number_id}?{_scope(org, environment)}"
+        return await self.request(path, number, WhatsAppNumber, within_s=within_s, method="PUT")
+
+    async def numbers(
+        self, *, org: str, environment: str | None = None, within_s: float | None = SEAL_WITHIN_S
+    ) -> WhatsAppNumberList:
+        """``org``'s WhatsApp numbers in the environment (no secret in them)."""
+        path = f"/v1/whatsapp/numbers?{_scope(org, environment)}"
+        return await self.request(path, None, WhatsAppNumberList, within_s=within_s, method="GET")
+
+    async def number(
+        self,
+        phone_number_id: str,
+        *,
+        org: str,
+        environment: str | None = None,
+        within_s: float | None = SEAL_WITHIN_S,
+    ) -> WhatsAppNumber:
+        """One of ``org``'s WhatsApp numbers (``CallUnknown`` for a 404)."""
+        path = f"/v1/whatsapp/numbers/{phone_number_id}?{_scope(org, environment)}"
+        return await self.request(path, None, WhatsAppNumber, within_s=within_s, method="GET")
 
 
 def _scope(org: str, environment: str | None) -> str:

@@ -83,6 +83,11 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_CHAT_TOKEN_TTL_S",
         "PINECALL_CHAT_MAX_MESSAGE_CHARS",
         "PINECALL_CHAT_MAX_FRAME_BYTES",
+        # the chat service's WhatsApp threads (issue 17)
+        "PINECALL_WHATSAPP_GRAPH_URL",
+        "PINECALL_WHATSAPP_GRAPH_VERSION",
+        "PINECALL_WHATSAPP_PAIR_INTERVAL_S",
+        "PINECALL_WHATSAPP_WINDOW_S",
         # the dispatcher, the reaper and the worker: one ceiling of a call, one name (seed 003)
         "PINECALL_MAX_CALL_SECONDS",
     }

@@ -20,6 +20,7 @@ from pinecall_contracts import (
     lab,
     livekit,
     problems,
+    whatsapp,
     worker,
 )
 
@@ -112,6 +113,11 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     appsocket.Holding,
     appsocket.HandCall,
     appsocket.Handed,
+    whatsapp.WhatsAppNumberPut,
+    whatsapp.WhatsAppNumber,
+    whatsapp.WhatsAppNumberList,
+    whatsapp.WhatsAppNumberSecrets,
+    whatsapp.WhatsAppVerify,
 )
 """Every wire type; a test holds this list to the modules so none is forgotten."""
 

@@ -21,6 +21,7 @@ GET  /v1/agents/{agent}/log?after=<seq>    fleet, app, op.   AgentLog (an operat
 PUT  /v1/agents/{agent}?org=               app, operator     AgentVersion (:mod:`.definitions`)
 GET  /v1/agents?org=                        app, operator     AgentList (the same)
 GET  /v1/agents/{agent}?org=               all four          AgentVersion (the same)
+PUT/GET /v1/whatsapp/numbers…              app, op., service WhatsApp numbers (:mod:`.numbers`)
 POST /v1/calls/{call}/log-token            app, operator     LogToken
 GET  /v1/calls/{call}/stream?log_token=    the log token     Server-Sent Events (Last-Event-ID,
                                                              ?last_event_id=; 204 sealed)

@@ -1,5 +1,5 @@
 """``create_app``: the chat service's Litestar app (``WS /v1/chat``, ``POST /v1/chat/tokens``,
-``/healthz``, ``/readyz``, ``/metrics``, OpenAPI). Granian serves it as a factory.
+``/v1/whatsapp/webhook``, ``/healthz``, ``/readyz``, ``/metrics``, OpenAPI). Granian serves it as a factory.
 
 Ready while NATS answers. Its replicas answer ``$SRV.PING.<ns>-chat`` (nats.micro), which is how
 ``doctor`` finds one up. Metrics: ``pinecall_chat_sockets`` (served now),
@@ -18,7 +18,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from pinecall_chat import api, socket
+from pinecall_chat import api, socket, whatsapp
 from pinecall_chat.conversation import Conversations, Model
 from pinecall_chat.model import AnthropicModel
 from pinecall_chat.service import ChatService
@@ -92,6 +92,7 @@ def create_app(settings: ChatSettings | None = None, *, model: Model | None = No
             default_model=settings.model,
         )
         app.state.chat = opened.hold(held, ChatService(settings, keyring, conversations))
+        app.state.whatsapp = await whatsapp.start(opened, settings, conversations)
 
     async def readiness(app_state: State) -> dict[str, bool]:
         bus = connected.now
@@ -100,7 +101,7 @@ def create_app(settings: ChatSettings | None = None, *, model: Model | None = No
     return service_app(
         service="chat",
         version=VERSION,
-        route_handlers=[*api.ROUTES, *socket.ROUTES],
+        route_handlers=[*api.ROUTES, *socket.ROUTES, *whatsapp.ROUTES],
         lifespan=[service_lifespan("chat", settings, start, engine=db.create_engine)],
         registry=registry,
         readiness=readiness,

@@ -162,11 +162,14 @@ class Conversations:
         org: str,
         environment: str,
         context: dict[str, Any] | None = None,
+        call: str | None = None,
     ) -> WrittenCall:
         """Open a new written call of ``agent`` for ``contact``; the app holding the agent hears
-        ``call.attached`` (call-log's hub, as for a voice call)."""
+        ``call.attached`` (call-log's hub, as for a voice call). ``call``: its id, when the
+        channel makes its own (a WhatsApp thread's, :func:`pinecall_chat.whatsapp_wire.
+        thread_call`); a new one by default."""
         client = self.client(environment)
-        call = f"call_{secrets.token_hex(10)}"
+        call = call or f"call_{secrets.token_hex(10)}"
         record = await client.open(
             CallOpen(
                 call=call,

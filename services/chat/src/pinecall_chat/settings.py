@@ -51,6 +51,18 @@ class ChatSettings(Settings, frozen=True, kw_only=True):
     model: str = "claude-haiku-4-5"
     """``PINECALL_MODEL``: the model of a call whose agent names none (as the worker's)."""
     key_cache_s: Annotated[float, msgspec.Meta(ge=0)] = 5.0
+    whatsapp_graph_url: HttpUrl = "https://graph.facebook.com"
+    """``PINECALL_WHATSAPP_GRAPH_URL``: Meta's Graph API, where replies are sent (the lab's
+    fake: ``lab whatsapp``). The webhook reads its numbers' secrets with ``service_key``."""
+    whatsapp_graph_version: Annotated[str, msgspec.Meta(pattern=r"^v[0-9]+\.[0-9]+$")] = "v21.0"
+    whatsapp_pair_interval_s: Annotated[float, msgspec.Meta(ge=0, le=60)] = 6.0
+    """Seconds between two replies to one WhatsApp contact (Meta's pair rate, about 6 s)."""
+    whatsapp_window_s: Annotated[float, msgspec.Meta(gt=0)] = 86_400.0
+    """Meta's customer-service window, in seconds: a waiting message whose contact wrote last
+    longer ago than this is let go (24 h)."""
+    app_announce_s: Annotated[float, msgspec.Meta(gt=0)] = 1.0
+    """call-log's ``PINECALL_APP_ANNOUNCE_S``: an agent is held while a call-log replica said
+    so within three of these."""
 
     def keys(self) -> dict[str, str]:
         """Each environment's fleet key; ``SettingsError`` for another environment's name."""

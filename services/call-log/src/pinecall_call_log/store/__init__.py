@@ -1,7 +1,7 @@
 """The call log's Postgres: tables (:mod:`.tables`), calls and entries (:mod:`.calls`), tool
 calls, the agent log and callbacks (:mod:`.agents`), the calls not sealed yet (:mod:`.unsealed`), the agents' definitions
 and their versions (:mod:`.definitions`), what an app socket is handed and the app's
-commands (:mod:`.held`).
+commands (:mod:`.held`), WhatsApp numbers (:mod:`.numbers`).
 The only package of the service that speaks SQL; driver errors leave it as ``StoreUnavailable``.
 """
 
@@ -15,6 +15,7 @@ from pinecall_call_log.store.agents import AgentStore, ToolState
 from pinecall_call_log.store.calls import CallStore
 from pinecall_call_log.store.definitions import DefinitionStore
 from pinecall_call_log.store.held import HeldStore, WaitingTool
+from pinecall_call_log.store.numbers import NumberStore
 from pinecall_call_log.store.tables import SCHEMA
 from pinecall_call_log.store.unsealed import UnsealedCalls
 from pinecall_servicekit.migrations import Migrations
@@ -24,6 +25,7 @@ __all__ = [
     "CallStore",
     "DefinitionStore",
     "HeldStore",
+    "NumberStore",
     "Store",
     "ToolState",
     "UnsealedCalls",
@@ -47,3 +49,4 @@ class Store:
         self.unsealed = UnsealedCalls(engine)
         self.definitions = DefinitionStore(engine)
         self.held = HeldStore(engine)
+        self.numbers = NumberStore(engine)

@@ -21,6 +21,10 @@ from pinecall_contracts.calls import AgentEntry, AgentLog, CallbackRequest, Tool
 from pinecall_servicekit import db
 from pinecall_servicekit.errors import Conflict, Forbidden, NotFound, Unprocessable
 
+ONCE_PER_MESSAGE = frozenset({"message.waiting", "message.taken", "message.expired"})
+"""Agent-log kinds written once per WhatsApp message (``data.message``; the unique index
+``uq_agent_entries_message`` of migration 0009)."""
+
 
 class PastDeadline(Conflict):
     """A tool's answer after its deadline: the worker stopped waiting, the model went on."""
@@ -142,10 +146,35 @@ class AgentStore:
     async def append(
         self, environment: str, agent: str, kind: str, data: dict[str, Any], now: dt.datetime
     ) -> AgentEntry:
-        """One entry on the agent's log (``fleet.full``, ``agent.draining``, …)."""
+        """One entry on the agent's log (``fleet.full``, ``agent.draining``, …). A WhatsApp
+        message's entries (:data:`ONCE_PER_MESSAGE`, ``data.message`` a string: its wamid) are
+        written once per message and kind: a second append answers the first, writing nothing
+        (Meta delivers a message again for days; two chat replicas may take it at once)."""
+        message = data.get("message")
         async with db.translate_errors("writing the agent log"), self.engine.begin() as conn:
-            seq = await self._append(conn, environment, agent, kind, data, now)
-        return AgentEntry(kind=kind, data=data, seq=seq, ts=now)
+            if kind not in ONCE_PER_MESSAGE or not isinstance(message, str):
+                seq = await self._append(conn, environment, agent, kind, data, now)
+                return AgentEntry(kind=kind, data=data, seq=seq, ts=now)
+            row = (
+                await conn.execute(
+                    insert(AGENT_ENTRIES)
+                    .values(environment=environment, agent=agent, kind=kind, ts=now, data=data)
+                    .on_conflict_do_nothing()
+                    .returning(AGENT_ENTRIES)
+                )
+            ).first()
+            if row is None:
+                row = (
+                    await conn.execute(
+                        sa.select(AGENT_ENTRIES).where(
+                            AGENT_ENTRIES.c.environment == environment,
+                            AGENT_ENTRIES.c.agent == agent,
+                            AGENT_ENTRIES.c.kind == kind,
+                            AGENT_ENTRIES.c.data["message"].astext == message,
+                        )
+                    )
+                ).one()
+        return AgentEntry(kind=row.kind, data=row.data, seq=row.seq, ts=row.ts)
 
     @staticmethod
     async def _append(

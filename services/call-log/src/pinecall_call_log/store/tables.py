@@ -90,6 +90,15 @@ AGENT_ENTRIES = sa.Table(
     sa.Column("ts", db.UTC_TIMESTAMP, nullable=False),
     sa.Column("data", JSONB, nullable=False),
     sa.Index("ix_agent_entries_agent", "environment", "agent", "seq"),
+    sa.Index(
+        "uq_agent_entries_message",
+        "environment",
+        "agent",
+        "kind",
+        sa.text("(data ->> 'message')"),
+        unique=True,
+        postgresql_where=sa.text("kind IN ('message.waiting', 'message.taken', 'message.expired')"),
+    ),
 )
 
 CALLBACKS = sa.Table(
@@ -154,3 +163,21 @@ TOOL_HOLDS = sa.Table(
 """A tool call a socket that drained the call still runs (acceptance 3): the call's next holder
 is not sent it while the row is there. It goes when that socket closes or its replica is taken
 for dead, and the tool call is then sent to whichever socket holds the call."""
+
+WHATSAPP_NUMBERS = sa.Table(
+    "whatsapp_numbers",
+    METADATA,
+    sa.Column("phone_number_id", sa.String(32), primary_key=True),
+    sa.Column("org", sa.String(128), nullable=False),
+    sa.Column("environment", sa.String(32), nullable=False),
+    sa.Column("agent", sa.String(128), nullable=False),
+    sa.Column("display_phone_number", sa.String(20), nullable=False),
+    sa.Column("verify_token_sha256", sa.String(64), nullable=False),
+    sa.Column("app_secret", sa.Text, nullable=False),
+    sa.Column("access_token", sa.Text, nullable=False),
+    sa.Column("updated_at", db.UTC_TIMESTAMP, nullable=False),
+    sa.Index("ix_whatsapp_numbers_org", "org", "environment"),
+    sa.Index("ix_whatsapp_numbers_verify_token", "verify_token_sha256"),
+)
+"""A WhatsApp business number, one org's in one environment, tied to one of its agents (issue
+17). ``PRIMARY KEY (phone_number_id)``: a number is one org's; the verify token is its SHA-256."""

@@ -1,0 +1,282 @@
+"""WhatsApp threads (issue 17, "WhatsApp"; seed 002, "A written call"): what the webhook hands on
+once it has acknowledged Meta, processed in each thread's arrival order.
+
+- **Once per message**: a message's ``wamid`` is its idempotency key. The written-call engine
+  writes and answers a message once per id (:meth:`Conversations.answer`); a delivery this
+  replica has seen is not even looked at again.
+- **A thread**: a contact's open call with the number's agent, found by its id
+  (:func:`~pinecall_chat.whatsapp_wire.thread_call`: the first ordinal whose call is not ended),
+  or opened (channel ``whatsapp``). Its session is kept in memory while this replica serves it.
+- **Nobody holds the agent**: an agent is held while a call-log replica says one of its app
+  sockets takes its calls (``apps.holding``, :class:`~pinecall_contracts.appsocket.Holding`).
+  Otherwise the message is written on the agent's log as ``message.waiting`` ``{message,
+  number, contact, name, text, timestamp}``, and the moment a replica says the agent is held,
+  the waiting messages (those with no ``message.taken`` or ``message.expired``) are answered in
+  the log's order, each first said taken, ``message.taken {message, call, waiting_seq, by}``
+  (written once per message: the replica it names answers it), or let
+  go, ``message.expired {message, waiting_seq, why: "window_closed"}``, when the contact's 24-hour
+  window (from its latest message) has closed.
+- **Statuses** (sent, delivered, read, failed, in any order) land on the thread's call as
+  ``message.status {message, status, timestamp, errors}``, each (message, status) once.
+- **Replies** go out through the Graph API (:mod:`.whatsapp_graph`), paced per contact.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import platform
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pinecall_chat.conversation import Conversations, WrittenCall
+from pinecall_chat.whatsapp_graph import Graph, GraphRefused, GraphUnavailable
+from pinecall_chat.whatsapp_waiting import WAITING, Waiting, WaitingMessages
+from pinecall_chat.whatsapp_wire import Message, Notification, Status, thread_call
+from pinecall_clients.errors import CallUnknown
+from pinecall_contracts.appsocket import Holding
+from pinecall_contracts.whatsapp import WhatsAppNumberSecrets
+
+log = logging.getLogger("pinecall.chat.whatsapp")
+
+STATUS = "message.status"
+SEEN = 10_000
+"""Message ids (and statuses) remembered per replica to drop a delivery seen before."""
+
+
+@dataclass(frozen=True, slots=True)
+class Inbound:
+    number: WhatsAppNumberSecrets
+    contact: str
+    name: str
+    message: Message
+
+
+class Threads(WaitingMessages):
+    """This replica's WhatsApp threads."""
+
+    def __init__(
+        self,
+        numbers: Callable[[str], Awaitable[WhatsAppNumberSecrets | None]],
+        engine: Conversations,
+        graph: Graph,
+        *,
+        window_s: float,
+        announce_s: float,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.numbers = numbers
+        """A number's secrets by its id (the webhook's cache of call-log's service route)."""
+        self.engine = engine
+        self.graph = graph
+        self.window_s = window_s
+        self.announce_s = announce_s
+        self.clock = clock
+        self.replica = f"{platform.node()}.{secrets.token_hex(4)}"
+        """Who takes a waiting message (``message.taken``'s ``by``): one replica answers it."""
+        """Unix seconds: the window is judged on it (a test moves it)."""
+        self.held: dict[str, tuple[float, set[tuple[str, str, str]]]] = {}
+        self._seen: OrderedDict[str, None] = OrderedDict()
+        self._queues: dict[tuple[str, str], asyncio.Queue[Any]] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._sessions: dict[str, WrittenCall] = {}
+        self._ordinal: dict[tuple[str, str], int] = {}
+        """(number, contact) → the ordinal of its latest thread seen here (ended ones stay so)."""
+        self._latest: dict[tuple[str, str], float] = {}
+        self._draining: dict[tuple[str, str, str], asyncio.Lock] = {}
+        self._drains: dict[asyncio.Task[None], tuple[str, str, str]] = {}
+        """Drains under way (:meth:`_take_waiting`), and the agent of each."""
+        self._queued: set[str] = set()
+        """Waiting messages put on their thread's queue here (each once)."""
+        self._heard = asyncio.Event()
+
+    # -- who holds an agent ----------------------------------------------------------------
+
+    def holds(self, environment: str, org: str, agent: str) -> bool:
+        fresh = time.monotonic() - 3 * self.announce_s
+        return any(
+            heard >= fresh and (environment, org, agent) in agents
+            for heard, agents in self.held.values()
+        )
+
+    async def heard(self, holding: Holding) -> None:
+        """A call-log replica's ``apps.holding``: the waiting messages of each agent it now
+        holds are answered."""
+        before = self.held.get(holding.replica, (0.0, set()))[1]
+        agents = {(e, o, a) for e, o, a in holding.agents}
+        self.held[holding.replica] = (time.monotonic(), agents)
+        for environment, org, agent in agents - before:
+            self._drain((environment, org, agent))
+        self._heard.set()
+
+    async def until_held(self, environment: str, org: str, agent: str) -> None:
+        """Return once a call-log replica says the agent is held (bound it with a timeout)."""
+        while not self.holds(environment, org, agent):
+            self._heard.clear()
+            await self._heard.wait()
+
+    # -- a webhook, after its 200 ------------------------------------------------------------
+
+    def accept(self, notification: Notification, numbers: dict[str, WhatsAppNumberSecrets]) -> None:
+        """Queue each message and status of ``notification`` on its thread, in arrival order
+        (``numbers``: the verified numbers it is about; another's changes are not read)."""
+        for entry in notification.entry:
+            for change in entry.changes:
+                number = numbers.get(change.value.metadata.phone_number_id)
+                if change.field != "messages" or number is None:
+                    continue
+                for message in change.value.messages:
+                    if self._first(message.id):
+                        thread = (number.number.phone_number_id, message.from_)
+                        self._queue(thread, Inbound(number, message.from_, "", message))
+                for status in change.value.statuses:
+                    if self._first(f"{status.id}/{status.status}"):
+                        thread = (number.number.phone_number_id, status.recipient_id)
+                        self._queue(thread, (number, status))
+
+    def _first(self, key: str) -> bool:
+        if key in self._seen:
+            return False
+        self._seen[key] = None
+        while len(self._seen) > SEEN:
+            self._seen.popitem(last=False)
+        return True
+
+    def _queue(self, key: tuple[str, str], item: Any) -> None:
+        """Put ``item`` on thread ``key``'s queue (number, contact): one at a time, in order."""
+        queue = self._queues.get(key)
+        if queue is None:
+            queue = self._queues[key] = asyncio.Queue()
+            self._spawn(self._serve(queue))
+        queue.put_nowait(item)
+
+    def _spawn(self, work: Any) -> asyncio.Task[None]:
+        task = asyncio.create_task(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _drain(self, scope: tuple[str, str, str]) -> None:
+        """Queue the agent's waiting messages on their threads, soon (:meth:`_take_waiting`)."""
+        task = self._spawn(self._take_waiting(*scope))
+        self._drains[task] = scope
+        task.add_done_callback(self._drains.pop)
+
+    async def _serve(self, queue: asyncio.Queue[Any]) -> None:
+        while True:
+            item = await queue.get()
+            try:
+                if isinstance(item, Inbound):
+                    await self._inbound(item)
+                elif isinstance(item, Waiting):
+                    await self._take(item)
+                else:
+                    await self._status(*item)
+            except Exception:  # one message's failure must not stop its thread
+                log.exception("a WhatsApp item was not processed")
+            finally:
+                queue.task_done()
+
+    async def settled(self) -> None:
+        """Return once every queued message and status is processed (tests, drains)."""
+        while True:
+            await asyncio.gather(*(q.join() for q in list(self._queues.values())))
+            if not self._drains and all(q.empty() for q in self._queues.values()):
+                return
+            await asyncio.gather(*list(self._drains), return_exceptions=True)
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    # -- messages ------------------------------------------------------------------------
+
+    async def _inbound(self, item: Inbound) -> None:
+        n, message = item.number.number, item.message
+        key = (n.phone_number_id, item.contact)
+        stamp = float(message.timestamp) if message.timestamp.isdigit() else self.clock()
+        self._latest[key] = max(self._latest.get(key, 0.0), stamp)
+        scope = (n.environment, n.org, n.agent)
+        if not self.holds(*scope) or scope in self._drains.values():
+            # nobody holds it, or the backlog is being queued: it joins the backlog, in order
+            data = {"message": message.id, "number": n.phone_number_id, "contact": item.contact,
+                    "text": message.text.body if message.text else "", "timestamp": stamp}  # fmt: skip
+            await self._agent_entry(n.environment, n.agent, WAITING, data)
+            if self.holds(*scope):  # held now: the drain under way may have read before it
+                self._drain(scope)
+            return
+        await self._answer(item.number, item.contact, message.id, message.text)
+
+    async def _answer(
+        self, number: WhatsAppNumberSecrets, contact: str, message_id: str, text: Any
+    ) -> WrittenCall:
+        n = number.number
+        session = await self._thread(number, contact)
+        assert session is not None  # open_new
+        if message_id in session.history.replies:  # answered (and sent) before: not again
+            return session
+        said = text.body if text is not None else ""
+        reply = "".join([part async for part in self.engine.answer(session, message_id, said)])
+        if reply.strip():
+            try:
+                await self.graph.send_text(n.phone_number_id, number.access_token, contact, reply)
+            except (GraphRefused, GraphUnavailable) as exc:
+                log.warning("a reply to %s was not sent: %s", contact, exc)
+        return session
+
+    async def _thread(
+        self, number: WhatsAppNumberSecrets, contact: str, *, open_new: bool = True
+    ) -> WrittenCall | None:
+        """The contact's open call with the number's agent, or a new one (None when there is
+        none and not ``open_new``). The record is read each time: a session kept here is used
+        only while its call is open and no other replica wrote to it since (its writer's count
+        is the log's); otherwise the call is taken up from its log again."""
+        n = number.number
+        key = (n.phone_number_id, contact)
+        ordinal = self._ordinal.get(key, 1)
+        client = self.engine.client(n.environment)
+        while True:
+            call = thread_call(n.phone_number_id, contact, ordinal)
+            try:
+                record = await client.record(call)
+            except CallUnknown:
+                if not open_new:
+                    return None
+                session = await self.engine.open(
+                    channel="whatsapp", contact=contact, agent=n.agent, org=n.org,
+                    environment=n.environment, call=call,
+                    context={"whatsapp": {"number": n.phone_number_id, "contact": contact}},
+                )  # fmt: skip
+                break
+            if record.state == "open":
+                kept = self._sessions.get(call)
+                if kept is not None and kept.writer.written == record.written:
+                    return kept
+                session = await self.engine.take_up(
+                    call, environment=n.environment, agent=n.agent, org=n.org
+                )
+                break
+            self._sessions.pop(call, None)  # ended: the contact's next thread is the next call
+            ordinal += 1
+        self._ordinal[key] = ordinal
+        self._sessions[call] = session
+        return session
+
+    # -- statuses ------------------------------------------------------------------------
+
+    async def _status(self, number: WhatsAppNumberSecrets, status: Status) -> None:
+        """On the thread's open call; a status of a thread ended meanwhile opens none."""
+        session = await self._thread(number, status.recipient_id, open_new=False)
+        if session is None:
+            log.info("a status of %s found no open thread: not written", status.id)
+            return
+        data = {"message": status.id, "status": status.status, "timestamp": status.timestamp,
+                "errors": [{"code": e.code, "title": e.title} for e in status.errors]}  # fmt: skip
+        async with session.turn:  # not between a message's entries and its reply's
+            session.writer.add(STATUS, data)
+            await session.writer.drain()
