@@ -65,6 +65,9 @@ class ChatClose(IntEnum):
     """The call ended (or was sealed): open a new one (dial without ``?call=``)."""
     TOO_LONG = 4413
     """A message over ``max_message_chars``."""
+    UNKNOWN_AGENT = 4422
+    """The token's agent is not defined by its org in its environment (the dispatcher's
+    ``unknown_agent``): nothing was opened; define it, or mint a token for one that is."""
     QUOTA = 4429
     """The org holds its ``concurrent_calls`` quota: later it may pass."""
     UNAVAILABLE = 4503

@@ -22,6 +22,11 @@ rebuilt from the log by :meth:`Conversations.take_up` (the history is the log's 
 else) on any replica, after any restart. One message of a call is answered at a time, in the
 order they came.
 
+A new written call is admitted first when the service has an admission (:class:`Admit`, the
+dispatcher's ``POST /v1/written-calls`` with the service key): its org's ``concurrent_calls``,
+shared with voice, and whether its agent exists; refused, nothing is opened
+(``DispatcherRefused``: 422 ``unknown_agent``, 429 the quota; ``DispatcherUnavailable``).
+
 Errors: ``CallUnknown`` (no such call), ``CallLogRefused`` (call-log refused: another
 environment's key, a sealed call), ``CallLogUnavailable``; :class:`Refused` for a call the dial
 may not take up (:func:`pinecall_chat.domain.may_take_up`); :class:`NoKey` for an environment
@@ -34,7 +39,7 @@ import asyncio
 import json
 import logging
 import secrets
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -47,6 +52,7 @@ from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.writer import CallLogWriter
 from pinecall_contracts.agents import AgentTool, agent_of
 from pinecall_contracts.calls import CallOpen, CallRecord
+from pinecall_contracts.dispatch import WrittenAdmission, WrittenAdmitted
 from pinecall_contracts.entries import TURN_AGENT, TURN_USER
 from pinecall_jobs.tools import AppTool, app_tools, ask_app
 
@@ -55,6 +61,10 @@ _log = logging.getLogger(__name__)
 Channel = Literal["chat", "whatsapp"]
 MOST_TOOL_ROUNDS = 5
 """Model turns of one reply that may ask tools; the next one is answered without tools."""
+
+
+Admit = Callable[[WrittenAdmission], Awaitable[WrittenAdmitted]]
+"""Admits a written call before it opens (``DispatcherClient.admit_written``), or raises."""
 
 
 class NoKey(LookupError):
@@ -131,7 +141,8 @@ class Conversations:
 
     ``logs`` is a call-log client per environment (each with that environment's fleet key);
     ``model`` the model (:class:`AnthropicModel`); ``replica`` names this process on the calls
-    it opens (``chat/<replica>``).
+    it opens (``chat/<replica>``); ``admit`` admits each new call first (None: none is, a
+    development set-up with no dispatcher).
     """
 
     def __init__(
@@ -141,8 +152,10 @@ class Conversations:
         *,
         replica: str,
         default_model: str = "claude-haiku-4-5",
+        admit: Admit | None = None,
     ) -> None:
         self.logs, self.model, self.replica = logs, model, replica
+        self.admit = admit
         self.default_model = default_model
         self.opened = self.taken_up = self.answered = self.replayed = 0
         """Counts for metrics: calls opened, sessions taken up, replies made, replies replayed."""
@@ -163,10 +176,17 @@ class Conversations:
         environment: str,
         context: dict[str, Any] | None = None,
     ) -> WrittenCall:
-        """Open a new written call of ``agent`` for ``contact``; the app holding the agent hears
-        ``call.attached`` (call-log's hub, as for a voice call)."""
+        """Open a new written call of ``agent`` for ``contact``, admitted first (``admit``);
+        the app holding the agent hears ``call.attached`` (call-log's hub, as for a voice
+        call)."""
         client = self.client(environment)
         call = f"call_{secrets.token_hex(10)}"
+        if self.admit is not None:
+            await self.admit(
+                WrittenAdmission(
+                    call=call, agent=agent, org=org, environment=environment, channel=channel
+                )
+            )
         record = await client.open(
             CallOpen(
                 call=call,
