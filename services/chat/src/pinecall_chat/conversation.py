@@ -204,7 +204,8 @@ class Conversations:
 
     async def take_up(self, call: str, *, environment: str, agent: str, org: str) -> WrittenCall:
         """The session of the open written call ``call``, rebuilt from its log: ``Refused``
-        unless it is an open written call of ``agent`` of ``org`` in ``environment``."""
+        unless it is an open written call of ``agent`` of ``org`` in ``environment``. The app
+        holding the agent hears ``call.attached`` again (call-log's ``served``)."""
         client = self.client(environment)
         record = await client.record(call)
         why = domain.may_take_up(record, agent=agent, org=org, environment=environment)
@@ -213,6 +214,7 @@ class Conversations:
         log = await client.entries(call)
         assert record.channel is not None  # may_take_up: a written call
         contact = str(record.config.get("contact") or "")
+        await client.served(call)
         self.taken_up += 1
         return self._session(record, client, record.channel, contact, domain.history(log.entries))
 
