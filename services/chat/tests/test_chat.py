@@ -108,6 +108,7 @@ async def test_a_chat_runs_its_agent_with_tools_and_survives_a_cut_to_another_re
             asked = await app.expect("tool.call.v1")
             assert (asked["name"], asked["arguments"]) == ("book_slot", {"day": "monday"})
             await app.send("tool.result.v1", call=call, id=asked["id"], result="seat 4")
+            assert (await app.expect("tool.result.ack.v1"))["duplicate"] is False
             _, reply = await p.reply()
             assert reply["text"] == "Done: seat 4"
             # the page is cut mid-reply: nothing of that reply is written
