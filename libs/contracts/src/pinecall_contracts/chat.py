@@ -61,6 +61,11 @@ class ChatClose(IntEnum):
     scoped to; or a written call the dial may not take (a voice call)."""
     NO_CALL = 4404
     """``?call=`` names no call."""
+    SUPERSEDED = 4410
+    """Another session of this call (the page dialled it twice: on another replica, or on this
+    one) wrote on its log first: this one's message or reply was refused by the log's count
+    and nothing of it was written. Dial again with ``?call=`` (the history then has what the
+    other wrote) and send the message again with its id."""
     NOT_OPEN = 4409
     """The call ended (or was sealed): open a new one (dial without ``?call=``)."""
     TOO_LONG = 4413

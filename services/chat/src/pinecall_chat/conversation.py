@@ -27,6 +27,10 @@ dispatcher's ``POST /v1/written-calls`` with the service key): its org's ``concu
 shared with voice, and whether its agent exists; refused, nothing is opened
 (``DispatcherRefused``: 422 ``unknown_agent``, 429 the quota; ``DispatcherUnavailable``).
 
+Two sessions of one call (a page that dialled twice, on two replicas or one) write through the
+log's count: the first to write wins, and the other's write is refused whole (409) and it raises
+:class:`Superseded` (nothing of it written, nothing doubled).
+
 Errors: ``CallUnknown`` (no such call), ``CallLogRefused`` (call-log refused: another
 environment's key, a sealed call), ``CallLogUnavailable``; :class:`Refused` for a call the dial
 may not take up (:func:`pinecall_chat.domain.may_take_up`); :class:`NoKey` for an environment
@@ -69,6 +73,11 @@ Admit = Callable[[WrittenAdmission], Awaitable[WrittenAdmitted]]
 
 class NoKey(LookupError):
     """This service holds no fleet key of the environment (``PINECALL_FLEET_KEYS``)."""
+
+
+class Superseded(RuntimeError):
+    """Another session of the call wrote on its log first (its count moved under this one's
+    writer): nothing of this session's message or reply was written, and it serves no more."""
 
 
 class Refused(PermissionError):
@@ -252,7 +261,7 @@ class Conversations:
                 call.writer.add(
                     TURN_USER, {"text": text, "message": message_id, "stopped_speaking_at": None}
                 )
-                await call.writer.drain()
+                await _written(call)
                 call.history.add(domain.Turn("user", text, message_id))
             made: list[str] = []
             async for delta in self._reply(call):
@@ -270,7 +279,7 @@ class Conversations:
                     "interrupted": False,
                 },
             )
-            await call.writer.drain()
+            await _written(call)
             call.history.add(domain.Turn("assistant", reply, message_id))
             self.answered += 1
 
@@ -298,6 +307,20 @@ class Conversations:
             for fn in asked:
                 context.items.append(fn)
                 context.items.append(await _run(call, by_name.get(fn.name), fn))
+
+
+async def _written(call: WrittenCall) -> None:
+    """Write what is queued, or raise ``Superseded``: the log refused it on its count (409),
+    so another session of the call wrote first and this one's view of the log is stale. Two
+    sessions of one call (a page that dialled twice) never both write: the first wins."""
+    refused = len(call.writer.refused)
+    await call.writer.drain()
+    if len(call.writer.refused) > refused:
+        _, why = call.writer.refused[-1]
+        if why.written is None:  # a 409 not about counts: the call was sealed
+            raise why
+        _log.warning("call %s: another session wrote first: this one stops", call.call)
+        raise Superseded(call.call)
 
 
 async def _run(call: WrittenCall, tool: AgentTool | None, fn: FunctionCall) -> FunctionCallOutput:

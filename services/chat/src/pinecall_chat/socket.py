@@ -9,6 +9,9 @@ new written call through call-log (the app holding the agent hears ``call.attach
 answered in order: ``chat.delta`` as the reply is made, ``chat.reply`` when it is whole. A frame
 refused closes the socket (4400 malformed, 4413 too long, 1009 too big) and writes nothing.
 
+Two sockets of one call (a page that dialled twice): the first to write wins; the other is
+closed 4410 when the log refuses its write on its count, nothing of it written.
+
 The socket ends the session, never the call: the page dials again with ``?call=`` (to any
 replica) and the session is rebuilt from the log; a message it sends again (same id) is answered
 once. A reply cut off by the socket's end is not written, and is made again when the message is
@@ -26,7 +29,7 @@ import msgspec
 from litestar import WebSocket, websocket
 from litestar.exceptions import WebSocketDisconnect
 
-from pinecall_chat.conversation import NoKey, Refused, WrittenCall
+from pinecall_chat.conversation import NoKey, Refused, Superseded, WrittenCall
 from pinecall_chat.service import ChatService
 from pinecall_chat.tokens import BadToken, Claims, verify
 from pinecall_clients.errors import (
@@ -229,6 +232,10 @@ async def _answer(
                         await socket.send_text(
                             _encode(ChatDelta(message=message.id, text=delta)).decode()
                         )
+        except Superseded:
+            raise _Closing(
+                ChatClose.SUPERSEDED, "another session of this call wrote first: dial again"
+            ) from None
         except CallLogUnavailable as exc:
             raise _Closing(ChatClose.UNAVAILABLE, f"call-log did not answer: {exc}") from None
         except CallLogRefused as exc:
