@@ -75,6 +75,9 @@ async def chat_socket(socket: AnySocket) -> None:
         await _close(socket, closing.code, closing.reason)
     except (_Gone, WebSocketDisconnect):
         pass
+    except Exception:  # a defect of ours: said in the log, the page told 1011 (dial again)
+        _log.exception("chat socket failed")
+        await _close(socket, ChatClose.INTERNAL, "the server failed: dial again with ?call=")
     finally:
         service.sockets -= 1
 
