@@ -50,7 +50,9 @@ async def test_a_chats_log_verifies_as_a_voice_calls_does(
     database_url: str, nats_url: str, nats_namespace: str
 ) -> None:
     keys: Keys = await make_keys(database_url)
-    fast = VendorsConfig(port=0, anthropic=AnthropicConfig(first_s=0.01, chunk_s=0.01, tool_share=0.5))
+    fast = VendorsConfig(
+        port=0, anthropic=AnthropicConfig(first_s=0.01, chunk_s=0.01, tool_share=0.5)
+    )
     serve = serving(call_log_settings(database_url, nats_url, nats_namespace))
     async with serve() as log, VendorFakes(fast) as fakes:
         await define(
@@ -80,8 +82,12 @@ async def test_a_chats_log_verifies_as_a_voice_calls_does(
             async with connect(f"{chat.url}/v1/chat?token={minted.json()['token']}") as ws:
                 call = json.loads(await ws.recv())["call"]
                 for n in range(1, 4):
-                    await ws.send(json.dumps({"type": "chat.message.v1", "id": f"m-{n}", "text": "hi"}))
-                    while json.loads(await asyncio.wait_for(ws.recv(), 30))["type"] != "chat.reply.v1":
+                    await ws.send(
+                        json.dumps({"type": "chat.message.v1", "id": f"m-{n}", "text": "hi"})
+                    )
+                    while (
+                        json.loads(await asyncio.wait_for(ws.recv(), 30))["type"] != "chat.reply.v1"
+                    ):
                         pass
             heard.cancel()
             with contextlib.suppress(asyncio.CancelledError):

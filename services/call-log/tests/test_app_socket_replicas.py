@@ -244,9 +244,7 @@ async def test_served_is_refused_for_an_unknown_call_another_environment_or_an_a
         ("call_1", keys.app, 403),
         ("call_1", None, 401),
     ):
-        r = await a.client.post(
-            f"/v1/calls/{call}/served", headers=bearer(key) if key else {}
-        )
+        r = await a.client.post(f"/v1/calls/{call}/served", headers=bearer(key) if key else {})
         assert (r.status_code, r.headers["content-type"]) == (status, "application/problem+json")
     # no socket holds the agent: nobody heard it, and it stays parked
     r = await a.client.post("/v1/calls/call_1/served", headers=bearer(keys.production))

@@ -62,6 +62,7 @@ async def test_a_chat_the_dispatcher_cannot_admit_is_4503_and_opens_nothing(
 
     nobody = f"http://127.0.0.1:{free_port()}"
     async with chat(dispatcher_url=nobody, service_key=keys.service) as one:
-        async with page(one, await token(one, keys)) as p:
+        tok = await token(one, keys)
+        async with page(one, tok) as p:
             assert await p.closed_with() == ChatClose.UNAVAILABLE
     assert await calls(call_log, keys) == []

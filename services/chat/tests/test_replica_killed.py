@@ -55,7 +55,9 @@ async def answering(one: App, frames: list[dict[str, Any]]) -> None:
         frames.append(frame)
         if frame["type"] == "tool.call.v1":
             day = frame["arguments"].get("day")
-            await one.send("tool.result.v1", call=frame["call"], id=frame["id"], result=f"{day}: 8 pm")
+            await one.send(
+                "tool.result.v1", call=frame["call"], id=frame["id"], result=f"{day}: 8 pm"
+            )
 
 
 async def test_a_chat_goes_on_across_a_sigkill_of_its_replica_mid_reply(
@@ -140,6 +142,7 @@ async def test_a_chat_goes_on_across_a_sigkill_of_its_replica_mid_reply(
     results = [e["data"]["id"] for e in entries if e["kind"] == "tool.result"]
     assert len(asked) == len(set(asked)) == len(results) >= 1
     sent = Counter(f["id"] for f in frames if f["type"] == "tool.call.v1")
-    assert set(sent) == set(asked) and set(sent.values()) == {1}  # each run once by the app
+    assert set(sent) == set(asked)
+    assert set(sent.values()) == {1}  # each run once by the app
     assert kinds[0] == "call.started"
     assert json.loads(json.dumps(entries[0]["data"]))["channel"] == "chat"

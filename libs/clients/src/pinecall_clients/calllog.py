@@ -32,8 +32,8 @@ from pinecall_clients.errors import (
     refused,
 )
 from pinecall_clients.writer import CallLogWriter
-from pinecall_contracts.appsocket import Handed
 from pinecall_contracts.agents import AgentDefinition, AgentList, AgentVersion
+from pinecall_contracts.appsocket import Handed
 from pinecall_contracts.base import Contract, decode, encode
 from pinecall_contracts.calls import (
     AgentEntry,

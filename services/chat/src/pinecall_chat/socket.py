@@ -140,7 +140,9 @@ def _not_admitted(exc: DispatcherRefused, claims: Claims) -> ChatClose:
         return ChatClose.UNKNOWN_AGENT
     if exc.status == 429:
         return ChatClose.QUOTA
-    _log.error("the dispatcher refused a chat of %s in %s: %s", claims.agent, claims.environment, exc)
+    _log.error(
+        "the dispatcher refused a chat of %s in %s: %s", claims.agent, claims.environment, exc
+    )
     return ChatClose.INTERNAL
 
 

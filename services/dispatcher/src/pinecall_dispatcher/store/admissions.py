@@ -108,9 +108,7 @@ class AdmissionStore:
         ``TooManyRequests`` (429) otherwise. A call admitted before (a retry) is not counted
         again, nor refused: False then, True when this admitted it."""
         async with db.translate_errors("admitting a written call"), self.engine.connect() as conn:
-            known = await conn.scalar(
-                sa.select(sa.exists().where(WRITTEN.c.call == row["call"]))
-            )
+            known = await conn.scalar(sa.select(sa.exists().where(WRITTEN.c.call == row["call"])))
         if known:
             return False
         insert_row = (
@@ -163,9 +161,7 @@ class AdmissionStore:
     async def written_event(self, call: str, what: str, now: dt.datetime, outcome: str) -> None:
         """``call.opened`` or ``call.ended`` of a written call (nothing for any other call)."""
         values = (
-            {"opened_at": now}
-            if what == "opened"
-            else {"ended_at": now, "outcome": outcome[:32]}
+            {"opened_at": now} if what == "opened" else {"ended_at": now, "outcome": outcome[:32]}
         )
         column = WRITTEN.c.opened_at if what == "opened" else WRITTEN.c.ended_at
         async with db.translate_errors("a written call's event"), self.engine.begin() as conn:
