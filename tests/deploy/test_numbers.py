@@ -329,3 +329,30 @@ def test_the_ingress_routes_each_public_endpoint_to_the_service_that_serves_it(
             routed = {name for prefix, name, _ in rules if _prefix_matches(prefix, concrete)}
             assert routed == {f"pinecall-{service}"}, (concrete, rules)
     assert {kind for _, _, kind in rules} == {"Prefix"}
+
+
+@pytest.mark.parametrize("cluster", ["production", "staging", "lab"])
+def test_the_chat_service_has_its_model_its_keys_and_the_dispatcher_in_every_cluster(
+    rendered: dict[str, list[Doc]], cluster: str
+) -> None:
+    """A written call runs its model (Anthropic's API, the lab's fake on the lab) and is admitted
+    at the dispatcher with the service key (issue 17)."""
+    docs = {(d["kind"], d["metadata"]["name"]): d for d in rendered[cluster]}
+    env = _env(_container(docs["Deployment", "pinecall-chat"]))
+    wanted = {
+        "production": "https://api.anthropic.com",
+        "staging": "https://api.anthropic.com",
+        "lab": "http://pinecall-lab-vendors.pinecall.svc:7890",
+    }
+    assert env["PINECALL_ANTHROPIC_URL"] == wanted[cluster]
+    if cluster != "lab":
+        assert env["PINECALL_MODEL"] == "claude-haiku-4-5"
+    assert env["PINECALL_DISPATCHER_URL"] == "http://pinecall-dispatcher.pinecall.svc:8103"
+    for name, secret in (
+        ("ANTHROPIC_API_KEY", "anthropic"),
+        ("PINECALL_SERVICE_KEY", "service-key"),
+        ("PINECALL_FLEET_KEYS", "fleet-keys"),
+        ("PINECALL_CHAT_TOKEN_SECRET", "chat-token-secret"),
+    ):
+        assert env[name]["secretKeyRef"]["key"] == secret, name
+    assert {n for n in env if n.startswith("PINECALL_")} <= set(PINECALL_VARIABLES)

@@ -198,3 +198,54 @@ async def test_the_calls_of_a_replica_not_heard_are_taken_back_and_handed(
             "handed",
             True,
         )
+
+
+async def test_a_call_served_anew_is_attached_again_to_its_socket_on_any_replica(
+    pair: tuple[Listening, Listening], keys: Keys
+) -> None:
+    """A written call's session taken up on another chat replica (issue 17): ``served`` asked of
+    either replica makes the socket holding the call hear ``call.attached`` again, and no
+    other socket takes it; nothing is written."""
+    a, b = pair
+    async with app(b, keys) as one, app(a, keys, instance="app-2") as two:
+        await one.register()
+        await _hears_taker(a, b)
+        await _open(a, keys, "call_1")
+        first = await one.expect("call.attached.v1")
+        assert (first["why"], first.get("again", False)) == ("new", False)
+        before = await kinds(a, keys, "call_1")
+        for replica in (a, b):  # asked where the socket is not, then where it is
+            served = await replica.client.post(
+                "/v1/calls/call_1/served", headers=bearer(keys.production)
+            )
+            assert served.status_code == 200, served.text
+            assert served.json()["attached"] is True, served.text
+            again = await one.expect("call.attached.v1")
+            assert (again["call"], again["app"], again["again"]) == ("call_1", "app-1", True)
+            assert (again["why"], again["claimed"]) == ("handed", True)
+        assert await kinds(a, keys, "call_1") == before
+        # another socket holding the agent is not handed it
+        assert await two.register() == 0
+        served = await a.client.post("/v1/calls/call_1/served", headers=bearer(keys.production))
+        assert served.json()["attached"] is True
+        assert (await one.expect("call.attached.v1"))["again"] is True
+        await two.nothing_queued()
+        await one.nothing_queued()
+
+
+async def test_served_is_refused_for_an_unknown_call_another_environment_or_an_app_key(
+    pair: tuple[Listening, Listening], keys: Keys
+) -> None:
+    a, _ = pair
+    await _open(a, keys, "call_1")
+    for call, key, status in (
+        ("call_nobody", keys.production, 404),
+        ("call_1", keys.sandbox, 403),
+        ("call_1", keys.app, 403),
+        ("call_1", None, 401),
+    ):
+        r = await a.client.post(f"/v1/calls/{call}/served", headers=bearer(key) if key else {})
+        assert (r.status_code, r.headers["content-type"]) == (status, "application/problem+json")
+    # no socket holds the agent: nobody heard it, and it stays parked
+    r = await a.client.post("/v1/calls/call_1/served", headers=bearer(keys.production))
+    assert (r.status_code, r.json()["attached"]) == (200, False)

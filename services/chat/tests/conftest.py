@@ -19,6 +19,7 @@ from pinecall_chat.settings import ChatSettings
 from pinecall_jobs.tools import AppTool
 from pinecall_testkit.appsocket import call_log_settings, define, serving
 from pinecall_testkit.call_log import Keys, Listening, listening, make_keys
+from pinecall_testkit.dispatcher import dispatcher_app
 
 SECRET = "a chat secret of the test"
 
@@ -112,3 +113,20 @@ def chat(
         )
 
     return start
+
+
+@pytest.fixture
+async def dispatcher(
+    database_url: str, nats_url: str, nats_namespace: str, keys: Keys, call_log: Listening
+) -> AsyncIterator[Listening]:
+    """A dispatcher served on a real port (the chat service admits its written calls there)."""
+    app = dispatcher_app(
+        database_url,
+        nats_url,
+        nats_namespace,
+        call_log_url=call_log.url.replace("ws://", "http://"),
+        service_key=keys.service,
+        agent_cache_s=0.0,
+    )
+    async with listening(app) as served:
+        yield served

@@ -108,6 +108,7 @@ async def test_a_chat_runs_its_agent_with_tools_and_survives_a_cut_to_another_re
             asked = await app.expect("tool.call.v1")
             assert (asked["name"], asked["arguments"]) == ("book_slot", {"day": "monday"})
             await app.send("tool.result.v1", call=call, id=asked["id"], result="seat 4")
+            assert (await app.expect("tool.result.ack.v1"))["duplicate"] is False
             _, reply = await p.reply()
             assert reply["text"] == "Done: seat 4"
             # the page is cut mid-reply: nothing of that reply is written
@@ -120,6 +121,9 @@ async def test_a_chat_runs_its_agent_with_tools_and_survives_a_cut_to_another_re
         async with page(two, resume, call) as p:
             ready = await p.expect("chat.ready.v1")
             assert ready["resumed"] is True
+            # the app holding the agent hears the call attached again (call-log's served)
+            again = await app.expect("call.attached.v1")
+            assert (again["call"], again["again"], again["claimed"]) == (call, True, True)
             assert [(t["role"], t["message"]) for t in ready["history"]] == [
                 ("user", "m-1"),
                 ("assistant", "m-1"),

@@ -33,6 +33,7 @@ from pinecall_clients.errors import (
 )
 from pinecall_clients.writer import CallLogWriter
 from pinecall_contracts.agents import AgentDefinition, AgentList, AgentVersion
+from pinecall_contracts.appsocket import Handed
 from pinecall_contracts.base import Contract, decode, encode
 from pinecall_contracts.calls import (
     AgentEntry,
@@ -231,6 +232,13 @@ class CallLogClient:
         own)."""
         path = f"/v1/agents/{agent}/log" + (f"?environment={environment}" if environment else "")
         return await self.request(path, entry, AgentEntry, within_s=within_s)
+
+    async def served(self, call: str, *, within_s: float | None = SEAL_WITHIN_S) -> Handed:
+        """Say a written call is served anew (its session taken up again): the app's socket
+        holding it hears ``call.attached`` again; ``attached`` whether one did."""
+        return await self.request(
+            f"/v1/calls/{call}/served", None, Handed, within_s=within_s, call=call
+        )
 
     async def reopened(self, call: str, said: Reopened) -> CallRecord:
         return await self.request(

@@ -7,6 +7,9 @@ said as a problem of the report. Every failure is a
 :class:`~pinecall_clients.errors.DispatcherError` (``DispatcherUnavailable``: nothing answered in
 time, a 5xx, or an answer that is no reply; ``DispatcherRefused``: a 4xx, with its problem
 detail). A web visitor's token (``POST /v1/tokens``) is the tenant's page's to ask, not ours.
+
+With the service key, the chat service asks ``POST /v1/written-calls`` (:meth:`admit_written`)
+before it opens a written call: one request, not retried (the visitor dials again).
 """
 
 from __future__ import annotations
@@ -17,7 +20,13 @@ import httpx
 
 from pinecall_clients.answers import read_answer
 from pinecall_clients.errors import DispatcherRefused, DispatcherUnavailable
-from pinecall_contracts.dispatch import Journal, OffersSnapshot
+from pinecall_contracts.base import encode
+from pinecall_contracts.dispatch import (
+    Journal,
+    OffersSnapshot,
+    WrittenAdmission,
+    WrittenAdmitted,
+)
 
 R = TypeVar("R", Journal, OffersSnapshot)
 
@@ -59,6 +68,21 @@ class DispatcherClient:
         """``call``'s offers, oldest first (``DispatcherRefused``, 404, for a call never
         offered)."""
         return await self._get(f"/v1/ops/calls/{call}/journal", Journal)
+
+    async def admit_written(self, admission: WrittenAdmission) -> WrittenAdmitted:
+        """Admit a written call (the service key): ``DispatcherRefused`` with the problem's
+        ``code`` ``unknown_agent`` (422) or ``too_many_requests`` (429, the org's quota)."""
+        path = "/v1/written-calls"
+        return await read_answer(
+            self.http.post(
+                path, content=encode(admission), headers={"content-type": "application/json"}
+            ),
+            WrittenAdmitted,
+            who="the dispatcher",
+            path=path,
+            unavailable=DispatcherUnavailable,
+            refused=DispatcherRefused,
+        )
 
     async def _get(self, path: str, reply: type[R]) -> R:
         return await read_answer(

@@ -176,6 +176,10 @@ class CallAttached(Contract, frozen=True, kw_only=True, tag="call.attached.v1"):
     why: Literal["new", "handed", "parked"] = "new"
     """new: it just opened; handed: its socket closed or drained while another held the
     agent; parked: it waited for this socket to register."""
+    again: bool = False
+    """True when this socket held the call already and hears it again because the call is
+    served anew (a written call's session taken up by another chat replica after a cut,
+    ``POST /v1/calls/{call}/served``): ``why`` is ``handed``, ``claimed`` True."""
 
 
 class CallSetup(Contract, frozen=True, kw_only=True, tag="call.setup.v1"):
@@ -343,6 +347,9 @@ class HandCall(Contract, frozen=True, kw_only=True, tag="apps.hand_call.v1"):
 
     call: CallIdField
     why: Literal["new", "handed", "parked"] = "new"
+    again: bool = False
+    """The call is served anew: the socket of yours holding it hears ``call.attached`` again
+    (``again`` True); no other socket takes it."""
 
 
 class Handed(Contract, frozen=True, kw_only=True, tag="apps.handed.v1"):

@@ -61,10 +61,18 @@ class ChatClose(IntEnum):
     scoped to; or a written call the dial may not take (a voice call)."""
     NO_CALL = 4404
     """``?call=`` names no call."""
+    SUPERSEDED = 4410
+    """Another session of this call (the page dialled it twice: on another replica, or on this
+    one) wrote on its log first: this one's message or reply was refused by the log's count
+    and nothing of it was written. Dial again with ``?call=`` (the history then has what the
+    other wrote) and send the message again with its id."""
     NOT_OPEN = 4409
     """The call ended (or was sealed): open a new one (dial without ``?call=``)."""
     TOO_LONG = 4413
     """A message over ``max_message_chars``."""
+    UNKNOWN_AGENT = 4422
+    """The token's agent is not defined by its org in its environment (the dispatcher's
+    ``unknown_agent``): nothing was opened; define it, or mint a token for one that is."""
     QUOTA = 4429
     """The org holds its ``concurrent_calls`` quota: later it may pass."""
     UNAVAILABLE = 4503

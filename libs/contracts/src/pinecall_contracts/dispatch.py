@@ -142,6 +142,29 @@ class Quota(Contract, frozen=True, kw_only=True, tag="dispatch.quota.v1"):
     concurrent_calls: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
 
 
+class WrittenAdmission(Contract, frozen=True, kw_only=True, tag="dispatch.written_admission.v1"):
+    """``POST /v1/written-calls`` with the service key: the chat service asks that a written
+    call (``channel`` ``chat`` or ``whatsapp``) of ``agent`` of ``org`` in ``environment`` be
+    admitted before it opens it on call-log. It counts against the org's ``concurrent_calls``
+    there like a voice call, holds no worker's seat and needs no fleet heard. Asked again with
+    the same ``call`` (a retry), it is admitted once."""
+
+    call: CallIdField
+    agent: AgentField
+    org: Org
+    environment: EnvironmentField
+    channel: Literal["chat", "whatsapp"]
+
+
+class WrittenAdmitted(Contract, frozen=True, kw_only=True, tag="dispatch.written_admitted.v1"):
+    """A written call admitted: it counts against its org's quota until it ends (``call.ended``),
+    or from ``until`` on if it never opened."""
+
+    call: CallIdField
+    environment: EnvironmentField
+    until: dt.datetime
+
+
 class JournalLine(Contract, frozen=True, kw_only=True, tag="dispatch.journal_line.v1"):
     """One line of the dispatcher's journal: an offer and why, or where the room went."""
 

@@ -36,6 +36,7 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_NOT_READY_S",
         "PINECALL_ROSTER_MAX_AGE_S",
         "PINECALL_ADMIT_S",
+        "PINECALL_WRITTEN_HELD_S",
         "PINECALL_KEPT_S",
         "PINECALL_AGENT_CACHE_S",
         # call-log

@@ -78,6 +78,8 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     dispatch.TokenRequest,
     dispatch.VisitorToken,
     dispatch.Quota,
+    dispatch.WrittenAdmission,
+    dispatch.WrittenAdmitted,
     dispatch.JournalLine,
     dispatch.JournalRequest,
     dispatch.Journal,

@@ -11,6 +11,9 @@ GET  /v1/calls/{call}/entries?after=<seq>  fleet, operator   CallLog
 GET  /v1/calls/{call}/commands?after=&wait_s=  fleet         CallCommands (a long poll)
 POST /v1/calls/{call}/events               fleet             EventWritten (one Entry, not counted)
 POST /v1/calls/{call}/reopened             fleet             CallRecord (Reopened)
+POST /v1/calls/{call}/served               fleet             Handed: a written call's session
+                                                             taken up again; its app's socket
+                                                             hears ``call.attached`` again
 POST /v1/calls/{call}/end                  fleet, serv., op. CallRecord (CallEnd)
 POST /v1/calls/{call}/seal                 fleet, serv., op. CallRecord (CallEnd or none)
 POST /v1/calls/{call}/tools                fleet             ToolResult (ToolCall); waits
@@ -55,6 +58,7 @@ from litestar.response import Response, ServerSentEvent
 
 from pinecall_call_log import domain, stream
 from pinecall_call_log.service import CallLogService
+from pinecall_contracts.appsocket import Handed
 from pinecall_contracts.calls import (
     AgentEntry,
     AgentLog,
@@ -239,6 +243,16 @@ async def reopened(request: AnyRequest, call: CallPath, data: JSONBody[Reopened]
     return await service_of(request).reopen(call, data, environment)
 
 
+@post("/v1/calls/{call:str}/served", status_code=200, responses=problems(400, 401, 403, 404, 503))
+async def served(request: AnyRequest, call: CallPath) -> Handed:
+    """The call is served anew (the chat service took a written call's session up again, on any
+    replica): the app socket holding it hears ``call.attached`` again (``again: true``), or, when
+    none holds it, it is handed as a parked call is. ``attached``: whether a socket heard it (a
+    call not open, or an agent no socket holds: False). Writes nothing on the log."""
+    await _call(request, call, WORKER)
+    return await service_of(request).served(call)
+
+
 @post(
     "/v1/calls/{call:str}/end",
     status_code=200,
@@ -393,6 +407,7 @@ ROUTES = [
     read_commands,
     write_event,
     reopened,
+    served,
     end_call,
     seal_call,
     run_tool,

@@ -33,7 +33,7 @@ from pinecall_call_log import domain
 from pinecall_call_log.settings import CallLogSettings
 from pinecall_call_log.sockets.hub import Hub
 from pinecall_call_log.store import Store
-from pinecall_contracts.appsocket import ToolCallFrame
+from pinecall_contracts.appsocket import Handed, ToolCallFrame
 from pinecall_contracts.calls import (
     Appended,
     BatchWritten,
@@ -132,6 +132,13 @@ class CallLogService:
             await self._appended(record.call, record.last_seq)
             await self.hub.opened(record)
         return record
+
+    async def served(self, call: str) -> Handed:
+        """``call`` is served anew (:meth:`Hub.served`): whether a socket heard it attached."""
+        record = await self.store.calls.record(call)
+        if record is None:
+            raise NotFound(f"no call {call} on this log")
+        return Handed(attached=await self.hub.served(record))
 
     async def reopen(self, call: str, r: Reopened, environment: str) -> CallRecord:
         record, _ = await self.store.calls.reopen(call, r, environment, db.utcnow())

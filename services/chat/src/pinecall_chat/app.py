@@ -1,6 +1,9 @@
 """``create_app``: the chat service's Litestar app (``WS /v1/chat``, ``POST /v1/chat/tokens``,
 ``/v1/whatsapp/webhook``, ``/healthz``, ``/readyz``, ``/metrics``, OpenAPI). Granian serves it as a factory.
 
+Each new written call is admitted at the dispatcher (``PINECALL_DISPATCHER_URL``, with
+``PINECALL_SERVICE_KEY``); with no service key none is (said at start: a development set-up).
+
 Ready while NATS answers. Its replicas answer ``$SRV.PING.<ns>-chat`` (nats.micro), which is how
 ``doctor`` finds one up. Metrics: ``pinecall_chat_sockets`` (served now),
 ``pinecall_chat_calls_total{what}`` (``opened``, ``taken_up``, ``answered``, ``replayed``),
@@ -9,6 +12,7 @@ Ready while NATS answers. Its replicas answer ``$SRV.PING.<ns>-chat`` (nats.micr
 
 from __future__ import annotations
 
+import logging
 import platform
 from collections.abc import Iterator
 
@@ -24,12 +28,14 @@ from pinecall_chat.model import AnthropicModel
 from pinecall_chat.service import ChatService
 from pinecall_chat.settings import ChatSettings
 from pinecall_clients.calllog import CallLogClient
+from pinecall_clients.dispatcher import DispatcherClient
 from pinecall_servicekit import db
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.http import service_app
 from pinecall_servicekit.lifespan import Held, Opened, service_lifespan
 
 VERSION = "0.1.0"
+_log = logging.getLogger(__name__)
 
 
 class _Collector(Collector):
@@ -78,6 +84,17 @@ def create_app(settings: ChatSettings | None = None, *, model: Model | None = No
             env: await opened.enter(CallLogClient(settings.call_log_url, key))
             for env, key in settings.keys().items()
         }
+        admit = None
+        if settings.service_key:
+            dispatcher = await opened.enter(
+                DispatcherClient(settings.dispatcher_url, settings.service_key)
+            )
+            admit = dispatcher.admit_written
+        else:
+            _log.warning(
+                "no PINECALL_SERVICE_KEY: written calls are opened unadmitted (no quota, no "
+                "unknown_agent): a development set-up without a dispatcher"
+            )
         used = model
         if used is None:
             anthropic = AnthropicModel(
@@ -90,6 +107,7 @@ def create_app(settings: ChatSettings | None = None, *, model: Model | None = No
             used,
             replica=f"{platform.node()}.{id(app):x}",
             default_model=settings.model,
+            admit=admit,
         )
         app.state.chat = opened.hold(held, ChatService(settings, keyring, conversations))
         app.state.whatsapp = await whatsapp.start(opened, settings, conversations)

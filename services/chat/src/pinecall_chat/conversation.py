@@ -22,6 +22,15 @@ rebuilt from the log by :meth:`Conversations.take_up` (the history is the log's 
 else) on any replica, after any restart. One message of a call is answered at a time, in the
 order they came.
 
+A new written call is admitted first when the service has an admission (:class:`Admit`, the
+dispatcher's ``POST /v1/written-calls`` with the service key): its org's ``concurrent_calls``,
+shared with voice, and whether its agent exists; refused, nothing is opened
+(``DispatcherRefused``: 422 ``unknown_agent``, 429 the quota; ``DispatcherUnavailable``).
+
+Two sessions of one call (a page that dialled twice, on two replicas or one) write through the
+log's count: the first to write wins, and the other's write is refused whole (409) and it raises
+:class:`Superseded` (nothing of it written, nothing doubled).
+
 Errors: ``CallUnknown`` (no such call), ``CallLogRefused`` (call-log refused: another
 environment's key, a sealed call), ``CallLogUnavailable``; :class:`Refused` for a call the dial
 may not take up (:func:`pinecall_chat.domain.may_take_up`); :class:`NoKey` for an environment
@@ -34,7 +43,7 @@ import asyncio
 import json
 import logging
 import secrets
-from collections.abc import AsyncGenerator, AsyncIterator, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -47,6 +56,7 @@ from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.writer import CallLogWriter
 from pinecall_contracts.agents import AgentTool, agent_of
 from pinecall_contracts.calls import CallOpen, CallRecord
+from pinecall_contracts.dispatch import WrittenAdmission, WrittenAdmitted
 from pinecall_contracts.entries import TURN_AGENT, TURN_USER
 from pinecall_jobs.tools import AppTool, app_tools, ask_app
 
@@ -57,8 +67,17 @@ MOST_TOOL_ROUNDS = 5
 """Model turns of one reply that may ask tools; the next one is answered without tools."""
 
 
+Admit = Callable[[WrittenAdmission], Awaitable[WrittenAdmitted]]
+"""Admits a written call before it opens (``DispatcherClient.admit_written``), or raises."""
+
+
 class NoKey(LookupError):
     """This service holds no fleet key of the environment (``PINECALL_FLEET_KEYS``)."""
+
+
+class Superseded(RuntimeError):
+    """Another session of the call wrote on its log first (its count moved under this one's
+    writer): nothing of this session's message or reply was written, and it serves no more."""
 
 
 class Refused(PermissionError):
@@ -131,7 +150,8 @@ class Conversations:
 
     ``logs`` is a call-log client per environment (each with that environment's fleet key);
     ``model`` the model (:class:`AnthropicModel`); ``replica`` names this process on the calls
-    it opens (``chat/<replica>``).
+    it opens (``chat/<replica>``); ``admit`` admits each new call first (None: none is, a
+    development set-up with no dispatcher).
     """
 
     def __init__(
@@ -141,8 +161,10 @@ class Conversations:
         *,
         replica: str,
         default_model: str = "claude-haiku-4-5",
+        admit: Admit | None = None,
     ) -> None:
         self.logs, self.model, self.replica = logs, model, replica
+        self.admit = admit
         self.default_model = default_model
         self.opened = self.taken_up = self.answered = self.replayed = 0
         """Counts for metrics: calls opened, sessions taken up, replies made, replies replayed."""
@@ -164,12 +186,18 @@ class Conversations:
         context: dict[str, Any] | None = None,
         call: str | None = None,
     ) -> WrittenCall:
-        """Open a new written call of ``agent`` for ``contact``; the app holding the agent hears
-        ``call.attached`` (call-log's hub, as for a voice call). ``call``: its id, when the
-        channel makes its own (a WhatsApp thread's, :func:`pinecall_chat.whatsapp_wire.
-        thread_call`); a new one by default."""
+        """Open a new written call of ``agent`` for ``contact``, admitted first (``admit``);
+        the app holding the agent hears ``call.attached`` (call-log's hub, as for a voice
+        call). ``call``: its id, when the channel makes its own (a WhatsApp thread's,
+        :func:`pinecall_chat.whatsapp_wire.thread_call`); a new one by default."""
         client = self.client(environment)
         call = call or f"call_{secrets.token_hex(10)}"
+        if self.admit is not None:
+            await self.admit(
+                WrittenAdmission(
+                    call=call, agent=agent, org=org, environment=environment, channel=channel
+                )
+            )
         record = await client.open(
             CallOpen(
                 call=call,
@@ -187,7 +215,8 @@ class Conversations:
 
     async def take_up(self, call: str, *, environment: str, agent: str, org: str) -> WrittenCall:
         """The session of the open written call ``call``, rebuilt from its log: ``Refused``
-        unless it is an open written call of ``agent`` of ``org`` in ``environment``."""
+        unless it is an open written call of ``agent`` of ``org`` in ``environment``. The app
+        holding the agent hears ``call.attached`` again (call-log's ``served``)."""
         client = self.client(environment)
         record = await client.record(call)
         why = domain.may_take_up(record, agent=agent, org=org, environment=environment)
@@ -196,6 +225,7 @@ class Conversations:
         log = await client.entries(call)
         assert record.channel is not None  # may_take_up: a written call
         contact = str(record.config.get("contact") or "")
+        await client.served(call)
         self.taken_up += 1
         return self._session(record, client, record.channel, contact, domain.history(log.entries))
 
@@ -233,7 +263,7 @@ class Conversations:
                 call.writer.add(
                     TURN_USER, {"text": text, "message": message_id, "stopped_speaking_at": None}
                 )
-                await call.writer.drain()
+                await _written(call)
                 call.history.add(domain.Turn("user", text, message_id))
             made: list[str] = []
             async for delta in self._reply(call):
@@ -251,7 +281,7 @@ class Conversations:
                     "interrupted": False,
                 },
             )
-            await call.writer.drain()
+            await _written(call)
             call.history.add(domain.Turn("assistant", reply, message_id))
             self.answered += 1
 
@@ -279,6 +309,20 @@ class Conversations:
             for fn in asked:
                 context.items.append(fn)
                 context.items.append(await _run(call, by_name.get(fn.name), fn))
+
+
+async def _written(call: WrittenCall) -> None:
+    """Write what is queued, or raise ``Superseded``: the log refused it on its count (409),
+    so another session of the call wrote first and this one's view of the log is stale. Two
+    sessions of one call (a page that dialled twice) never both write: the first wins."""
+    refused = len(call.writer.refused)
+    await call.writer.drain()
+    if len(call.writer.refused) > refused:
+        _, why = call.writer.refused[-1]
+        if why.written is None:  # a 409 not about counts: the call was sealed
+            raise why
+        _log.warning("call %s: another session wrote first: this one stops", call.call)
+        raise Superseded(call.call)
 
 
 async def _run(call: WrittenCall, tool: AgentTool | None, fn: FunctionCall) -> FunctionCallOutput:

@@ -21,14 +21,16 @@ class AnthropicModel:
     """:class:`pinecall_chat.conversation.Model` on livekit-plugins-anthropic."""
 
     def __init__(self, *, base_url: str | None, api_key: str | None) -> None:
+        self.api_key = api_key or "unset"
         self.client = AsyncAnthropic(
-            api_key=api_key or "unset", base_url=base_url, max_retries=0, timeout=30.0
+            api_key=self.api_key, base_url=base_url, max_retries=0, timeout=30.0
         )
         self._llms: dict[str, anthropic.LLM] = {}
 
     def _llm(self, model: str) -> anthropic.LLM:
         if model not in self._llms:
-            self._llms[model] = anthropic.LLM(model=model, client=self.client)
+            # the key given too: the plugin refuses to start without one (its own env read)
+            self._llms[model] = anthropic.LLM(model=model, client=self.client, api_key=self.api_key)
         return self._llms[model]
 
     async def stream(

@@ -3,10 +3,14 @@
 The frames and close codes are :mod:`pinecall_contracts.chat`'s. The dial is checked before
 anything is written: the token (4401), then the call it names (``?call=``: 4404 none, 4403 of
 another org, environment or agent, or not the token's call, or not a written call; 4409 not
-open); a dial naming no call opens a new written call through call-log (the app holding the agent
-hears ``call.attached``). Then ``chat.ready`` with the history, and each ``chat.message`` is
+open); a dial naming no call is admitted at the dispatcher (4422 an agent its org does not
+define there, 4429 the org at its ``concurrent_calls``, 4503 the dispatcher silent) and opens a
+new written call through call-log (the app holding the agent hears ``call.attached``). Then ``chat.ready`` with the history, and each ``chat.message`` is
 answered in order: ``chat.delta`` as the reply is made, ``chat.reply`` when it is whole. A frame
 refused closes the socket (4400 malformed, 4413 too long, 1009 too big) and writes nothing.
+
+Two sockets of one call (a page that dialled twice): the first to write wins; the other is
+closed 4410 when the log refuses its write on its count, nothing of it written.
 
 The socket ends the session, never the call: the page dials again with ``?call=`` (to any
 replica) and the session is rebuilt from the log; a message it sends again (same id) is answered
@@ -25,10 +29,16 @@ import msgspec
 from litestar import WebSocket, websocket
 from litestar.exceptions import WebSocketDisconnect
 
-from pinecall_chat.conversation import NoKey, Refused, WrittenCall
+from pinecall_chat.conversation import NoKey, Refused, Superseded, WrittenCall
 from pinecall_chat.service import ChatService
 from pinecall_chat.tokens import BadToken, Claims, verify
-from pinecall_clients.errors import CallLogRefused, CallLogUnavailable, CallUnknown
+from pinecall_clients.errors import (
+    CallLogRefused,
+    CallLogUnavailable,
+    CallUnknown,
+    DispatcherRefused,
+    DispatcherUnavailable,
+)
 from pinecall_contracts.chat import (
     ChatClose,
     ChatDelta,
@@ -65,6 +75,9 @@ async def chat_socket(socket: AnySocket) -> None:
         await _close(socket, closing.code, closing.reason)
     except (_Gone, WebSocketDisconnect):
         pass
+    except Exception:  # a defect of ours: said in the log, the page told 1011 (dial again)
+        _log.exception("chat socket failed")
+        await _close(socket, ChatClose.INTERNAL, "the server failed: dial again with ?call=")
     finally:
         service.sockets -= 1
 
@@ -116,6 +129,21 @@ async def _dial(service: ChatService, socket: AnySocket) -> WrittenCall:
         raise _Closing(_refusal(exc, claims), str(exc)) from None
     except CallLogUnavailable as exc:
         raise _Closing(ChatClose.UNAVAILABLE, f"call-log did not answer: {exc}") from None
+    except DispatcherRefused as exc:
+        raise _Closing(_not_admitted(exc, claims), exc.problem.detail or str(exc)) from None
+    except DispatcherUnavailable as exc:
+        raise _Closing(ChatClose.UNAVAILABLE, f"the dispatcher did not answer: {exc}") from None
+
+
+def _not_admitted(exc: DispatcherRefused, claims: Claims) -> ChatClose:
+    if exc.status == 422 and exc.problem.code == "unknown_agent":
+        return ChatClose.UNKNOWN_AGENT
+    if exc.status == 429:
+        return ChatClose.QUOTA
+    _log.error(
+        "the dispatcher refused a chat of %s in %s: %s", claims.agent, claims.environment, exc
+    )
+    return ChatClose.INTERNAL
 
 
 def _refusal(exc: CallLogRefused, claims: Claims) -> ChatClose:
@@ -209,6 +237,10 @@ async def _answer(
                         await socket.send_text(
                             _encode(ChatDelta(message=message.id, text=delta)).decode()
                         )
+        except Superseded:
+            raise _Closing(
+                ChatClose.SUPERSEDED, "another session of this call wrote first: dial again"
+            ) from None
         except CallLogUnavailable as exc:
             raise _Closing(ChatClose.UNAVAILABLE, f"call-log did not answer: {exc}") from None
         except CallLogRefused as exc:

@@ -27,6 +27,13 @@ dispatcher places it like any ring. Before it is minted, in order:
    ``pinecall-runtime dispatcher quota set``); held here, never mid-call, and a sandbox call never
    counts against production.
 
+**A written call** (a chat, a WhatsApp thread; issue 17) is admitted by
+:meth:`Admission.written` (``POST /v1/written-calls``, the chat service's service key) before the
+chat service opens it: ``unknown_agent`` (422) as above, then the quota (429), and nothing else.
+It needs no fleet heard and holds no worker's seat (it runs in the chat service's process): the
+quota is the org's calls at once, not seats. Its refusals are counted under
+``written/<channel>`` where a voice refusal names its fleet.
+
 Each refusal is counted (``pinecall_admissions_total``, and the refusals table that ``doctor``
 reads) because it leaves no call record. ``unknown_agent`` too, though it is the tenant's
 mistake and not line health, as the quota is: a caller refused for it is a caller no agent
@@ -54,7 +61,13 @@ from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.errors import CallLogError
 from pinecall_contracts.base import encode
 from pinecall_contracts.calls import AgentEntry
-from pinecall_contracts.dispatch import CallRing, TokenRequest, VisitorToken
+from pinecall_contracts.dispatch import (
+    CallRing,
+    TokenRequest,
+    VisitorToken,
+    WrittenAdmission,
+    WrittenAdmitted,
+)
 from pinecall_contracts.keys import KeyInfo
 from pinecall_dispatcher import domain
 from pinecall_dispatcher.agents import Agents
@@ -172,6 +185,7 @@ class Admission:
                 },
                 now,
                 self.settings.max_call_seconds,
+                self.settings.written_held_s,
             )
         except TooManyRequests:
             await self._refused(request, environment, fleet, "quota")
@@ -187,6 +201,36 @@ class Admission:
             fleet=fleet,
             expires_at=until,
         )
+
+    async def written(self, request: WrittenAdmission) -> WrittenAdmitted:
+        """Admit a written call, or refuse it (``UnknownAgent``, ``TooManyRequests``), counted
+        under ``written/<channel>``; a call admitted before is admitted again, not counted."""
+        environment, counted_as = request.environment, f"written/{request.channel}"
+        if await self.agents.lookup(environment, request.org, request.agent) == "unknown":
+            await self._refused(request, environment, counted_as, "unknown_agent")
+            raise unknown_agent(request.agent, request.org, environment)
+        now = utcnow()
+        until = now + dt.timedelta(seconds=self.settings.admit_s)
+        try:
+            new = await self.store.admissions.admit_written(
+                {
+                    "call": request.call,
+                    "environment": environment,
+                    "org": request.org,
+                    "agent": request.agent,
+                    "channel": request.channel,
+                    "admitted_until": until,
+                },
+                now,
+                self.settings.max_call_seconds,
+                self.settings.written_held_s,
+            )
+        except TooManyRequests:
+            await self._refused(request, environment, counted_as, "quota")
+            raise
+        if new:
+            self.metrics.admissions.labels(environment, counted_as, "admitted").inc()
+        return WrittenAdmitted(call=request.call, environment=environment, until=until)
 
     def _mint(
         self,
@@ -219,7 +263,11 @@ class Admission:
         )
 
     async def _refused(
-        self, request: TokenRequest, environment: str, fleet: str, reason: str
+        self,
+        request: TokenRequest | WrittenAdmission,
+        environment: str,
+        fleet: str,
+        reason: str,
     ) -> None:
         self.metrics.admissions.labels(environment, fleet, reason).inc()
         await self.store.admissions.refused(

@@ -6,6 +6,9 @@ route                                  key        answer
 POST /v1/tokens                        app        VisitorToken (TokenRequest); 422
                                                   ``unknown_agent``, 503 ``not_ready`` or
                                                   ``fleet_full``, 429 over the org's quota
+POST /v1/written-calls                 service    WrittenAdmitted (WrittenAdmission): the chat
+                                                  service's written calls; 422
+                                                  ``unknown_agent``, 429 over the org's quota
 GET  /v1/ops/offers[?fleet=]           operator   OffersSnapshot: rooms waiting, kept, refused
 GET  /v1/ops/calls/{call}/journal      operator   Journal: the call's offers and why; 404 for a
                                                   call it has no record of
@@ -31,6 +34,8 @@ from pinecall_contracts.dispatch import (
     Quota,
     TokenRequest,
     VisitorToken,
+    WrittenAdmission,
+    WrittenAdmitted,
 )
 from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_contracts.keys import KeyInfo, KeyKind
@@ -42,6 +47,7 @@ from pinecall_servicekit.keys import OPERATOR
 AnyRequest = Request[object, object, State]
 CallPath = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$(?![\s\S])")]
 APP: tuple[KeyKind, ...] = ("app",)
+SERVICE: tuple[KeyKind, ...] = ("service",)
 
 
 def _service(request: AnyRequest) -> DispatcherService:
@@ -58,6 +64,16 @@ async def token(request: AnyRequest, data: JSONBody[TokenRequest]) -> VisitorTok
     """A web visitor's token for an agent, in the app key's environment."""
     key = await _key(request, APP)
     return await _service(request).admission.token(data, key)
+
+
+@post("/v1/written-calls", status_code=200, responses=problems(400, 401, 403, 422, 429, 503))
+async def written_call(request: AnyRequest, data: JSONBody[WrittenAdmission]) -> WrittenAdmitted:
+    """Admit a written call before the chat service opens it (the org's quota, the agent's
+    existence; no fleet, no seat)."""
+    await _key(request, SERVICE)
+    if data.environment not in ENVIRONMENTS:
+        raise Unprocessable(f"a written call's environment is {' or '.join(ENVIRONMENTS)}")
+    return await _service(request).admission.written(data)
 
 
 @get("/v1/ops/offers", responses=problems(401, 403, 503))
@@ -84,4 +100,4 @@ async def set_quota(request: AnyRequest, data: JSONBody[Quota]) -> Quota:
     return await _service(request).store.admissions.set_quota(data)
 
 
-ROUTES = [token, offers, journal, set_quota]
+ROUTES = [token, written_call, offers, journal, set_quota]

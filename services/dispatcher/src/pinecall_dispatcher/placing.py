@@ -28,7 +28,9 @@
   handler (:mod:`.deaths`: its caller gets the sentence); then its seat is free; then, as after a
   hand-over, a person alone in the room with a ring nobody took is a call to place.
 - ``room_finished``: every live row of the room ends.
-- ``call.opened``: the room's offers end; ``call.ended``: the call ends, its seat is free.
+- ``call.opened``: the room's offers end; ``call.ended``: the call ends, its seat is free. A
+  written call's row (no room, no seat) is opened and ended the same way, so it leaves the
+  org's count when it ends.
 
 Each handler is idempotent: the row decides, so duplicates and reorders change nothing. An event
 is read through its contract's fields (the room's sid, the participant's kind and attributes,
@@ -155,6 +157,10 @@ class Placing:
 
     async def call_event(self, event: CallEvent) -> None:
         """Apply ``call.opened`` or ``call.ended``; ``handled_calls`` holds it once applied."""
+        # a written call (a chat, a WhatsApp thread) has a row of its own, and no room
+        await self.store.admissions.written_event(
+            event.call, event.what, utcnow(), event.outcome or event.what
+        )
         if event.what == "opened":
             await self.store.rooms.opened(utcnow(), event.worker, call=event.call)
         else:

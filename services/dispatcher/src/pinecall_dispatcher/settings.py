@@ -48,6 +48,10 @@ class DispatcherSettings(LiveKitSettings, frozen=True, kw_only=True):
     admit_s: float = 120.0
     """Seconds a visitor's token is good for joining; its call counts against the org's quota
     until it joins or this passes."""
+    written_held_s: float = 86_400.0
+    """The longest a written call (a chat, a WhatsApp thread: no 30-minute ceiling) counts
+    against its org's quota after it opened, when its ``call.ended`` never reached the dispatcher
+    (core NATS may lose one); the reaper ends a quiet one long before (5 min, 2 h)."""
     max_call_seconds: float = 1800.0
     """The longest a call runs (seed 003, MAX_CALL_SECONDS): a call opened longer ago than this
     no longer holds a seat in the dispatcher's count, nor the org's quota."""

@@ -214,7 +214,10 @@ class Hub:
         attached = False
         with contextlib.suppress(PinecallError):
             record = await self.store.calls.record(request.call)
-            attached = record is not None and await self._place_here(record, request.why)
+            if record is not None and request.again:
+                attached = self._attached_again(record)
+            else:
+                attached = record is not None and await self._place_here(record, request.why)
         await msg.respond(encode(Handed(attached=attached)))  # type: ignore[attr-defined]
 
     async def _asked(self, asked: ToolAsked) -> None:
@@ -312,6 +315,47 @@ class Hub:
             if answer.attached:
                 return True
         return False
+
+    async def served(self, record: CallRecord) -> bool:
+        """The call is served anew (a written call's session taken up on another chat replica):
+        the socket holding it, on whichever replica, hears ``call.attached`` again (``again``);
+        one no socket holds is placed as a parked call is. False when no socket took it (none
+        holds the agent, or the call is not open)."""
+        if record.state != "open":
+            return False
+        holder = await self.store.held.holder(record.call)
+        if holder is None:
+            return await self._place(record, "parked")
+        if holder == self.replica:
+            return self._attached_again(record)
+        try:
+            answer = await self.bus.request(
+                self.bus.subjects.app_hand(holder),
+                HandCall(call=record.call, why="handed", again=True),
+                Handed,
+            )
+        except PinecallError:
+            return False  # its replica is gone: its holds are taken back and handed soon
+        return answer.attached
+
+    def _attached_again(self, record: CallRecord) -> bool:
+        socket = self.holder.get(record.call)
+        if socket is None or socket.closing is not None:
+            return False
+        socket.send(
+            CallAttached(
+                call=record.call,
+                agent=record.agent,
+                app=socket.instance,
+                started=record.opened_at,
+                state=record.state,
+                seq=record.last_seq,
+                claimed=True,
+                why="handed",
+                again=True,
+            )
+        )
+        return True
 
     async def _place_here(self, record: CallRecord, why: Why) -> bool:
         if record.state != "open":

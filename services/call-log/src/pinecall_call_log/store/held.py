@@ -82,6 +82,13 @@ class HeldStore:
         async with db.translate_errors("holding a call"), self.engine.begin() as conn:
             return (await conn.execute(statement)).first() is not None
 
+    async def holder(self, call: str) -> str | None:
+        """The replica whose socket holds ``call``, or None (parked, or not open)."""
+        statement = sa.select(APP_HOLDS.c.replica).where(APP_HOLDS.c.call_id == call)
+        async with db.translate_errors("reading a hold"), self.engine.connect() as conn:
+            found: str | None = await conn.scalar(statement)
+        return found
+
     async def release(self, call: str, replica: str) -> None:
         """The call is parked: its hold on ``replica`` is let go (none: nothing happens)."""
         statement = sa.delete(APP_HOLDS).where(

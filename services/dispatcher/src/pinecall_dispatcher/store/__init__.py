@@ -16,7 +16,7 @@ from pinecall_dispatcher.store.admissions import AdmissionStore
 from pinecall_dispatcher.store.offers import FleetOffers, OfferStore
 from pinecall_dispatcher.store.rooms import RoomStore
 from pinecall_dispatcher.store.rows import Arrival, RoomRow
-from pinecall_dispatcher.store.tables import JOURNAL, REFUSALS, ROOMS, SCHEMA
+from pinecall_dispatcher.store.tables import JOURNAL, REFUSALS, ROOMS, SCHEMA, WRITTEN
 from pinecall_dispatcher.store.views import ViewStore
 from pinecall_servicekit import db
 from pinecall_servicekit.migrations import Migrations
@@ -47,7 +47,7 @@ class Store:
         return await db.answers(self.engine, timeout_s)
 
     async def prune(self, now: dt.datetime, keep_s: float = KEEP_S) -> None:
-        """Forget rooms ended, tokens expired, journal lines and refusals older than ``keep_s``."""
+        """Forget rooms and written calls ended, tokens expired, journal lines and refusals older than ``keep_s``."""
         before = now - dt.timedelta(seconds=keep_s)
         async with db.translate_errors("pruning"), self.engine.begin() as conn:
             gone = sa.or_(
@@ -55,5 +55,13 @@ class Store:
                 sa.and_(ROOMS.c.state == "admitted", ROOMS.c.admitted_until < before),
             )
             await conn.execute(sa.delete(ROOMS).where(gone))
+            await conn.execute(
+                sa.delete(WRITTEN).where(
+                    sa.or_(
+                        WRITTEN.c.ended_at < before,
+                        sa.and_(WRITTEN.c.opened_at.is_(None), WRITTEN.c.admitted_until < before),
+                    )
+                )
+            )
             await conn.execute(sa.delete(JOURNAL).where(JOURNAL.c.at < before))
             await conn.execute(sa.delete(REFUSALS).where(REFUSALS.c.at < before))

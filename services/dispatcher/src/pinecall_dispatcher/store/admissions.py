@@ -1,5 +1,9 @@
 """Admission's SQL: an org's quota per environment, the calls it holds, the refusals.
 
+A written call (a chat, a WhatsApp thread: :meth:`AdmissionStore.admit_written`) is counted the
+same way from the ``written`` table: admitted and not expired, or opened and not ended (for at
+most ``written_held_s``); it holds no seat and needs no fleet.
+
 An admission is decided under the org's lock (``pg_advisory_xact_lock`` of org and environment)
 and its ``admitted`` row written in the same transaction, so two token requests at the quota's
 last call never both pass. An org's calls are its live rows in that environment: admitted and not
@@ -18,13 +22,46 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_contracts.dispatch import Quota
 from pinecall_contracts.words import counted
-from pinecall_dispatcher.store.tables import QUOTAS, REFUSALS, ROOMS
+from pinecall_dispatcher.store.tables import QUOTAS, REFUSALS, ROOMS, WRITTEN
 from pinecall_servicekit import db
 from pinecall_servicekit.errors import TooManyRequests
 
 
-def live_calls(org: str, environment: str, now: dt.datetime, max_call_seconds: float) -> Any:
-    """The count of ``org``'s calls held in ``environment`` at ``now``."""
+def live_calls(
+    org: str,
+    environment: str,
+    now: dt.datetime,
+    max_call_seconds: float,
+    written_held_s: float = 86_400.0,
+) -> Any:
+    """The count of ``org``'s calls held in ``environment`` at ``now``: its rooms and its
+    written calls."""
+    return live_rooms(org, environment, now, max_call_seconds) + live_written(
+        org, environment, now, written_held_s
+    )
+
+
+def live_written(org: str, environment: str, now: dt.datetime, held_s: float) -> Any:
+    """The count of ``org``'s written calls held in ``environment`` at ``now``."""
+    since = now - dt.timedelta(seconds=held_s)
+    return (
+        sa.select(sa.func.count())
+        .select_from(WRITTEN)
+        .where(
+            WRITTEN.c.org == org,
+            WRITTEN.c.environment == environment,
+            WRITTEN.c.ended_at.is_(None),
+            sa.or_(
+                sa.and_(WRITTEN.c.opened_at.is_(None), WRITTEN.c.admitted_until > now),
+                WRITTEN.c.opened_at > since,
+            ),
+        )
+        .scalar_subquery()
+    )
+
+
+def live_rooms(org: str, environment: str, now: dt.datetime, max_call_seconds: float) -> Any:
+    """The count of ``org``'s rooms held in ``environment`` at ``now``."""
     since = now - dt.timedelta(seconds=max_call_seconds)
     return (
         sa.select(sa.func.count())
@@ -46,9 +83,50 @@ class AdmissionStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
 
-    async def admit(self, row: dict[str, Any], now: dt.datetime, max_call_seconds: float) -> None:
+    async def admit(
+        self,
+        row: dict[str, Any],
+        now: dt.datetime,
+        max_call_seconds: float,
+        written_held_s: float = 86_400.0,
+    ) -> None:
         """Write the ``admitted`` row of a new call if its org is under its quota in its
         environment (no quota row: no limit). ``TooManyRequests`` (429) otherwise."""
+        await self._under_quota(
+            sa.insert(ROOMS).values(row), row, now, max_call_seconds, written_held_s
+        )
+
+    async def admit_written(
+        self,
+        row: dict[str, Any],
+        now: dt.datetime,
+        max_call_seconds: float,
+        written_held_s: float,
+    ) -> bool:
+        """Write the ``written`` row of a new written call (``call``, ``environment``, ``org``,
+        ``agent``, ``channel``, ``admitted_until``) if its org is under its quota there;
+        ``TooManyRequests`` (429) otherwise. A call admitted before (a retry) is not counted
+        again, nor refused: False then, True when this admitted it."""
+        async with db.translate_errors("admitting a written call"), self.engine.connect() as conn:
+            known = await conn.scalar(sa.select(sa.exists().where(WRITTEN.c.call == row["call"])))
+        if known:
+            return False
+        insert_row = (
+            insert(WRITTEN)
+            .values(row | {"admitted_at": now})
+            .on_conflict_do_nothing(index_elements=[WRITTEN.c.call])
+        )
+        await self._under_quota(insert_row, row, now, max_call_seconds, written_held_s)
+        return True
+
+    async def _under_quota(
+        self,
+        statement: Any,
+        row: dict[str, Any],
+        now: dt.datetime,
+        max_call_seconds: float,
+        written_held_s: float,
+    ) -> None:
         org, environment = row["org"], row["environment"]
         async with db.translate_errors("admitting a call"), self.engine.begin() as conn:
             await conn.execute(
@@ -68,7 +146,9 @@ class AdmissionStore:
             if quota is not None:
                 held = (
                     await conn.execute(
-                        sa.select(live_calls(org, environment, now, max_call_seconds))
+                        sa.select(
+                            live_calls(org, environment, now, max_call_seconds, written_held_s)
+                        )
                     )
                 ).scalar_one()
                 if held >= quota:
@@ -76,7 +156,18 @@ class AdmissionStore:
                         f"{org} holds {counted(held, 'call')} in {environment}, and its "
                         f"concurrent_calls quota there is {quota}"
                     )
-            await conn.execute(sa.insert(ROOMS).values(row))
+            await conn.execute(statement)
+
+    async def written_event(self, call: str, what: str, now: dt.datetime, outcome: str) -> None:
+        """``call.opened`` or ``call.ended`` of a written call (nothing for any other call)."""
+        values = (
+            {"opened_at": now} if what == "opened" else {"ended_at": now, "outcome": outcome[:32]}
+        )
+        column = WRITTEN.c.opened_at if what == "opened" else WRITTEN.c.ended_at
+        async with db.translate_errors("a written call's event"), self.engine.begin() as conn:
+            await conn.execute(
+                sa.update(WRITTEN).where(WRITTEN.c.call == call, column.is_(None)).values(values)
+            )
 
     async def refused(
         self, now: dt.datetime, environment: str, fleet: str, agent: str, org: str, reason: str

@@ -18,6 +18,9 @@ ended       the room ended, the caller hung up before an open, the call ended, o
 
 ``job`` and ``written`` are the seam of a worker that dies (issue 8): such a room is offered again
 as ``JobOffer(job="sentence", written=…)``. ``journal``: every offer and where each room went.
+``written``: the written calls admitted (issue 17; the chat service asks, ``POST
+/v1/written-calls``): no room, no fleet, no seat, only a place in the org's count, from their
+admission until ``call.ended`` (or ``admitted_until`` when ``call.opened`` never came).
 ``quotas``: an org's ``concurrent_calls`` per environment. ``refusals``: the token endpoint's
 refusals and the rings refused at placing (intake health: they leave no call record).
 """
@@ -77,6 +80,21 @@ JOURNAL = sa.Table(
     sa.Column("fleet", sa.String(63), nullable=False),
     sa.Column("at", db.UTC_TIMESTAMP, nullable=False),
     sa.Column("line", sa.Text, nullable=False),
+)
+
+WRITTEN = sa.Table(
+    "written",
+    METADATA,
+    sa.Column("call", sa.String(128), primary_key=True),
+    sa.Column("environment", sa.String(32), nullable=False),
+    sa.Column("org", sa.String(128), nullable=False),
+    sa.Column("agent", sa.String(128), nullable=False),
+    sa.Column("channel", sa.String(16), nullable=False),
+    sa.Column("admitted_at", db.UTC_TIMESTAMP, nullable=False),
+    sa.Column("admitted_until", db.UTC_TIMESTAMP, nullable=False),
+    sa.Column("opened_at", db.UTC_TIMESTAMP, nullable=True),
+    sa.Column("ended_at", db.UTC_TIMESTAMP, nullable=True),
+    sa.Column("outcome", sa.String(32), nullable=True),
 )
 
 QUOTAS = sa.Table(
