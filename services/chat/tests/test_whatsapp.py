@@ -60,10 +60,15 @@ class Clock:
 
 
 @pytest.fixture
-def replica(chat: Chat, keys: Keys, fake: WhatsAppFake) -> Callable[[], Any]:
+def replica(
+    chat: Chat, keys: Keys, fake: WhatsAppFake, dispatcher: Listening
+) -> Callable[[], Any]:
+    """A chat replica as production runs one: a thread's call admitted by the dispatcher."""
+
     def start() -> AbstractAsyncContextManager[Listening]:
         return chat(
             service_key=keys.service,
+            dispatcher_url=dispatcher.url.replace("ws://", "http://"),
             whatsapp_graph_url=fake.url,
             whatsapp_pair_interval_s=PACE_S,
         )
