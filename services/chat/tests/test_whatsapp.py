@@ -60,9 +60,7 @@ class Clock:
 
 
 @pytest.fixture
-def replica(
-    chat: Chat, keys: Keys, fake: WhatsAppFake, dispatcher: Listening
-) -> Callable[[], Any]:
+def replica(chat: Chat, keys: Keys, fake: WhatsAppFake, dispatcher: Listening) -> Callable[[], Any]:
     """A chat replica as production runs one: a thread's call admitted by the dispatcher."""
 
     def start() -> AbstractAsyncContextManager[Listening]:
@@ -312,3 +310,9 @@ async def test_a_thread_moves_between_replicas_and_a_retried_delivery_is_answere
         statuses = {(e["data"]["message"], e["data"]["status"]) for e in logged
                     if e["kind"] == "message.status"}  # fmt: skip
         assert len(statuses) == 9
+        # the contact is kept with the call, so a replica that takes the thread up knows it
+        call = thread_call(number, "34600111222", 1)
+        got = await call_log.client.get(f"/v1/calls/{call}", headers=bearer(keys.operator))
+        assert got.json()["context"]["contact"] == "34600111222"
+        kept = [s for s in _wa(two).threads._sessions.values() if s.record.call == call]
+        assert [s.contact for s in kept] == ["34600111222"]

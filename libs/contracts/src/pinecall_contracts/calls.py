@@ -156,6 +156,9 @@ class CallRecord(Contract, frozen=True, kw_only=True, tag="calls.record.v1"):
     (:func:`pinecall_contracts.agents.agent_of`)."""
     channel: Channel | None = None
     """A written call's channel (:attr:`CallOpen.channel`); None for a voice call."""
+    context: dict[str, Any] = {}
+    """Who and what the call is with, as its opener said (:attr:`CallOpen.context`): a written
+    call's contact, a phone call's numbers."""
 
 
 class EntryBatch(Contract, frozen=True, kw_only=True, tag="calls.batch.v1"):

@@ -224,7 +224,7 @@ class Conversations:
             raise Refused(why, call)
         log = await client.entries(call)
         assert record.channel is not None  # may_take_up: a written call
-        contact = str(record.config.get("contact") or "")
+        contact = str(record.context.get("contact") or "")
         await client.served(call)
         self.taken_up += 1
         return self._session(record, client, record.channel, contact, domain.history(log.entries))

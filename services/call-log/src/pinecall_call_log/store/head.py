@@ -67,6 +67,7 @@ def record_of(row: sa.Row[Any]) -> CallRecord:
         prompt_hash=row.prompt_hash,
         config=row.config,
         channel=row.channel,
+        context=row.context or {},
     )
 
 
