@@ -25,6 +25,7 @@ import msgspec
 import sqlalchemy as sa
 from litestar import Litestar, MediaType, Request, Response, get
 from litestar.datastructures import State
+from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi import OpenAPIConfig, ResponseSpec
 from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlugin
@@ -53,7 +54,7 @@ _log = logging.getLogger(__name__)
 
 # no ``<name>_created`` series beside each counter and histogram: nothing reads them, and the
 # registry (pinecall_contracts.metrics) lists what is served
-disable_created_metrics()
+disable_created_metrics()  # type: ignore[no-untyped-call,unused-ignore]
 
 
 def problem_response(problem: ProblemDetails) -> Response[bytes]:
@@ -221,7 +222,7 @@ class _Timed:
         self.app, self.requests, self.service = app, requests, service
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
+        if scope["type"] != ScopeType.HTTP:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()

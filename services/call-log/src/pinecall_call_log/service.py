@@ -38,7 +38,6 @@ from pinecall_call_log.sockets.hub import Hub
 from pinecall_call_log.store import Store
 from pinecall_call_log.store.agents import ToolState
 from pinecall_contracts.appsocket import ToolCallFrame
-from pinecall_contracts.metrics import LATENCY_BUCKETS_S
 from pinecall_contracts.calls import (
     Appended,
     BatchWritten,
@@ -54,6 +53,7 @@ from pinecall_contracts.calls import (
     ToolCall,
     ToolResult,
 )
+from pinecall_contracts.metrics import LATENCY_BUCKETS_S
 from pinecall_servicekit import db
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.changes import Changes
@@ -180,9 +180,7 @@ class CallLogService:
     async def write(self, call: str, after: int, entries: list[Entry]) -> BatchWritten:
         digests = [domain.digest(e) for e in entries]
         with self._writing(), self.batch_write.time():
-            answer = await self.store.calls.write_batch(
-                call, after, entries, digests, db.utcnow()
-            )
+            answer = await self.store.calls.write_batch(call, after, entries, digests, db.utcnow())
         self.batches += 1
         if answer.seqs and not answer.replayed:
             self.entries += len(answer.seqs)
@@ -233,9 +231,7 @@ class CallLogService:
             return state.result
         result = await self._wait_tool(call, tool, record, state)
         if state.asked:  # the first ask's round trip; a retry joins it part way
-            self.tool_round_trip.labels(record.environment).observe(
-                time.perf_counter() - started
-            )
+            self.tool_round_trip.labels(record.environment).observe(time.perf_counter() - started)
         return result
 
     async def _wait_tool(
