@@ -353,3 +353,42 @@ def test_the_chart_carries_the_rules_and_the_dashboard(
             if d["kind"] == "ConfigMap" and d["metadata"]["labels"].get("grafana_dashboard") == "1"
         ]
         assert json.loads(board["data"]["pinecall.json"]) == dashboard()
+
+
+def test_up_scrapes_each_process_that_serves_metrics_with_the_quick_holds(tmp_path: Path) -> None:
+    """``up --prometheus``'s configuration: a job per process that serves /metrics (the
+    stand-ins, the apps and the callers serve none), the rules with their quick holds, which
+    promtool accepts."""
+    from pinecall_runtime.monitoring import prometheus
+
+    names = ["roster", "roster-1", "call-log", "worker-production", "overflow-sandbox", "chat"]
+    names += ["livekit-production", "vendors", "booking-production-1", "console-sandbox"]
+    assert {n: prometheus.job_of(n) for n in names} == {
+        "roster": "roster",
+        "roster-1": "roster",
+        "call-log": "call-log",
+        "worker-production": "worker",
+        "overflow-sandbox": "overflow",
+        "chat": "chat",
+        "livekit-production": None,
+        "vendors": None,
+        "booking-production-1": None,
+        "console-sandbox": None,
+    }
+    if not Path(prometheus.PROMETHEUS).is_file():
+        pytest.fail("prometheus is missing: ./dev sync installs Debian's prometheus")
+    config = prometheus.prepare(
+        tmp_path, [("roster", "http://127.0.0.1:9"), ("worker-a", "http://127.0.0.1:8")]
+    )
+    written = yaml.safe_load(config.read_text())
+    # Prometheus reads a relative rule file from the configuration's folder: none is relative
+    assert written["rule_files"] == [str(tmp_path.resolve() / "alerts.yaml")]
+    assert [j["job_name"] for j in written["scrape_configs"]] == ["roster", "worker-a"]
+    assert written["scrape_configs"][1]["static_configs"] == [
+        {"targets": ["127.0.0.1:8"], "labels": {"process": "worker"}}
+    ]
+    result = promtool("check", "config", str(config))
+    assert result.returncode == 0, result.stdout + result.stderr
+    quick = yaml.safe_load((tmp_path / "alerts.yaml").read_text())
+    holds = {r["alert"]: r["for"] for r in quick["groups"][0]["rules"]}
+    assert holds == {a.name: a.quick for a in ALERTS}

@@ -33,6 +33,9 @@ class Alert:
     expr: str
     hold: str
     """How long ``expr`` holds before it fires (the rule's ``for``)."""
+    quick: str
+    """The ``for`` of a run of minutes (``up --prometheus``): long enough that what passes in
+    a healthy run (a room in offers for the second its worker takes to open it) stays quiet."""
     severity: Severity
     summary: str
     """What is wrong, with the alert's labels (``{{ $labels.fleet }}``)."""
@@ -61,6 +64,7 @@ ALERTS: tuple[Alert, ...] = (
         expr='max by (fleet) (pinecall_fleet{what="accepting"})'
         ' + max by (fleet) (pinecall_fleet{what="full"}) == 0',
         hold="1m",
+        quick="5s",
         severity="critical",
         summary="fleet {{ $labels.fleet }} takes no call: no worker heard accepting or full; "
         "its callers wait 12 s, then go to the overflow",
@@ -74,6 +78,7 @@ ALERTS: tuple[Alert, ...] = (
         expr='max by (fleet) (pinecall_fleet{what="seats_free"}) == 0'
         ' and max by (fleet) (pinecall_fleet{what="seats"}) > 0',
         hold="2m",
+        quick="5s",
         severity="warning",
         summary="fleet {{ $labels.fleet }} is full: none of its seats free; new callers hear the "
         "overflow",
@@ -84,6 +89,7 @@ ALERTS: tuple[Alert, ...] = (
         title="worker failing",
         expr='max by (fleet, worker) (pinecall_worker_state{state="failing"}) == 1',
         hold="1m",
+        quick="5s",
         severity="critical",
         summary="worker {{ $labels.worker }} of {{ $labels.fleet }} is failing (half its calls "
         "of a minute ended in error, or its first audio p95 is over 5 s)",
@@ -94,6 +100,7 @@ ALERTS: tuple[Alert, ...] = (
         title="rooms waiting",
         expr='max by (fleet) (pinecall_fleet{what="waiting"}) > 0',
         hold="0s",
+        quick="0s",
         severity="info",
         summary="rooms of {{ $labels.fleet }} waited for a worker in 10 min "
         "(offered again, or sent to the overflow for want of an open): a worker or LiveKit "
@@ -105,6 +112,7 @@ ALERTS: tuple[Alert, ...] = (
         title="rooms kept in offers",
         expr='max by (fleet) (pinecall_fleet{what="in_offers"}) > 0',
         hold="1m",
+        quick="20s",
         severity="critical",
         summary="rooms of {{ $labels.fleet }} kept in offers a minute and more: their callers wait",
         todo="pinecall-runtime doctor names each room and its call; "
@@ -116,6 +124,7 @@ ALERTS: tuple[Alert, ...] = (
         expr='sum by (fleet, answer) (increase(pinecall_admissions_total{answer!="admitted"}[10m]))'
         " > 0",
         hold="0s",
+        quick="0s",
         severity="warning",
         summary="callers of {{ $labels.fleet }} refused at admission in 10 min "
         "({{ $labels.answer }}): a refusal leaves no call record",
@@ -126,6 +135,7 @@ ALERTS: tuple[Alert, ...] = (
         title="webhooks refused",
         expr="sum by (environment, reason) (increase(pinecall_webhooks_refused_total[10m])) > 0",
         hold="0s",
+        quick="0s",
         severity="warning",
         summary="LiveKit webhooks of {{ $labels.environment }} refused in 10 min "
         "({{ $labels.reason }}): their events are lost",
@@ -136,6 +146,7 @@ ALERTS: tuple[Alert, ...] = (
         title="call-log write errors",
         expr="sum(increase(pinecall_call_log_write_errors_total[5m])) > 0",
         hold="0s",
+        quick="0s",
         severity="critical",
         summary="call-log answered writes with 5xx in the last 5 min",
         todo=runbook.WRITE_ERRORS,
@@ -145,6 +156,7 @@ ALERTS: tuple[Alert, ...] = (
         title="follow-ups waiting",
         expr="sum by (environment) (increase(pinecall_callbacks_total[1h])) > 0",
         hold="0s",
+        quick="0s",
         severity="info",
         summary="callers of {{ $labels.environment }} asked to be called back in the last hour",
         todo=runbook.FOLLOW_UPS.format(environment="{{ $labels.environment }}", full=runbook.FULL),
@@ -155,6 +167,7 @@ ALERTS: tuple[Alert, ...] = (
         expr="histogram_quantile(0.95, sum by (fleet, le) "
         "(rate(pinecall_first_audio_seconds_bucket[5m]))) > " + f"{FIRST_AUDIO_LINE_S:g}",
         hold="5m",
+        quick="20s",
         severity="warning",
         summary=f"first audio p95 of {{{{ $labels.fleet }}}} is over {FIRST_AUDIO_LINE_S:g} s, the "
         "roster's failing line",
@@ -170,9 +183,9 @@ HEADER = (
 )
 
 
-def rules(hold: str | None = None) -> dict[str, Any]:
-    """The rules document (``groups:``); ``hold`` replaces every rule's ``for`` (``up
-    --prometheus`` runs them for minutes, not hours)."""
+def rules(quick: bool = False) -> dict[str, Any]:
+    """The rules document (``groups:``); ``quick``: each rule's ``for`` is its :attr:`Alert.quick`
+    (``up --prometheus`` runs them for minutes, not hours)."""
     return {
         "groups": [
             {
@@ -181,7 +194,7 @@ def rules(hold: str | None = None) -> dict[str, Any]:
                     {
                         "alert": a.name,
                         "expr": a.expr,
-                        "for": hold or a.hold,
+                        "for": a.quick if quick else a.hold,
                         "labels": {"severity": a.severity},
                         "annotations": {
                             "title": a.title,
@@ -196,7 +209,7 @@ def rules(hold: str | None = None) -> dict[str, Any]:
     }
 
 
-def rules_yaml(hold: str | None = None) -> str:
+def rules_yaml(quick: bool = False) -> str:
     """:func:`rules` as the YAML of a rules file, its header first."""
-    body = yaml.safe_dump(rules(hold), sort_keys=False, width=100, allow_unicode=True)
+    body = yaml.safe_dump(rules(quick), sort_keys=False, width=100, allow_unicode=True)
     return HEADER + body
