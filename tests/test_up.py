@@ -311,8 +311,11 @@ def test_callers_beyond_the_seats_hear_the_overflow_and_are_called_back(
     """Acceptance 2: one seat per environment and three callers each, all ringing before the
     first call ends; the phones beyond the seat hear the overflow's sentence and get a call
     back on the agent's log; the visitors beyond it are refused at the endpoint, whose page
-    asks a call back; nobody is silent, and every log verifies."""
-    result, _ = run_up(tmp_path, platform_endpoints, "--seats", "1", "--calls", "6", "--rate", "2")
+    asks a call back; nobody is silent, and every log verifies. A real Prometheus scraped the
+    run (issue 22, acceptance 2): "fleet full" fired."""
+    result, out = run_up(
+        tmp_path, platform_endpoints, "--seats", "1", "--calls", "6", "--rate", "2", "--prometheus"
+    )
     calls = result["calls"]
     assert calls["placed"] == 6
     assert calls["answered_by_agent"] == 2  # the one seat of each environment
@@ -332,6 +335,9 @@ def test_callers_beyond_the_seats_hear_the_overflow_and_are_called_back(
     assert {c["ended_by"] for c in overflowed} == {"far_end"}  # the sentence, then the room went
     assert result["entries"]["logs"] == result["entries"]["logs_verified"] == 4
     assert result["problems"] == []
+    fired = {a["title"] for a in result["alerts_fired"]}
+    assert "fleet full" in fired, out[-2000:]
+    assert "up: alerts fired: " in out
     stopped_cleanly(result, tmp_path)
 
 

@@ -22,6 +22,7 @@ CUSTOM = {
     "ScaledObject": SCHEMAS / "keda-scaledobject.json",
     "TriggerAuthentication": SCHEMAS / "keda-triggerauthentication.json",
     "Cluster": SCHEMAS / "cnpg-cluster.json",
+    "PrometheusRule": SCHEMAS / "prometheus-prometheusrule.json",
 }
 
 

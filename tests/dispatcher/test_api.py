@@ -19,6 +19,7 @@ from pinecall_loadlab.livekit.callers import sip_call
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.scenarios.chain import Chain, heard_any
 from pinecall_servicekit.errors import BadRequest, NotFound, Unauthorized
+from pinecall_servicekit.testing.metrics import unregistered
 from pinecall_testkit.call_log import Keys, bearer
 
 from .conftest import SHORT
@@ -209,6 +210,8 @@ async def test_the_journal_and_the_rooms_waiting_and_kept_over_http_nats_and_met
     metrics = (await ops.get("/metrics")).text
     assert 'pinecall_fleet{fleet="pinecall",what="waiting"} 1.0' in metrics
     assert 'pinecall_offers_total{fleet="pinecall",reason="no_seat",to="overflow"} 1.0' in metrics
+    assert 'pinecall_ring_to_offer_seconds_count{fleet="pinecall"} 1.0' in metrics
+    assert unregistered(metrics, "dispatcher") == []
     await caller.leave()
 
 

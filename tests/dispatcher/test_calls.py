@@ -66,6 +66,11 @@ async def test_call_opened_ends_the_offers_and_call_ended_frees_the_seat(
         row = await chain.service.store.rooms.get(offer.call)
         assert row is not None
         assert (row.state, row.worker) == ("opened", slow.name)
+        # timed from its offer to its opening
+        count = chain.service.metrics.registry.get_sample_value(
+            "pinecall_offer_to_open_seconds_count", {"fleet": "pinecall"}
+        )
+        assert count == 1.0
         r = await call_log.post(
             f"/v1/calls/{offer.call}/end",
             json={"outcome": "completed"},

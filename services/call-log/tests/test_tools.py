@@ -12,7 +12,8 @@ from contextlib import AbstractAsyncContextManager
 
 from pinecall_call_log.service import CallLogService
 from pinecall_contracts.calls import ToolAsked
-from pinecall_testkit.call_log import Keys, Replica, bearer, opening
+from pinecall_servicekit.testing.metrics import unregistered
+from pinecall_testkit.call_log import Keys, Replica, batch, bearer, opening
 
 Start = Callable[[], AbstractAsyncContextManager[Replica]]
 TOOL = {"id": "tc_1", "name": "book_slot", "arguments": {"day": "2026-12-02"}, "timeout_s": 30}
@@ -95,3 +96,29 @@ async def test_a_tool_nobody_answers_waits_its_timeout_and_logs_one_timeout(
         assert answers[0].json() == answers[1].json()
         assert answers[0].json()["error"] == "timeout"
         assert (await kinds(a, keys)).count("tool.result") == 1
+
+
+async def test_metrics_time_the_tool_round_trip_and_the_batch_and_count_call_backs(
+    call_log: Replica, keys: Keys
+) -> None:
+    """call-log's /metrics: the registry's names and labels (pinecall_contracts.metrics), a tool
+    call's round trip and a batch's write timed, a call back counted once however often asked."""
+    auth = bearer(keys.production)
+    await call_log.post("/v1/calls", json=opening(), headers=auth)
+    await call_log.post("/v1/calls/call_1/entries", json=batch(0, 3), headers=auth)
+    heard = await app_listening(call_log)
+    asking = asyncio.create_task(call_log.post("/v1/calls/call_1/tools", json=TOOL, headers=auth))
+    await asyncio.wait_for(heard.get(), 5)
+    path = "/v1/calls/call_1/tools/tc_1/result"
+    await call_log.post(path, json={"result": 1}, headers=bearer(keys.app))
+    assert (await asking).status_code == 200
+    body = {"agent": "support-bot", "call": "call_1", "number": "+15550100", "reason": "full"}
+    for _ in range(2):
+        r = await call_log.post("/v1/callbacks", json=body, headers=bearer(keys.app))
+        assert r.status_code == 200
+    text = (await call_log.get("/metrics")).text
+    assert unregistered(text, "call-log") == []
+    assert 'pinecall_tool_round_trip_seconds_count{environment="production"} 1.0' in text
+    assert "pinecall_call_log_batch_write_seconds_count 1.0" in text
+    assert 'pinecall_callbacks_total{environment="production"} 1.0' in text
+    assert "pinecall_call_log_write_errors_total 0.0" in text

@@ -7,6 +7,7 @@ from pinecall_chat.app import create_app
 from pinecall_chat.settings import ChatSettings
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.testing.apps import running
+from pinecall_servicekit.testing.metrics import unregistered
 
 PROBLEM = "application/problem+json"
 
@@ -24,7 +25,9 @@ async def test_ready_with_nats_its_metrics_and_problems(nats_url: str, nats_name
         ready = await app.get("/readyz")
         assert (ready.status_code, ready.json()) == (200, {"ready": True, "checks": {"nats": True}})
         assert (await app.get("/healthz")).status_code == 200
-        assert (await app.get("/metrics")).status_code == 200
+        metrics = await app.get("/metrics")
+        assert metrics.status_code == 200
+        assert unregistered(metrics.text, "chat") == []
         bus = await Bus.connect(nats_url, nats_namespace, name="test")
         try:
             assert (await bus.ping(bus.subjects.chat_service)).name == bus.subjects.chat_service

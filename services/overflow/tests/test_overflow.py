@@ -9,6 +9,7 @@ import asyncio
 import httpx
 from livekit import api
 from livekit.plugins.cartesia.models import TTSDefaultVoiceId
+from prometheus_client.parser import text_string_to_metric_families
 
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit import events as ev
@@ -16,6 +17,7 @@ from pinecall_loadlab.livekit.callers import sip_call
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.vendors import VendorFakes
 from pinecall_overflow.server import Overflow
+from pinecall_servicekit.testing.metrics import unregistered
 from pinecall_testkit.call_log import Keys, Process, bearer
 
 from .conftest import SAYS, Sealed, heard, job_offer, loud, offer_to, overflow_of, settings_for
@@ -31,6 +33,7 @@ async def test_an_answer_job_says_the_sentence_writes_the_call_back_ends_overflo
     sealed: Sealed,
 ) -> None:
     assert overflow.name == "pinecall/overflow"
+    before = await answered(overflow)
     async with asyncio.timeout(90):
         # two phone callers the fleet had no seat for: one whose offer names the number, one
         # whose number only the SIP participant's sip.phoneNumber says
@@ -85,6 +88,22 @@ async def test_an_answer_job_says_the_sentence_writes_the_call_back_ends_overflo
     callbacks = sorted((e["data"]["call"], e["data"]["number"]) for e in agent_log)
     assert [e["kind"] for e in agent_log] == ["callback.requested"] * 2
     assert callbacks == [("call_1", "+15550111"), ("call_2", "+15550102")]
+    assert await answered(overflow) == before + 2
+
+
+async def answered(overflow: Overflow) -> float:
+    """``pinecall_overflow_calls_total`` of the overflow's fleet, its /metrics checked whole
+    against the registry."""
+    async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{overflow.health.port}") as http:
+        text = (await http.get("/metrics")).text
+    assert unregistered(text, "overflow") == []
+    assert 'pinecall_overflow_registered{fleet="pinecall"} 1.0' in text
+    (family,) = [
+        f
+        for f in text_string_to_metric_families(text)
+        if f.name == "pinecall_overflow_calls" and f.type == "counter"
+    ]
+    return sum(s.value for s in family.samples)
 
 
 async def test_the_sentence_is_said_in_the_voice_of_the_agent_rung(

@@ -15,6 +15,7 @@ from pinecall_reaper.reaper import Reaper
 from pinecall_reaper.settings import ReaperSettings
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.testing.apps import Replica, running
+from pinecall_servicekit.testing.metrics import unregistered
 from pinecall_testkit.call_log import Keys, Process, one_served
 
 PROBLEM = "application/problem+json"
@@ -78,6 +79,7 @@ async def test_ready_after_a_reap_that_read_everything_and_its_metrics(
         metrics = (await app.get("/metrics")).text
         assert "pinecall_reaper_reaps_total 1.0" in metrics
         assert 'pinecall_reaper_calls_total{why="no_agent"} 0.0' in metrics
+        assert unregistered(metrics, "reaper") == []
         for method, path, status in (("GET", "/v1/nothing", 404), ("POST", "/healthz", 405)):
             r = await app.request(method, path)
             assert (r.status_code, r.headers["content-type"]) == (status, PROBLEM)

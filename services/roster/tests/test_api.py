@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from pinecall_servicekit.testing.metrics import unregistered
 from pinecall_testkit.roster import Keys, Replica, bearer, heartbeat
 
 
@@ -156,6 +157,10 @@ async def test_wanted_counts_the_key_fleets_scaled_workers(roster: Replica, keys
         "active": 24,
         "seats": 64,
     }
+    # what KEDA was told is on the dashboard: wanted beside the scaled workers running
+    text = (await roster.get("/metrics")).text
+    assert 'pinecall_scaled_workers{fleet="pinecall",what="wanted"} 2.0' in text
+    assert 'pinecall_scaled_workers{fleet="pinecall",what="running"} 2.0' in text
 
 
 @pytest.mark.parametrize("params", [{}, {"scaled": "scaled"}, {"seats": 32}])
@@ -184,6 +189,12 @@ async def test_metrics_name_each_worker_state_and_the_fleet_totals(
     assert f'pinecall_worker_first_audio_p95_seconds{{fleet="pinecall",{worker}}} 1.25' in text
     assert 'pinecall_fleet{fleet="pinecall",what="seats_free"} 5.0' in text
     assert 'pinecall_fleet{fleet="pinecall",what="calls"} 3.0' in text
+    # the registry's names and labels, each request timed by its route's template
+    assert unregistered(text, "roster") == []
+    assert (
+        'pinecall_http_request_duration_seconds_count{method="POST",route="/v1/fleet/heartbeat",'
+        'service="roster",status="2xx"} 1.0'
+    ) in text
 
 
 async def test_health_readiness_and_openapi(roster: Replica) -> None:

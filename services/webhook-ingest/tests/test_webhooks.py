@@ -14,6 +14,7 @@ from pinecall_contracts.livekit import LiveKitEvent, WebhookDropped
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET, WebhookSink
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.testing.apps import Replica
+from pinecall_servicekit.testing.metrics import unregistered
 from pinecall_testkit.webhook_ingest import (
     AGENT_NAME,
     SANDBOX_KEY,
@@ -93,6 +94,8 @@ async def test_a_second_delivery_is_dropped_and_counted(ingest: Replica) -> None
     assert (
         'pinecall_webhooks_total{environment="production",event="participant_left"} 1.0' in metrics
     )
+    assert 'pinecall_webhook_to_stream_seconds_count{environment="production"} 1.0' in metrics
+    assert unregistered(metrics, "webhook-ingest") == []
 
 
 async def test_a_bearer_prefix_added_by_a_proxy_is_tolerated(ingest: Replica) -> None:

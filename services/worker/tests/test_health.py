@@ -10,13 +10,16 @@ import httpx
 from livekit.agents import JobExecutorType
 
 import pinecall_worker.call  # noqa: F401  (every plugin loaded, as `worker start` loads them)
+from pinecall_contracts.worker import CallEnded, CallError, TurnMeasured
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit.labagents import answer_and_hold
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_servicekit.platform import free_port
+from pinecall_servicekit.testing.metrics import unregistered
 from pinecall_testkit.roster import Keys, Replica
 from pinecall_testkit.worker import serving
 from pinecall_worker import domain
+from pinecall_worker.measures import report
 from pinecall_worker.server import Worker
 from pinecall_worker.settings import WorkerSettings
 
@@ -79,6 +82,28 @@ async def test_the_startup_probe_answers_once_registered_with_every_plugin_loade
     async with serving(w), asyncio.timeout(30):
         assert await probe(w, "/readyz") == (200, "ready")
         assert await probe(w, "/") == (200, "ready")
+        # its metrics on the same port, counted from what its jobs say on the measures socket
+        for measure in (
+            TurnMeasured(call="call_1", first_audio_s=0.8),
+            CallError(call="call_1", what="tts"),
+            CallEnded(call="call_1", outcome="failed", failed=True),
+        ):
+            w.measures.arrived.clear()
+            report(w.measures.path, measure)
+            await w.measures.arrived.wait()
+        status, text = await probe(w, "/metrics")
+        assert status == 200
+        assert unregistered(text, "worker") == []
+        for line in (
+            'pinecall_worker_seats{fleet="pinecall"} 2.0',
+            'pinecall_worker_registered{fleet="pinecall"} 1.0',
+            'pinecall_worker_draining{fleet="pinecall"} 0.0',
+            'pinecall_first_audio_seconds_bucket{fleet="pinecall",le="1.0"} 1.0',
+            'pinecall_worker_calls_ended_total{fleet="pinecall",outcome="failed"} 1.0',
+            'pinecall_worker_calls_ended_total{fleet="pinecall",outcome="ok"} 0.0',
+            'pinecall_worker_call_errors_total{fleet="pinecall"} 1.0',
+        ):
+            assert line in text
     # a worker whose call needs a plugin this process never loaded is never ready
     lacking = Worker(
         s,

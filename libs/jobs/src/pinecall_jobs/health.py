@@ -18,6 +18,10 @@ GET /healthz   200 ``ok`` while the process runs, draining and unregistered incl
 GET /readyz    200 ``ready`` when ``missing()`` is empty, 503 with what is missing
                otherwise (the startup and readiness probe)
 GET /          the same as ``/readyz``
+GET /metrics   Prometheus text of the process's ``registry`` (the worker's and the overflow's
+               ``pinecall_*`` of :mod:`pinecall_contracts.metrics`): livekit-agents'
+               ``prometheus_port`` convention, on this port. Counted by the main process from
+               what its jobs tell it, so no multiprocess mode is needed
 =============  ==========================================================================
 """
 
@@ -27,15 +31,31 @@ import asyncio
 from collections.abc import Callable
 
 from aiohttp import web
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    disable_created_metrics,
+    generate_latest,
+)
+
+# no <name>_created series beside each counter: nothing reads them (the registry's list)
+disable_created_metrics()  # type: ignore[no-untyped-call,unused-ignore]
 
 
 class Health:
     """An aiohttp server on ``host``:``port`` (0: any free port, then :attr:`port` says which)
     answering from ``missing()``: the reasons the process is not ready (empty when it is)."""
 
-    def __init__(self, host: str, port: int, missing: Callable[[], list[str]]) -> None:
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        missing: Callable[[], list[str]],
+        registry: CollectorRegistry | None = None,
+    ) -> None:
         self.host, self.port = host, port
         self.missing = missing
+        self.registry = registry or CollectorRegistry()
         self.listening = asyncio.Event()
         """Set once the port listens (:attr:`port` is then the one chosen)."""
         self._runner: web.AppRunner | None = None
@@ -49,12 +69,17 @@ class Health:
             return web.Response(status=503, text="; ".join(missing))
         return web.Response(text="ready")
 
+    async def _metrics(self, _request: web.Request) -> web.Response:
+        body = generate_latest(self.registry)
+        return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE_LATEST})
+
     async def start(self) -> None:
         """Listen; with port 0 the port chosen is in :attr:`port`."""
         app = web.Application()
         app.router.add_get("/healthz", self._live)
         app.router.add_get("/readyz", self._ready)
         app.router.add_get("/", self._ready)
+        app.router.add_get("/metrics", self._metrics)
         self._runner = web.AppRunner(app, handle_signals=False, access_log=None)
         await self._runner.setup()
         await web.TCPSite(self._runner, self.host, self.port).start()

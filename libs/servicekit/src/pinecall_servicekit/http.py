@@ -2,7 +2,8 @@
 
 :func:`service_app` adds to a service's routes: ``GET /healthz`` (the process answers),
 ``GET /readyz`` (its dependencies answer: 503 with what is down otherwise), ``GET /metrics``
-(Prometheus text from the service's registry), OpenAPI at ``/schema``, OpenTelemetry spans, and
+(Prometheus text from the service's registry, with ``pinecall_http_request_duration_seconds``
+timed here), OpenAPI at ``/schema``, OpenTelemetry spans, and
 problem details (RFC 9457) for every error: a :class:`~pinecall_servicekit.errors.PinecallError`,
 Litestar's own (malformed JSON, wrong types, unknown route), or an unexpected one (500, logged).
 A JSON body is decoded once, strictly, into the handler's declared type
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import time
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -23,13 +25,21 @@ import msgspec
 import sqlalchemy as sa
 from litestar import Litestar, MediaType, Request, Response, get
 from litestar.datastructures import State
+from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi import OpenAPIConfig, ResponseSpec
 from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlugin
-from litestar.types import ControllerRouterHandler
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
+from litestar.types import ASGIApp, ControllerRouterHandler, Message, Receive, Scope, Send
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    CollectorRegistry,
+    Histogram,
+    disable_created_metrics,
+    generate_latest,
+)
 
 from pinecall_contracts.keys import KeyInfo, KeyKind
+from pinecall_contracts.metrics import LATENCY_BUCKETS_S
 from pinecall_contracts.problems import ProblemDetails
 from pinecall_servicekit.body import StrictBody
 from pinecall_servicekit.db import unstorable
@@ -41,6 +51,10 @@ Readiness = Callable[[State], Awaitable[dict[str, bool]]]
 """Names each dependency and whether it answers now (``{"postgres": True, "nats": False}``)."""
 
 _log = logging.getLogger(__name__)
+
+# no ``<name>_created`` series beside each counter and histogram: nothing reads them, and the
+# registry (pinecall_contracts.metrics) lists what is served
+disable_created_metrics()  # type: ignore[no-untyped-call,unused-ignore]
 
 
 def problem_response(problem: ProblemDetails) -> Response[bytes]:
@@ -198,6 +212,37 @@ def freeze_what_started() -> None:
         gc.freeze()
 
 
+class _Timed:
+    """Litestar middleware timing each HTTP request into ``requests``, labelled by the service,
+    the method, the route's template (``/v1/calls/{call:str}``: bounded, never a call id) and the
+    status's class; from the request's start to the response's last body byte (a long poll or a
+    stream: its whole length)."""
+
+    def __init__(self, app: ASGIApp, requests: Histogram, service: str) -> None:
+        self.app, self.requests, self.service = app, requests, service
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != ScopeType.HTTP:
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = 500
+
+        async def sent(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sent)
+        finally:
+            route = scope.get("path_template") or "unrouted"
+            self.requests.labels(
+                self.service, scope.get("method", "GET"), route, f"{status // 100}xx"
+            ).observe(time.perf_counter() - started)
+
+
 def service_app(
     *,
     service: str,
@@ -209,7 +254,15 @@ def service_app(
     state: dict[str, Any] | None = None,
 ) -> Litestar:
     """A service's Litestar app with the shared routes, error mapping, OpenAPI and telemetry."""
+    requests = Histogram(
+        "pinecall_http_request_duration_seconds",
+        "HTTP requests answered, by route template and status class",
+        ["service", "method", "route", "status"],
+        registry=registry,
+        buckets=LATENCY_BUCKETS_S,
+    )
     return Litestar(
+        middleware=[lambda app: _Timed(app, requests, service)],
         route_handlers=[*route_handlers, *_health_routes(registry, readiness)],
         lifespan=list(lifespan),
         on_startup=[freeze_what_started],

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from pinecall_contracts.fleet import FleetView, RosterSnapshot, WorkerMinute, WorkerRow
 from pinecall_contracts.ids import worker_key
 from pinecall_contracts.words import counted
+from pinecall_runtime.doctor import runbook
 from pinecall_runtime.doctor.findings import Evidence, Finding, Level, ok, skip
 
 UNREGISTERED_S = 15.0
@@ -72,22 +73,20 @@ def _fleet(view: FleetView) -> Iterator[Finding]:
             "fail",
             f"silent: no worker heard in 30 s ({since}); its callers wait 12 s, then go to the "
             "overflow",
-            f"start workers of {view.fleet} (PINECALL_FLEET={view.fleet}), or find why their "
-            "heartbeats do not reach the roster (fleet key, PINECALL_ROSTER_URL)",
+            runbook.SILENT.format(fleet=view.fleet),
         )
     elif t.accepting + t.full == 0:
         states = ", ".join(sorted({w.state for w in live}))
         yield finding(
             "fail",
             f"takes no call: every worker heard is {states}",
-            "uncordon a worker (pinecall-runtime fleet uncordon WORKER) or start new ones",
+            runbook.NO_CALL,
         )
     elif not any(w.agent_name for w in live if w.state in ("accepting", "full")):
         yield finding(
             "fail",
             "no worker that takes calls is registered with LiveKit: its callers go to the overflow",
-            "its workers cannot reach LIVEKIT_URL, or LiveKit there does not answer them (the "
-            "workers check names them; their logs say why)",
+            runbook.UNREGISTERED_FLEET,
         )
     elif t.seats_free == 0:
         yield finding(
@@ -95,7 +94,7 @@ def _fleet(view: FleetView) -> Iterator[Finding]:
             f"full: none of its {counted(t.seats, 'seat')} free ({counted(t.calls, 'call')}); new "
             "callers hear the "
             "overflow",
-            "add workers, or seats (PINECALL_MAX_JOBS) where the machines have room",
+            runbook.FULL,
         )
 
 
@@ -124,15 +123,14 @@ def _worker(w: WorkerRow) -> Finding | None:
             "fail",
             f"failing ({_minute(w.minute, w.first_audio_p95_s)}); offered no call while "
             "another worker of its fleet accepts",
-            f"read its logs (call.error entries: pinecall-runtime logs CALL); "
-            f"pinecall-runtime fleet cordon {key} drains it",
+            runbook.FAILING.format(worker=key),
         )
     if w.failing and w.state in ("accepting", "full"):
         return finding(
             "fail",
             f"failing ({_minute(w.minute, w.first_audio_p95_s)}) but still "
             "offered calls: no other worker of its fleet accepts",
-            "start healthy workers of the fleet, then cordon this one",
+            runbook.FAILING_KEPT,
         )
     if w.state == "cordoned":
         return finding(

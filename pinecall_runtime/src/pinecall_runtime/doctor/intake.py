@@ -14,6 +14,7 @@ from pinecall_contracts.dispatch import FleetOffers, KeptRoom, OffersSnapshot
 from pinecall_contracts.fleet import RosterSnapshot
 from pinecall_contracts.ids import is_overflow
 from pinecall_contracts.words import counted
+from pinecall_runtime.doctor import runbook
 from pinecall_runtime.doctor.findings import Drop, Finding, ok, skip
 
 
@@ -25,10 +26,7 @@ def _kept_todo(k: KeptRoom) -> str:
             f"start with PINECALL_FLEET={k.fleet}), or see why it is not registered on "
             f"{k.environment}'s LiveKit; pinecall-runtime logs {k.call}"
         )
-    return (
-        f"pinecall-runtime logs {k.call} says why; a room kept past a minute means no "
-        "dispatcher replica sweeps (its logs) or LiveKit refuses its dispatches"
-    )
+    return runbook.KEPT.format(call=k.call)
 
 
 WINDOW_S = 600.0
@@ -73,7 +71,7 @@ def _waited(f: FleetOffers, roster: RosterSnapshot | None) -> Finding:
         subject=f.fleet,
         what=f"{waited}: a worker or LiveKit dropped an offer"
         + ("" if roster is None else " (no worker of the fleet was cordoned or draining)"),
-        todo="pinecall-runtime logs CALL of its calls says which worker",
+        todo=runbook.WAITED,
     )
 
 
@@ -103,17 +101,7 @@ def kept_rooms(
     return found
 
 
-ADMISSION_TODO = {
-    "not_ready": "start workers: none of the fleet was heard for 90 s",
-    "fleet_full": "add workers: no worker heard lately had a seat",
-    "unheard": "start workers or find why they are silent: none was heard in the last 12 s",
-    "cordoned": "uncordon workers or start others: every worker heard lately was cordoned or "
-    "draining (pinecall-runtime fleet list)",
-    "quota": "an org held its concurrent_calls quota (pinecall-runtime dispatcher quota list)",
-    "unknown_agent": "no fleet's fault: callers rang for an agent their org does not define in "
-    "that environment (a token request's or a SIP rule's agent and org): define it "
-    "(pinecall-runtime agents put FILE --org ORG) or fix the ring",
-}
+ADMISSION_TODO = runbook.ADMISSION
 
 
 def admission(offers: OffersSnapshot | None) -> list[Finding]:
@@ -134,30 +122,15 @@ def admission(offers: OffersSnapshot | None) -> list[Finding]:
                 what=f"{counted(sum(f.refused.values()), 'caller')} refused at admission in 10 "
                 "min: " + ", ".join(f"{n} {reason}" for reason, n in reasons),
                 todo="; ".join(
-                    ADMISSION_TODO.get(r, f"see the dispatcher's logs ({r})") for r, _ in reasons
+                    ADMISSION_TODO.get(r, runbook.ADMISSION_OTHER.format(reason=r))
+                    for r, _ in reasons
                 ),
             )
         )
     return found or [ok("admission", "no caller refused at admission in 10 min")]
 
 
-WEBHOOK_TODO = {
-    "unknown_key": "LiveKit signs with another API key: make PINECALL_LIVEKIT_KEYS name the key "
-    "of LiveKit's webhook configuration",
-    "forged": "the secret is not LiveKit's: check PINECALL_LIVEKIT_KEYS",
-    "expired": "LiveKit's clock and webhook-ingest's differ, or deliveries come late: check NTP",
-    "unsigned": "something other than LiveKit posts to the webhook URL, or a proxy drops "
-    "Authorization",
-    "malformed_token": "something other than LiveKit posts to the webhook URL",
-    "hash_mismatch": "a proxy changes the body on the way: pass it unchanged",
-    "no_hash": "a proxy or an old LiveKit sends tokens without the body's sha256",
-    "not_utf8": "a proxy changes the body on the way: pass it unchanged",
-    "not_a_webhook": "a signed body that is no LiveKit webhook: check what posts to the URL",
-    "unknown_environment": "LiveKit's webhook URL names an environment with no keys: fix its "
-    "?world= or PINECALL_LIVEKIT_KEYS",
-    "no_environment": "LiveKit's webhook URL names no environment: end it in "
-    "?world=<environment> (webhook.urls in LiveKit's config)",
-}
+WEBHOOK_TODO = runbook.WEBHOOKS
 
 
 def webhooks(drops: Sequence[Drop] | None) -> list[Finding]:
@@ -196,7 +169,7 @@ def webhooks(drops: Sequence[Drop] | None) -> list[Finding]:
                 subject=d.environment,
                 what=f"{at_least}{counted(d.count, 'webhook')} refused in 10 min, "
                 f"{d.reason}{last}: their events are lost",
-                todo=WEBHOOK_TODO.get(d.reason, "see webhook-ingest's logs"),
+                todo=WEBHOOK_TODO.get(d.reason, runbook.WEBHOOKS_OTHER),
             )
         )
     if not any(f.level == "warn" for f in found):

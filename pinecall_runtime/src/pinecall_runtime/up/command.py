@@ -47,6 +47,7 @@ from pinecall_clients.dispatcher import DispatcherClient
 from pinecall_clients.roster import RosterClient
 from pinecall_contracts.agents import AgentVersion
 from pinecall_runtime.agents import read_definition
+from pinecall_runtime.monitoring.prometheus import PROMETHEUS, fired, job_of
 from pinecall_runtime.up import report as reporting
 from pinecall_runtime.up import services, supervise
 from pinecall_runtime.up.apps import Ledgers, killing, wait_held
@@ -311,6 +312,13 @@ def _write_state(state_dir: Path, run: Run, at: Urls) -> None:
     show_default=True,
     help="Roster replicas (workers beat to the first; the others hear them over NATS).",
 )
+@click.option(
+    "--prometheus",
+    "with_prometheus",
+    is_flag=True,
+    help="Run Debian's Prometheus scraping every process, the alert rules loaded; the report "
+    "says which alerts fired.",
+)
 def up(**options: Any) -> None:  # fmt: skip
     """The whole platform on this machine, with callers who speak, until Ctrl-C.
 
@@ -330,6 +338,11 @@ def up(**options: Any) -> None:  # fmt: skip
         raise click.ClickException(
             "up runs the load lab's LiveKit stand-in, vendor fakes and callers: install "
             "pinecall-loadlab (./dev sync does)"
+        )
+    if options["with_prometheus"] and not Path(PROMETHEUS).is_file():
+        raise click.ClickException(
+            f"--prometheus runs Debian's Prometheus: {PROMETHEUS} is missing (./dev sync installs "
+            "it: apt-get install prometheus)"
         )
     if not (EXAMPLE / "booking.yaml").is_file():
         raise click.ClickException(
@@ -377,6 +390,8 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
         at = urls(options["roster_replicas"])
         processes = Processes()
         codes: dict[str, int | None] = {}
+        watcher: Supervised | None = None
+        watched_from = 0.0
 
         def ready(*group: Supervised) -> None:
             processes.wait(*group)
@@ -408,10 +423,24 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
             click.echo("up: starting the control plane, the workers and the overflows")
             ready(*control)
             ready(*workers)
+            if options["with_prometheus"]:
+                scraped = [p for p in processes if job_of(p.name) is not None]
+                watcher = services.prometheus(run, scraped, state_dir / "prometheus")
+                processes.launch(watcher)
+                ready(watcher)
+                watched_from = time.monotonic()
             _write_state(state_dir, run, at)
             click.echo(f"up: ready; from another shell the CLI reads {state_dir / 'up.json'} "
                        f"(keys in {state_dir / 'keys.json'})")  # fmt: skip
             result = asyncio.run(_watch(run, at, processes, state_dir, options))
+            if watcher is not None and watcher.url is not None:  # asked before anything stops
+                alerts = fired(watcher.url, time.monotonic() - watched_from)
+                click.echo(
+                    "up: alerts fired: "
+                    + (", ".join(f"{a['title']} ({a['alert']})" for a in alerts) or "none")
+                )
+                if result is not None:
+                    result["alerts_fired"] = alerts
         except KeyboardInterrupt:
             click.echo("up: stopping", err=True)
         finally:

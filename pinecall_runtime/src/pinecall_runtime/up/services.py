@@ -309,3 +309,18 @@ def callers(
         tier=TIER["callers"],
         restart=False,
     )
+
+
+def prometheus(run: Run, targets: list[Supervised], folder: Path) -> Supervised:
+    """``up --prometheus``: Debian's Prometheus scraping ``targets`` (the processes that serve
+    ``/metrics``) every second with the alert rules loaded
+    (:mod:`pinecall_runtime.monitoring.prometheus`), its data in ``folder``; stopped with the
+    stand-ins, after everything it scrapes."""
+    from pinecall_runtime.monitoring import prometheus as p
+
+    url = f"http://127.0.0.1:{free_port()}"
+    config = p.prepare(folder, [(t.name, t.url) for t in targets if t.url])
+    served = _process(
+        run, "prometheus", p.args(config, url.split("://")[1]), {}, url, "/-/ready", "lab"
+    )
+    return dataclasses.replace(served, module=p.__name__)

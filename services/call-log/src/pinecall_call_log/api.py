@@ -317,7 +317,10 @@ async def callbacks(
     environment = _environment(await key_of(request, ("app", *WORKER_OR_SERVICE)), environment)
     if data.number is None and data.contact is None:
         raise Unprocessable("name the caller's number or contact")
-    entry, _ = await service_of(request).store.agents.callback(environment, data, utcnow())
+    service = service_of(request)
+    entry, made = await service.store.agents.callback(environment, data, utcnow())
+    if made:
+        service.callbacks[environment] += 1
     return entry
 
 

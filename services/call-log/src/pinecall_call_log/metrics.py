@@ -1,8 +1,12 @@
 """The call log's Prometheus metrics, read from the replica at each scrape.
 
 ``pinecall_call_log_batches_total`` (batches answered, written or replayed),
-``pinecall_call_log_entries_total`` (entries written from batches and ``/events``) and
-``pinecall_call_log_calls_cached`` (calls whose identity this replica holds in memory).
+``pinecall_call_log_entries_total`` (entries written from batches and ``/events``),
+``pinecall_call_log_calls_cached`` (calls whose identity this replica holds in memory),
+``pinecall_call_log_write_errors_total`` (writes answered 5xx),
+``pinecall_call_log_batch_write_seconds`` (a batch's write in Postgres),
+``pinecall_tool_round_trip_seconds{environment}`` (a worker's tool call to the app's result) and
+``pinecall_callbacks_total{environment}`` (call backs requested: follow-ups waiting to be dialled).
 """
 
 from __future__ import annotations
@@ -35,6 +39,19 @@ class CallLogCollector(Collector):
         yield GaugeMetricFamily(
             "pinecall_call_log_calls_cached", "calls held in memory", value=service.cached
         )
+        yield CounterMetricFamily(
+            "pinecall_call_log_write_errors",
+            "writes answered 5xx",
+            value=service.write_errors,
+        )
+        callbacks = CounterMetricFamily(
+            "pinecall_callbacks", "call backs requested", labels=["environment"]
+        )
+        for environment, n in sorted(service.callbacks.items()):
+            callbacks.add_metric([environment], n)
+        yield callbacks
+        yield from service.batch_write.collect()
+        yield from service.tool_round_trip.collect()
 
 
 def registry_for(service: Callable[[], CallLogService | None]) -> CollectorRegistry:

@@ -24,15 +24,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import platform
+import time
 from collections import Counter, OrderedDict, defaultdict
+from collections.abc import Iterator
 from typing import Any
 
 import msgspec
+from prometheus_client import Histogram
 
 from pinecall_call_log import domain
 from pinecall_call_log.settings import CallLogSettings
 from pinecall_call_log.sockets.hub import Hub
 from pinecall_call_log.store import Store
+from pinecall_call_log.store.agents import ToolState
 from pinecall_contracts.appsocket import Handed, ToolCallFrame
 from pinecall_contracts.calls import (
     Appended,
@@ -49,10 +53,11 @@ from pinecall_contracts.calls import (
     ToolCall,
     ToolResult,
 )
+from pinecall_contracts.metrics import LATENCY_BUCKETS_S
 from pinecall_servicekit import db
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.changes import Changes
-from pinecall_servicekit.errors import NotFound, Unprocessable
+from pinecall_servicekit.errors import NotFound, PinecallError, Unprocessable
 from pinecall_servicekit.keys import KeyRing
 
 
@@ -70,6 +75,23 @@ class CallLogService:
         """Batches answered (written or replayed), for metrics."""
         self.entries = 0
         """Entries written from batches and ``/events``, for metrics."""
+        self.write_errors = 0
+        """Writes (opens, batches, events, ends) that failed 5xx: the log did not take them."""
+        self.callbacks: Counter[str] = Counter()
+        """Call backs requested here, by environment (written now, not a retry's)."""
+        self.batch_write = Histogram(
+            "pinecall_call_log_batch_write_seconds",
+            "a batch of entries written (or found written) in Postgres",
+            buckets=LATENCY_BUCKETS_S,
+            registry=None,
+        )
+        self.tool_round_trip = Histogram(
+            "pinecall_tool_round_trip_seconds",
+            "from a worker's tool call asked to the app's result on the log",
+            ["environment"],
+            buckets=LATENCY_BUCKETS_S,
+            registry=None,
+        )
         self.changes = Changes()
         """Notified when a tool call's waiter, or a command poll, starts waiting here (for tests
         and ops)."""
@@ -121,9 +143,27 @@ class CallLogService:
 
     # -- the log ----------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """Count a write that fails 5xx (Postgres or NATS did not answer, or a bug) in
+        :attr:`write_errors`; the caller's own errors (4xx) are not the log's."""
+        try:
+            yield
+        except PinecallError as exc:
+            if exc.status >= 500:
+                self.write_errors += 1
+            raise
+        except Exception:
+            self.write_errors += 1
+            raise
+
     async def open(self, o: CallOpen) -> CallRecord:
         """Open the call on the latest version of its agent (kept on the call: the version it
         runs; none when its org defines no such agent); a retry gets the call as it opened."""
+        with self._writing():
+            return await self._open(o)
+
+    async def _open(self, o: CallOpen) -> CallRecord:
         agent = await self.store.definitions.get(o.org, o.environment, o.agent)
         record, made = await self.store.calls.open(o, db.utcnow(), agent)
         self._keep(record)
@@ -146,7 +186,8 @@ class CallLogService:
 
     async def write(self, call: str, after: int, entries: list[Entry]) -> BatchWritten:
         digests = [domain.digest(e) for e in entries]
-        answer = await self.store.calls.write_batch(call, after, entries, digests, db.utcnow())
+        with self._writing(), self.batch_write.time():
+            answer = await self.store.calls.write_batch(call, after, entries, digests, db.utcnow())
         self.batches += 1
         if answer.seqs and not answer.replayed:
             self.entries += len(answer.seqs)
@@ -154,7 +195,8 @@ class CallLogService:
         return answer
 
     async def event(self, call: str, entry: Entry) -> int:
-        seq = await self.store.calls.write_event(call, entry, db.utcnow())
+        with self._writing():
+            seq = await self.store.calls.write_event(call, entry, db.utcnow())
         self.entries += 1
         await self._appended(call, seq)
         return seq
@@ -169,9 +211,10 @@ class CallLogService:
         cause: EndCause | None = None,
     ) -> CallRecord:
         """End (and with ``seal``, seal) ``call``; say on NATS what changed."""
-        record, done = await self.store.calls.end(
-            call, outcome, reason, db.utcnow(), seal=seal, cause=cause
-        )
+        with self._writing():
+            record, done = await self.store.calls.end(
+                call, outcome, reason, db.utcnow(), seal=seal, cause=cause
+            )
         for what in done:
             await self._event(what, record)
         if done:
@@ -189,9 +232,18 @@ class CallLogService:
         if (why := domain.entry_too_large("tool.call", asking)) is not None:
             raise Unprocessable(why)
         record = await self.identity(call)
+        started = time.perf_counter()
         state = await self.store.agents.ask_tool(call, tool, db.utcnow())
         if state.result is not None:
             return state.result
+        result = await self._wait_tool(call, tool, record, state)
+        if state.asked:  # the first ask's round trip; a retry joins it part way
+            self.tool_round_trip.labels(record.environment).observe(time.perf_counter() - started)
+        return result
+
+    async def _wait_tool(
+        self, call: str, tool: ToolCall, record: CallRecord, state: ToolState
+    ) -> ToolResult:
         key = (call, tool.id)
         future: asyncio.Future[ToolResult] = asyncio.get_running_loop().create_future()
         self._waiters[key].append(future)

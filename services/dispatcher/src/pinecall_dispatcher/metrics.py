@@ -9,19 +9,27 @@
 - ``pinecall_admissions_total{environment, fleet, answer}``: the token endpoint's answers,
   ``admitted`` or a refusal (``not_ready``, ``fleet_full``, ``unheard``, ``cordoned``, ``quota``,
   ``unknown_agent``), and the rings refused at placing (``unknown_agent``): intake health, since
-  a refusal leaves no call record.
+  a refusal leaves no call record;
+- ``pinecall_ring_to_offer_seconds{fleet}``: from a room's arrival (its caller's ring) to its
+  first offer to a worker;
+- ``pinecall_offer_to_open_seconds{fleet}``: from a room's last offer to its opening by the
+  worker offered it (``call.opened``, or its agent joining the room, whichever came first).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import datetime as dt
+from collections.abc import Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from pinecall_contracts.dispatch import FleetOffers
+from pinecall_contracts.ids import is_overflow
+from pinecall_contracts.metrics import LATENCY_BUCKETS_S
 from pinecall_dispatcher import domain
+from pinecall_dispatcher.store.rows import RoomRow
 
 
 class _Waiting(Collector):
@@ -57,6 +65,36 @@ class Metrics:
             ["environment", "fleet", "answer"],
             registry=self.registry,
         )
+        self.ring_to_offer = Histogram(
+            "pinecall_ring_to_offer_seconds",
+            "from a room's ring to its first offer to a worker",
+            ["fleet"],
+            registry=self.registry,
+            buckets=LATENCY_BUCKETS_S,
+        )
+        self.offer_to_open = Histogram(
+            "pinecall_offer_to_open_seconds",
+            "from a room's last offer to its call opened",
+            ["fleet"],
+            registry=self.registry,
+            buckets=LATENCY_BUCKETS_S,
+        )
+
+    def offered(self, row: RoomRow, decision: domain.Decision) -> None:
+        """Count ``decision`` taken for ``row``, and time a first offer from the room's ring."""
+        if isinstance(decision, domain.Wait):
+            return
+        self.offer(row.fleet, decision)
+        if isinstance(decision, domain.Offer) and decision.attempt == 1:
+            self.ring_to_offer.labels(row.fleet).observe(_between(row.arrived_at, row.offered_at))
+
+    def opened(self, rows: Iterable[RoomRow]) -> None:
+        """Time each room a worker opened (the overflow's aside) from its last offer."""
+        for row in rows:
+            if row.worker and not is_overflow(row.worker) and row.offered_at is not None:
+                self.offer_to_open.labels(row.fleet).observe(
+                    _between(row.offered_at, row.opened_at)
+                )
 
     def offer(self, fleet: str, decision: domain.Offer | domain.Overflow) -> None:
         if isinstance(decision, domain.Offer):
@@ -66,3 +104,10 @@ class Metrics:
 
     def waiting(self, fleets: list[FleetOffers]) -> None:
         self._waiting.fleets = fleets
+
+
+def _between(start: dt.datetime | None, end: dt.datetime | None) -> float:
+    """Seconds from ``start`` to ``end`` (0 when either is unknown or the clock went back)."""
+    if start is None or end is None:
+        return 0.0
+    return max(0.0, (end - start).total_seconds())

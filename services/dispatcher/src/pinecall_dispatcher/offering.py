@@ -230,9 +230,7 @@ class Offering:
                     )
         for t in taken:
             _log.info(t.line, extra={"call": t.row.call, "fleet": fleet})
-            decision = decided[t.row.call]
-            if not isinstance(decision, domain.Wait):
-                self.metrics.offer(fleet, decision)
+            self.metrics.offered(t.row, decided[t.row.call])
         return taken
 
     @staticmethod

@@ -141,8 +141,14 @@ class Placing:
         elif event.event == "participant_joined" and agent:
             worker = p.attributes.get(AGENT_NAME)
             if worker:
-                await self.store.rooms.opened(
-                    utcnow(), worker, environment=event.environment, room=event.room, room_sid=sid
+                self.metrics.opened(
+                    await self.store.rooms.opened(
+                        utcnow(),
+                        worker,
+                        environment=event.environment,
+                        room=event.room,
+                        room_sid=sid,
+                    )
                 )
         elif event.event == "participant_left" and caller:
             await self._caller_left(event, sid, p)
@@ -162,7 +168,9 @@ class Placing:
             event.call, event.what, utcnow(), event.outcome or event.what
         )
         if event.what == "opened":
-            await self.store.rooms.opened(utcnow(), event.worker, call=event.call)
+            self.metrics.opened(
+                await self.store.rooms.opened(utcnow(), event.worker, call=event.call)
+            )
         else:
             # a dead worker's room lives on past its call's end, until its sentence is said
             await self.store.rooms.ended(

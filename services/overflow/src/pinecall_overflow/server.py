@@ -28,9 +28,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
+from collections.abc import Iterator
 from typing import Any
 
-from livekit.agents import AgentServer, JobExecutorType
+from livekit.agents import AgentServer, JobContext, JobExecutorType
+from prometheus_client import CollectorRegistry, Counter
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from pinecall_contracts.ids import overflow_name
 from pinecall_jobs.health import Health
@@ -51,6 +55,51 @@ LiveKit, so 16 at once is a burst of hundreds of callers a second."""
 def no_load() -> float:
     """The load the overflow reports to LiveKit: 0.0, always (see the module docstring)."""
     return 0.0
+
+
+ANSWERED = Counter(
+    "pinecall_overflow_calls",
+    "calls the overflow answered",
+    ["fleet"],
+    registry=None,
+)
+"""Calls answered by this process's overflow, by fleet: counted where each job starts, in a
+thread of this process (``JobExecutorType.THREAD``), so the main process holds the count."""
+
+
+async def answered(settings: OverflowSettings, ctx: JobContext) -> None:
+    """The overflow's job: counted in :data:`ANSWERED`, then its sentence (:func:`entrypoint`)."""
+    ANSWERED.labels(settings.fleet).inc()
+    await entrypoint(settings, ctx)
+
+
+class OverflowMetrics(Collector):
+    """The overflow's ``/metrics`` (on its health port): ``pinecall_overflow_calls_total{fleet}``,
+    ``pinecall_overflow_calls{fleet}`` (held now), ``pinecall_overflow_registered{fleet}``."""
+
+    def __init__(self, overflow: Overflow) -> None:
+        self.overflow = overflow
+        ANSWERED.labels(overflow.settings.fleet)  # said from the start: a rate needs a zero
+        self.registry = CollectorRegistry()
+        self.registry.register(self)
+
+    def collect(self) -> Iterator[Metric]:
+        fleet = self.overflow.settings.fleet
+        for name, help, value in (
+            ("pinecall_overflow_calls", "calls the overflow holds now", self.overflow.active),
+            (
+                "pinecall_overflow_registered",
+                "1 while LiveKit holds the overflow",
+                self.overflow.registered.is_set(),
+            ),
+        ):
+            family = GaugeMetricFamily(name, help, labels=["fleet"])
+            family.add_metric([fleet], float(value))
+            yield family
+        for counted in ANSWERED.collect():
+            # this overflow's fleet only: a test's process may run the overflows of two
+            counted.samples = [s for s in counted.samples if s.labels.get("fleet") == fleet]
+            yield counted
 
 
 class Overflow:
@@ -79,9 +128,12 @@ class Overflow:
             drain_timeout=int(settings.drain_timeout_s),
             port=0,
         )
-        self.server.rtc_session(functools.partial(entrypoint, settings), agent_name=self.name)
+        self.server.rtc_session(functools.partial(answered, settings), agent_name=self.name)
         self.server.on("worker_registered", self._on_registered)
-        self.health = Health(settings.host, settings.health_port, self._missing)
+        self.metrics = OverflowMetrics(self)
+        self.health = Health(
+            settings.host, settings.health_port, self._missing, self.metrics.registry
+        )
 
     @property
     def active(self) -> int:

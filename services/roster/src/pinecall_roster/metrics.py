@@ -2,7 +2,8 @@
 
 ``pinecall_worker_state{fleet,worker,state}`` (1 for the worker's state),
 ``pinecall_worker_first_audio_p95_seconds{fleet,worker}``, and
-``pinecall_fleet{fleet,what}`` with what in accepting, full, seats, seats_free, calls.
+``pinecall_fleet{fleet,what}`` with what in accepting, full, seats, seats_free, calls, and
+``pinecall_scaled_workers{fleet,what}`` (wanted, running) as KEDA last asked this replica.
 """
 
 from __future__ import annotations
@@ -51,7 +52,15 @@ class RosterCollector(Collector):
                 ("calls", t.calls),
             ):
                 fleet.add_metric([view.fleet, what], float(value))
-        yield from (state, p95, fleet)
+        scaled = GaugeMetricFamily(
+            "pinecall_scaled_workers",
+            "a fleet's scaled workers as KEDA last asked: wanted, running",
+            labels=["fleet", "what"],
+        )
+        for name, (wanted, running) in sorted(service.scaled.items()):
+            scaled.add_metric([name, "wanted"], float(wanted))
+            scaled.add_metric([name, "running"], float(running))
+        yield from (state, p95, fleet, scaled)
 
 
 def registry_for(service: Callable[[], RosterService | None]) -> CollectorRegistry:

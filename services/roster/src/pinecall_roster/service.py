@@ -63,6 +63,9 @@ class RosterService:
         self._pruner: asyncio.Task[None] | None = None
         self.changes = Changes()
         """Notified after each heartbeat this replica records."""
+        self.scaled: dict[str, tuple[int, int]] = {}
+        """Per fleet, ``(wanted, running)`` scaled workers as KEDA last asked this replica
+        (``pinecall_scaled_workers``); running: heard, not silent."""
 
     async def start(self) -> None:
         await self.store.ensure_fleets(self.settings.fleet_records())
@@ -198,6 +201,11 @@ class RosterService:
         wanted, calls, seats_heard = domain.wanted_workers(
             placed, prefix=prefix, seats=seats, most=most, target=self.settings.wanted_target
         )
+        running = sum(
+            p.state != "silent" and domain.is_scaled(p.heard.heartbeat.worker, prefix)
+            for p in placed
+        )
+        self.scaled[fleet] = (wanted, running)
         return Wanted(fleet=fleet, wanted=wanted, active=calls, seats=seats_heard)
 
     async def revoke_key(self, key_id: str) -> KeyInfo:

@@ -1,7 +1,9 @@
 """One replica's ingest: verify, pass on once, count.
 
 Counted in ``/metrics``: ``pinecall_webhooks_total{environment,event}`` (stored),
-``pinecall_webhooks_duplicate_total{environment}`` (a delivery the stream already had) and
+``pinecall_webhooks_duplicate_total{environment}`` (a delivery the stream already had),
+``pinecall_webhook_to_stream_seconds{environment}`` (from a webhook's arrival to its event stored)
+and
 ``pinecall_webhooks_refused_total{environment,reason}`` (refused; nothing published; the reasons
 of :data:`domain.Refusal`, ``not_a_webhook``, ``no_environment`` and ``unknown_environment``).
 
@@ -16,10 +18,12 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import time
 
-from prometheus_client import CollectorRegistry, Counter
+from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from pinecall_contracts.livekit import WebhookDropped
+from pinecall_contracts.metrics import LATENCY_BUCKETS_S
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.errors import BadRequest, BusUnavailable, NotFound, Unauthorized
 from pinecall_webhook_ingest import domain
@@ -72,6 +76,13 @@ class Ingest:
             ["environment", "reason"],
             registry=registry,
         )
+        self.to_stream = Histogram(
+            "pinecall_webhook_to_stream_seconds",
+            "from a webhook's arrival to its event stored on the LiveKit stream",
+            ["environment"],
+            registry=registry,
+            buckets=LATENCY_BUCKETS_S,
+        )
 
     async def receive(
         self, environment: str | None, body: bytes, authorization: str | None
@@ -84,6 +95,7 @@ class Ingest:
         for a refused signature (counted by reason), ``BusUnavailable`` when JetStream did not
         store it (LiveKit retries on 5xx).
         """
+        arrived = time.perf_counter()
         if environment is None:
             detail = (
                 "the webhook's URL names no environment: LiveKit's webhook.urls end in "
@@ -115,6 +127,7 @@ class Ingest:
         stored = await self.bus.publish_once(subject, message, msg_id=message.id)
         if stored:
             self.stored.labels(environment, message.event).inc()
+            self.to_stream.labels(environment).observe(time.perf_counter() - arrived)
         else:
             self.duplicates.labels(environment).inc()
             await self._dropped(environment, "duplicate", f"{message.id} ({message.event})")

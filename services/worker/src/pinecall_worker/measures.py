@@ -22,6 +22,7 @@ import msgspec
 
 from pinecall_contracts.worker import CallEnded, CallError, Measure, TurnMeasured
 from pinecall_worker.domain import Minute
+from pinecall_worker.metrics import WorkerMetrics
 
 _log = logging.getLogger(__name__)
 _decoder = msgspec.json.Decoder(Measure)
@@ -45,6 +46,8 @@ class MeasuresSocket(asyncio.DatagramProtocol):
         """Set on each datagram (cleared by whoever waits for the next)."""
         self.on_ended: Callable[[], None] | None = None
         """Called when a call's end is counted: its seat is free."""
+        self.metrics: WorkerMetrics | None = None
+        """Counts each measure for ``/metrics`` too, when set."""
 
     async def start(self) -> None:
         """Bind the socket at :attr:`path` (a stale file of a dead process is replaced)."""
@@ -67,8 +70,12 @@ class MeasuresSocket(asyncio.DatagramProtocol):
         now = self.clock()
         if isinstance(measure, TurnMeasured):
             self.minute.turn(now, measure.first_audio_s)
+            if self.metrics is not None:
+                self.metrics.turn(measure.first_audio_s)
         elif isinstance(measure, CallError):
             self.minute.error(now)
+            if self.metrics is not None:
+                self.metrics.error()
         elif isinstance(measure, CallEnded):
             self.call_ended(measure.call, measure.failed)
         self.received += 1
@@ -84,6 +91,8 @@ class MeasuresSocket(asyncio.DatagramProtocol):
             return False
         self._ended[call] = now
         self.minute.ended(now, failed)
+        if self.metrics is not None:
+            self.metrics.ended(failed)
         if self.on_ended is not None:
             self.on_ended()
         return True

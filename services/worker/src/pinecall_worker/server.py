@@ -9,7 +9,7 @@ every call it still held within ``seal_timeout_s`` (60 s), and exits 0. A cordon
 answer drains it with no timeout and exits 3 (seed 000, "Deploys drain, cordons shrink"). The main
 process knows each running job's call (``jobs``) and ends it ``failed`` when the job's process dies.
 Its health port answers the startup probe once LiveKit registered it and the plugins are loaded
-(``health``). Whether LiveKit holds it is what it says now (``link``): a connection gone or hung
+(``health``), and serves its metrics (:mod:`pinecall_worker.metrics`). Whether LiveKit holds it is what it says now (``link``): a connection gone or hung
 makes its heartbeat say no ``agent_name`` at once, and its probe 503, until it registers again.
 """
 
@@ -41,6 +41,7 @@ from pinecall_worker.heartbeat import Heartbeat
 from pinecall_worker.jobs import HeldCalls
 from pinecall_worker.link import Link, LinkedServer
 from pinecall_worker.measures import MeasuresSocket
+from pinecall_worker.metrics import Now, WorkerMetrics
 from pinecall_worker.settings import JobSetup, WorkerSettings
 
 _log = logging.getLogger(__name__)
@@ -107,7 +108,11 @@ class Worker:
             fleet=settings.fleet,
             environment=settings.environment(),
         )
-        self.health = Health(settings.host, settings.health_port, self.not_ready)
+        self.metrics = WorkerMetrics(settings.fleet, self._now)
+        self.measures.metrics = self.metrics
+        self.health = Health(
+            settings.host, settings.health_port, self.not_ready, self.metrics.registry
+        )
         counting: dict[str, Any] = (
             {
                 "seats": self.seats,
@@ -183,6 +188,14 @@ class Worker:
             if isinstance(self.server, CountingServer) and self.registered.is_set():
                 await self.server.say_status()
             await self.heartbeat.beat()
+
+    def _now(self) -> Now:
+        return Now(
+            seats=self.seats,
+            calls=self.active,
+            registered=self.registered.is_set(),
+            draining=self.draining,
+        )
 
     def _livekit_load(self, _server: AgentServer) -> float:
         return domain.livekit_load(self.active, self.seats, self.load_threshold)
