@@ -7,7 +7,8 @@ with the environment's app key (``POST /v1/chat/tokens``); it dials one of the c
 ``messages`` messages one at a time, ``pace_s`` apart, each with an id of its own (``v<n>-m<i>``),
 reading ``chat.delta`` frames until the ``chat.reply`` to it. When its socket is cut (no close,
 or a close it dials again after: 1001, 1011, 4503) it mints a token scoped to its call and
-dials the next replica with ``?call=``, and sends the message it had no reply to again, with its
+dials the next replica with ``?call=`` (a replica it cannot reach, or that answers 5xx, before
+its call opened: the next one too, with no call), and sends the message it had no reply to again, with its
 id (answered once: a replayed reply if it was answered before the cut). Any other close, or
 more than ``most_cuts`` cuts, and it fails. Done, it closes its socket (1000) and goes quiet:
 its call stays open until the reaper ends it ``timeout``.
@@ -90,6 +91,10 @@ class _Failed(Exception):
     """The visitor cannot go on (its message says why)."""
 
 
+class _Busy(Exception):
+    """The replica answered 5xx (it is stopping, or not ready): dial the next one."""
+
+
 class Visitor:
     """Visitor ``n`` of ``plan`` in ``env``; :meth:`run` chats, :attr:`report` says how far."""
 
@@ -118,14 +123,14 @@ class Visitor:
                     if code not in DIAL_AGAIN:
                         reason = exc.rcvd.reason if exc.rcvd is not None else ""
                         raise _Failed(f"closed {code}: {reason}") from None
-                except (OSError, InvalidHandshake, TimeoutError, httpx.TransportError) as exc:
-                    if self.report.call is None:  # no call yet: nothing to take up
-                        raise _Failed(f"dial: {exc!r}") from None
+                except (OSError, InvalidHandshake, TimeoutError, httpx.TransportError, _Busy):
+                    pass  # the replica is gone, or going: the next one
                 if self.report.cuts >= self.plan.most_cuts:
                     raise _Failed(f"cut {self.report.cuts + 1} times")
                 self.said(cuts=self.report.cuts + 1)
                 self.replica = (self.replica + 1) % len(self.plan.chat_urls)
-                await asyncio.sleep(0.2)  # a page's back-off before it dials again
+                # a page's back-off before it dials again: 0.2 s, doubling (6.2 s in all)
+                await asyncio.sleep(0.2 * 2 ** (self.report.cuts - 1))
         except _Failed as exc:
             self.said(state="failed", error=str(exc), ended_at=_now())
         except asyncio.CancelledError:
@@ -141,6 +146,8 @@ class Visitor:
             json=body,
             headers={"Authorization": f"Bearer {self.env.app_key}"},
         )
+        if answer.status_code >= 500:
+            raise _Busy(f"chat token: {answer.status_code}")
         if answer.status_code != 200:
             raise _Failed(f"chat token: {answer.status_code} {answer.text[:200]}")
         return msgspec.json.decode(answer.content, type=ChatToken).token

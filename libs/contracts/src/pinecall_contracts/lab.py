@@ -123,7 +123,8 @@ class ChatReport(Contract, frozen=True, kw_only=True, tag="lab.chat.v1"):
     resumed: int = 0
     """Of them, dials that named the call (``?call=``) after a cut: the call taken up."""
     cuts: int = 0
-    """Sockets that ended under it (a replica gone: a close it dials again after, or none)."""
+    """Sockets that ended under it (a replica gone: a close it dials again after, or none), and
+    dials a replica did not answer; each is followed by a dial of the next replica."""
     reply_start_s: list[float] = []
     """For each message answered with deltas, seconds from its send to the reply's first
     ``chat.delta``."""

@@ -165,6 +165,8 @@ async def _watch(
     # a process that dies is started again at once, not at the table's cadence
     supervising = asyncio.create_task(supervise.keep_running(list(processes), _back))
     kills: asyncio.Task[None] | None = None
+    chat_kills: list[str] = []
+    chat_killing: asyncio.Task[None] | None = None
     try:
         await watch.listen(bus)
         callers = chatting = None
@@ -181,6 +183,11 @@ async def _watch(
             processes.start(chatting)
             click.echo(f"up: {chats} chat visitors writing at {options['rate']:g} a second; "
                        f"log {chatting.log}")  # fmt: skip
+            if options["chat_restarts"] is not None:
+                replicas = [p for p in processes if p.url in at.chat]
+                chat_killing = asyncio.create_task(
+                    written.restarting(options["chat_restarts"], replicas, visitors, chat_kills)
+                )
         if calls != 0:
             greeted = bool(read_definition(EXAMPLE / "booking.yaml").greeting)
             callers = services.callers(
@@ -207,12 +214,16 @@ async def _watch(
             if callers is not None and callers.proc.poll() is not None and kills is not None:
                 # no call left to hand over
                 kills.cancel()
+            if chatting is not None and chatting.proc.poll() is not None and chat_killing:
+                chat_killing.cancel()  # no chat left to take up
             if options["duration"] is not None and loop.time() - started >= options["duration"]:
                 break
             if done and options["exit_when_done"]:
                 break
         if kills is not None:
             kills.cancel()
+        if chat_killing is not None:
+            chat_killing.cancel()
         if callers is not None and callers.proc.poll() is None:
             click.echo("up: stopping: the callers hang up", err=True)
             callers.terminate()
@@ -244,16 +255,17 @@ async def _watch(
         result["fleets"] = msgspec.to_builtins(watch.roster.fleets) if watch.roster else []
         result["written"], chat_problems = await written.build(
             visitors, watch.ended(), operator_key=run.operator_key, call_log=at.call_log,
-            planned=chats,
+            planned=chats, kills=chat_kills,
         )  # fmt: skip
         result["problems"] += chat_problems
         click.echo(f"\n{_table(watch, visitors, options)}")
         return result
     finally:
         supervising.cancel()  # the stop is next: nothing is started again from here
-        if kills is not None:
-            kills.cancel()
-        await asyncio.gather(supervising, *[kills] if kills else [], return_exceptions=True)
+        tasks = [t for t in (kills, chat_killing) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(supervising, *tasks, return_exceptions=True)
         await watch.aclose()
         await bus.close()
 
@@ -347,6 +359,13 @@ def _write_state(state_dir: Path, run: Run, at: Urls) -> None:
     help="SIGKILL an app process every N seconds while callers ring (it is started again).",
 )
 @click.option(
+    "--chat-restarts",
+    type=click.FloatRange(min=1),
+    default=None,
+    metavar="N",
+    help="SIGKILL a chat replica every N seconds while visitors chat (it is started again).",
+)
+@click.option(
     "--roster-replicas",
     type=click.IntRange(1, 8),
     default=1,
@@ -403,6 +422,7 @@ def where_it_runs(platform: Endpoints, database_url: str, namespace: str) -> lis
 def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) -> None:
     """The run, its state dir held (:func:`up`)."""
     (state_dir / "callers.jsonl").unlink(missing_ok=True)  # a previous run's callers
+    (state_dir / "chats.jsonl").unlink(missing_ok=True)  # and its chat visitors
     shutil.rmtree(state_dir / "apps", ignore_errors=True)  # and its apps' ledgers
     (state_dir / "apps").mkdir()
     # SIGTERM as Ctrl-C while the platform starts: every process started so far is stopped
@@ -472,6 +492,7 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
             "rate": options["rate"],
             "tool_share": options["tool_share"],
             "chats": options["chats"],
+            "chat_restarts": options["chat_restarts"],
             "app_restarts": options["app_restarts"],
             "restarts": {p.name: p.restarts for p in processes},
             "exit_codes": codes,

@@ -14,6 +14,10 @@ each message the visitor sent once, in the order sent, each followed by one repl
 cuts), a message sent and never answered, or a log that does not verify is a problem: ``up``
 exits 1. A visitor the stop cut off (``stopped``) is no fault of the platform.
 
+With ``--chat-restarts N`` a chat replica is SIGKILLed every N s while the visitors write
+(:func:`restarting`), the replicas in turn, and started again; its visitors dial the other with
+``?call=`` and their chats are *taken up*.
+
 WhatsApp's waiting and let-go messages are counted once the WhatsApp contacts run here (its
 branch): the fields stand at 0 until then, with a note saying so.
 """
@@ -21,8 +25,12 @@ branch): the fields stand at 0 until then, with a note saying so.
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 from pathlib import Path
 from typing import Any
+
+import click
+import httpx
 
 from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.errors import CallLogError
@@ -32,6 +40,7 @@ from pinecall_contracts.entries import TURN_AGENT, TURN_USER
 from pinecall_contracts.lab import ChatReport
 from pinecall_runtime.loaddrive import quantile
 from pinecall_runtime.up.report import quantiles, verify
+from pinecall_runtime.up.supervise import Supervised
 
 WHATSAPP_NOTE = (
     "waiting and let_go count WhatsApp messages (message.waiting, let go outside the 24-hour "
@@ -85,6 +94,35 @@ class Chats:
         )
 
 
+async def restarting(
+    every_s: float, replicas: list[Supervised], chats: Chats, kills: list[str]
+) -> None:
+    """Every ``every_s``, SIGKILL the next of ``replicas`` (in turn), each kill's replica and
+    time said on stderr and in ``kills``; a process's supervisor starts it again. A kill waits
+    until a visitor of ``chats`` is chatting (a kill then cuts a chat) and every replica answers
+    ``/readyz`` (one started again is ready), so a visitor cut off always has another to dial.
+    Runs until cancelled."""
+    turn = 0
+    async with httpx.AsyncClient(timeout=1.0) as http:
+        while True:
+            await asyncio.sleep(every_s)
+            while True:
+                chats.read()
+                try:
+                    answers = [await http.get(f"{r.url}/readyz") for r in replicas]
+                    ready = all(a.status_code == 200 for a in answers)
+                except httpx.HTTPError:
+                    ready = False
+                if ready and any(r.state == "chatting" for r in chats.reports.values()):
+                    break
+                await asyncio.sleep(0.2)  # neither gives a signal of its own
+            victim = replicas[turn % len(replicas)]
+            turn += 1
+            click.echo(f"up: SIGKILL {victim.name} (--chat-restarts)", err=True)
+            victim.kill()
+            kills.append(f"{victim.name} {dt.datetime.now(dt.UTC).isoformat()}")
+
+
 def _outcome(event: CallEvent | None) -> str | None:
     return None if event is None else event.outcome
 
@@ -120,7 +158,13 @@ def verify_chat(record: CallRecord, log: CallLog, report: ChatReport) -> str | N
 
 
 async def build(
-    chats: Chats, ended: dict[str, CallEvent], *, operator_key: str, call_log: str, planned: int
+    chats: Chats,
+    ended: dict[str, CallEvent],
+    *,
+    operator_key: str,
+    call_log: str,
+    planned: int,
+    kills: list[str] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """The report's ``written`` section and its problems, every chat's log read back (the
     verifier :func:`~pinecall_runtime.up.report.verify` of the voice calls, then
@@ -188,6 +232,7 @@ async def build(
             "replayed": sum(r.replayed for r in reports),
         },
         "tools": {"asked": asked, "answered_by_the_app": answered_tools},
+        "replica_kills": list(kills or []),
         "dials": sum(r.dials for r in reports),
         "cuts": sum(r.cuts for r in reports),
         "logs": len(opened),
