@@ -452,7 +452,7 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
             run.prepare()  # StepFailed says which verb failed and what it printed
             click.echo("migrations and keys: done")
             ready(*stand_ins)
-            store, control, workers = services.platform(run, at, seats=options["seats"])
+            store, control, workers, chat = services.platform(run, at, seats=options["seats"])
             processes.launch(*store)
             ready(*store)
             for agent in asyncio.run(define_agent(run, at)):
@@ -470,6 +470,8 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
             click.echo("up: starting the control plane, the workers and the overflows")
             ready(*control)
             ready(*workers)
+            processes.launch(*chat)  # written calls: after the workers' start, not during it
+            ready(*chat)
             _write_state(state_dir, run, at)
             click.echo(f"up: ready; from another shell the CLI reads {state_dir / 'up.json'} "
                        f"(keys in {state_dir / 'keys.json'})")  # fmt: skip

@@ -158,9 +158,10 @@ def lab(run: Run, at: Urls, *, tool_share: float) -> list[Supervised]:
 
 def platform(
     run: Run, at: Urls, *, seats: int
-) -> tuple[list[Supervised], list[Supervised], list[Supervised]]:
-    """Steps 2 to 4 (the run's keys made): roster and call-log; webhook-ingest, dispatcher,
-    reaper and the chat replicas; each environment's worker and overflow."""
+) -> tuple[list[Supervised], list[Supervised], list[Supervised], list[Supervised]]:
+    """Steps 2 to 4 (the run's keys made): roster and call-log; webhook-ingest, dispatcher and
+    reaper; each environment's worker and overflow; the chat replicas (started once the workers
+    are ready: their imports would compete with the workers' job processes warming up)."""
     process = functools.partial(_process, run)
     keys = run.livekit_keys_setting()
     urls = ",".join(f"{e}={u}" for e, u in at.livekit.items())
@@ -201,7 +202,7 @@ def platform(
         "PINECALL_ANTHROPIC_URL": at.vendors,
         "ANTHROPIC_API_KEY": "lab",
     }
-    control += [
+    chats = [
         http("chat" if i == 0 else f"chat-{i}", "chat", url, chat, "control")
         for i, url in enumerate(at.chat)
     ]
@@ -254,7 +255,7 @@ def platform(
                 "workers",
             )
         )
-    return store, control, workers
+    return store, control, workers, chats
 
 
 def apps(run: Run, at: Urls, ledgers: Path, *, agent: str, org: str) -> list[Supervised]:
