@@ -142,8 +142,8 @@ def profile(pid: int, seconds: float, out: Path) -> subprocess.Popen[bytes] | No
 
 
 def top_frames(raw: Path, most: int = 12) -> list[tuple[str, float]]:
-    """The frames where the samples were (self time), their share, from py-spy's collapsed
-    stacks (``frame;frame;… count`` lines)."""
+    """The frames where the samples were (self time), their share of the samples in Python
+    code, from py-spy's collapsed stacks (``frame;frame;… count`` lines)."""
     if not raw.exists():
         return []
     own: collections.Counter[str] = collections.Counter()
@@ -153,6 +153,8 @@ def top_frames(raw: Path, most: int = 12) -> list[tuple[str, float]]:
         if not stack or not count.isdigit():
             continue
         leaf = stack.split(";")[-1]
+        if leaf.startswith("process ") or "_spawn_asgi_lifespan_worker" in leaf:
+            continue  # a sample of no Python frame, or Granian's server waiting on its worker
         own[leaf] += int(count)
         total += int(count)
     return [(frame, round(n / total, 3)) for frame, n in own.most_common(most)] if total else []
@@ -199,6 +201,9 @@ async def step(
         if spy is not None:
             with contextlib.suppress(subprocess.TimeoutExpired):
                 spy.wait(args.profile + 30)
+            if args.profile_dir is not None and raw.exists():
+                args.profile_dir.mkdir(parents=True, exist_ok=True)
+                shutil.copy(raw, args.profile_dir / raw.name)
         await asyncio.gather(*(v.close() for v in visitors))
     starts = [s - args.first_s for v in visitors for s in v.starts]
     unanswered = sum(len(v.sent) for v in visitors)
@@ -275,6 +280,7 @@ def main() -> int:
     parser.add_argument("--first-s", type=float, default=0.35, help="the model's first delta")
     parser.add_argument("--stop-p95-s", type=float, default=2.0, help="stop past this p95 (2)")
     parser.add_argument("--profile", type=float, default=0.0, help="py-spy seconds per step")
+    parser.add_argument("--profile-dir", type=Path, help="keep py-spy's raw stacks here")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     loadavg = [round(x, 2) for x in os.getloadavg()]
@@ -316,7 +322,9 @@ def main() -> int:
             },
         )  # fmt: skip
         report = asyncio.run(measure(bench, chat_url, args))
-    report["settings"] = {k: v for k, v in vars(args).items() if k != "json"}
+    report["settings"] = {
+        k: str(v) if isinstance(v, Path) else v for k, v in vars(args).items() if k != "json"
+    }
     report["loadavg_before"] = loadavg
     print(json.dumps(report, indent=2) if args.json else render(report))
     return 0
