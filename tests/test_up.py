@@ -17,18 +17,20 @@ from pathlib import Path
 from typing import Any
 
 import click
+import msgspec
 import pytest
 from click.testing import CliRunner
 
 from pinecall_contracts.base import encode
 from pinecall_contracts.calls import CallLog, CallRecord, LoggedEntry
-from pinecall_contracts.lab import AppEvent, CallerReport
+from pinecall_contracts.lab import AppEvent, CallerReport, ChatReport
 from pinecall_runtime.up import up
 from pinecall_runtime.up.apps import Kill, Ledgers, holders, tally, wait_held
 from pinecall_runtime.up.command import holding, where_it_runs
 from pinecall_runtime.up.report import stopped_unopened, summary, verify
 from pinecall_runtime.up.supervise import Supervised
 from pinecall_runtime.up.watch import is_silent
+from pinecall_runtime.up.written import verify_chat
 from pinecall_servicekit.dburl import with_database
 from pinecall_servicekit.platform import Endpoints
 
@@ -95,7 +97,7 @@ def test_the_banner_says_the_database_by_name_and_its_server_apart(admin: str, s
 def test_exit_when_done_needs_a_number_of_calls() -> None:
     result = CliRunner().invoke(up, ["--exit-when-done"])
     assert result.exit_code == 2
-    assert "--exit-when-done needs --calls" in result.output
+    assert "--exit-when-done needs --calls N or --chats N" in result.output
 
 
 def test_a_second_up_on_a_state_dir_in_use_is_refused_before_it_starts_anything(
@@ -213,6 +215,39 @@ def test_a_log_verifies_when_sealed_gapless_and_holding_the_writers_entries_once
     assert "not sealed" in (verify(record(1), log((1, None), (2, 0), state="ended")) or "")
 
 
+def turns(*said: tuple[str, str]) -> CallLog:
+    """A chat's log: ``("user", id)`` and ``("agent", id)`` turns, in that order."""
+    kinds = {"user": ("turn.user", "message"), "agent": ("turn.agent", "reply_to")}
+    return CallLog(
+        call="call_1",
+        entries=[
+            LoggedEntry(seq=i, kind=kinds[who][0], ts=T0, counted=i - 1,
+                        data={"text": "…", kinds[who][1]: message})
+            for i, (who, message) in enumerate(said, start=1)
+        ],
+        state="sealed",
+    )  # fmt: skip
+
+
+def test_a_chats_log_holds_each_message_once_in_order_each_answered_once() -> None:
+    chat = msgspec.structs.replace(record(4), channel="chat")
+    visitor = ChatReport(visitor=0, environment="production", state="done",
+                         sent=["m0", "m1"], answered=["m0", "m1"])  # fmt: skip
+    good = turns(("user", "m0"), ("agent", "m0"), ("user", "m1"), ("agent", "m1"))
+    assert verify_chat(chat, good, visitor) is None
+    twice = turns(("user", "m0"), ("agent", "m0"), ("agent", "m0"), ("user", "m1"))
+    assert "replies answer" in (verify_chat(chat, twice, visitor) or "")
+    swapped = turns(("user", "m1"), ("agent", "m1"), ("user", "m0"), ("agent", "m0"))
+    assert "the visitor sent" in (verify_chat(chat, swapped, visitor) or "")
+    lost = turns(("user", "m0"), ("agent", "m0"))
+    assert "the visitor sent" in (verify_chat(chat, lost, visitor) or "")
+    early = turns(("agent", "m0"), ("user", "m0"), ("user", "m1"), ("agent", "m1"))
+    assert "before its message" in (verify_chat(chat, early, visitor) or "")
+    assert "not chat" in (verify_chat(record(4), good, visitor) or "")  # a voice call's record
+    stopped = msgspec.structs.replace(visitor, state="stopped", answered=["m0"])
+    assert verify_chat(chat, lost, stopped) is None  # the stop cut it off after m0's reply
+
+
 @pytest.mark.parametrize(
     ("first_heard_s", "ended_s", "now_s", "silent"),
     [
@@ -259,8 +294,13 @@ def test_a_caller_stopped_before_its_call_opened_is_no_fault() -> None:
 def test_every_call_is_answered_by_an_agent_and_every_log_verifies(
     tmp_path: Path, platform_endpoints: Endpoints
 ) -> None:
-    """Acceptance 1, with 4 calls: two phones and two visitors, one of each per environment."""
-    result, out = run_up(tmp_path, platform_endpoints, "--calls", "4", "--rate", "2")
+    """Acceptance 1, with 4 calls: two phones and two visitors, one of each per environment; and
+    two chat visitors (issue 17, "In the main job"), one per environment, whose written calls
+    are answered through the chat service and, quiet, timed out by the reaper, each log
+    verified as a voice call's."""
+    result, out = run_up(
+        tmp_path, platform_endpoints, "--calls", "4", "--rate", "2", "--chats", "2"
+    )
     calls = result["calls"]
     assert calls["placed"] == 4
     assert calls["answered_by_agent"] == 4
@@ -277,19 +317,23 @@ def test_every_call_is_answered_by_an_agent_and_every_log_verifies(
     # the model asked the booking agent's tools (every second turn, the first included) and
     # the apps answered each, each handler run once by the apps' own count; nothing was handed
     # (no app process went) and the consoles were handed nothing
-    tools = result["tools"]
+    tools, chat_tools = result["tools"], result["written"]["tools"]
     assert tools["asked"] >= 1
-    assert tools["answered_by_the_app"] == tools["asked"] == tools["runs"]
+    assert tools["answered_by_the_app"] == tools["asked"]
+    assert chat_tools["answered_by_the_app"] == chat_tools["asked"]
+    # the apps ran every tool call once, the chats' too (they reach the app the same way)
+    assert tools["runs"] == tools["asked"] + chat_tools["asked"]
     assert (tools["timed_out"], tools["unanswered"], tools["run_twice"]) == (0, 0, 0)
     apps = result["apps"]
     assert apps["processes"] == [
         "booking-production-1", "booking-production-2", "booking-sandbox-1", "booking-sandbox-2",
         "console-production", "console-sandbox",
     ]  # fmt: skip
-    assert apps["attached"] == {"new": 4, "handed": 0, "parked": 0}
+    assert apps["attached"] == {"new": 4 + 2, "handed": 0, "parked": 0}  # the chats' too
     assert (apps["kills"], apps["handed"], apps["console_attached"]) == (0, 0, 0)
     assert sum(c["tools"] for c in result["callers"]) == tools["asked"]
-    assert f"tools: {tools['asked']} asked, {tools['asked']} answered by the app" in out
+    runs = tools["runs"]  # the table's tools line counts the chats' too
+    assert f"tools: {runs} asked, {runs} answered by the app" in out
     # the callers' agent was defined in each environment before they rang (none is refused
     # unknown_agent), the live table printed, a row per environment, and the run said ready
     for environment in ("production", "sandbox"):
@@ -302,6 +346,22 @@ def test_every_call_is_answered_by_an_agent_and_every_log_verifies(
     assert "\nproduction " in out
     assert "\nsandbox " in out
     assert {f["fleet"] for f in result["fleets"]} == {"pinecall", "pinecall-sandbox"}
+    # the chats: each opened, every message answered once, its log read back and verified (its
+    # messages once each, in order, each with one reply), ended timeout by the reaper
+    chats = result["written"]
+    assert (chats["visitors"], chats["opened"], chats["answered"]) == (2, 2, 2)
+    assert (chats["failed"], chats["stopped"], chats["timed_out"]) == (0, 0, 2)
+    assert chats["messages"]["sent"] == chats["messages"]["answered"] == 2 * 3
+    assert chats["logs"] == chats["logs_verified"] == 2
+    assert (chats["waiting"], chats["let_go"]) == (0, 0)  # WhatsApp's, not run yet
+    assert {c["environment"] for c in chats["chats"]} == {"production", "sandbox"}
+    assert {c["outcome"] for c in chats["chats"]} == {"timeout"}
+    assert chats["reply_start_s"]["p50"] is not None
+    assert "chats: 2/2 visitors, 2 opened, 2 answered" in out
+    assert "up: chats: 2 opened, 2 answered, 0 taken up, 2 timed out; 2 of 2 logs verified" in out
+    for replica in ("chat", "chat-1"):
+        assert replica in result["exit_codes"]
+        assert (tmp_path / "state" / "logs" / f"{replica}.log").stat().st_size > 0
     stopped_cleanly(result, tmp_path)
 
 

@@ -103,6 +103,14 @@ def test_written_calls_time_out_as_long_as_their_endpoint_waits() -> None:
         written_verdict("fax", T0, at(9999))  # type: ignore[arg-type]
 
 
+def test_a_shorter_chat_quiet_is_the_settings_and_leaves_whatsapp_at_the_seeds() -> None:
+    """``up`` runs the reaper with ``PINECALL_CHAT_QUIET_S`` short, so its chats end within it."""
+    short = Rules(chat_quiet_s=10)
+    assert written_verdict("chat", T0, at(9.9), short) is None
+    assert written_verdict("chat", T0, at(10), short) == "timeout"
+    assert written_verdict("whatsapp", T0, at(7199), short) is None
+
+
 seconds = st.floats(min_value=0, max_value=10_000, allow_nan=False)
 calls = st.builds(call, ended=st.booleans(), opened=seconds, moved=seconds)
 rooms = st.one_of(st.none(), st.just(ROOM))

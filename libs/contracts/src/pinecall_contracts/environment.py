@@ -77,6 +77,8 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_LIVEKIT_URLS",
         "PINECALL_REAP_EVERY_S",
         "PINECALL_QUIET_S",
+        "PINECALL_CHAT_QUIET_S",
+        "PINECALL_WHATSAPP_QUIET_S",
         # the chat service (issue 17)
         "PINECALL_DISPATCHER_URL",
         "PINECALL_FLEET_KEYS",

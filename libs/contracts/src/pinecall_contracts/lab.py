@@ -13,6 +13,9 @@ An app process's ledger is one :class:`AppEvent` line per thing it did, appended
 itself: each call attached to it or detached from it, each tool handler it entered. ``up`` counts
 tool calls run more than once (by every process, per id) and calls handed between processes from
 them (issue 16, "In the main job": the app's own count).
+
+A simulated chat visitor (``lab chats --out``, issue 17, "In the main job") says its written call
+the same way: one :class:`ChatReport` line per change, its whole state so far.
 """
 
 from __future__ import annotations
@@ -90,3 +93,41 @@ class AppEvent(Contract, frozen=True, kw_only=True, tag="lab.app.v1"):
     tool: str | None = None
     id: str | None = None
     """The tool call's id (``tool``)."""
+
+
+ChatState = Literal["dialling", "chatting", "done", "stopped", "failed"]
+"""``dialling``: minting its token and dialling ``WS /v1/chat``; ``chatting``: its socket is
+served (``chat.ready``); ``done``: every message answered, socket closed; ``stopped``: the run
+stopped it first; ``failed``: it could not go on (``error`` says why: a close code it may not
+dial again after, or too many cuts)."""
+
+
+class ChatReport(Contract, frozen=True, kw_only=True, tag="lab.chat.v1"):
+    """One simulated chat visitor as it stands now (what a page knows of its written call)."""
+
+    visitor: int
+    """Its number in the run, from 0."""
+    environment: str
+    state: ChatState
+    call: CallIdField | None = None
+    """Its written call, once a ``chat.ready`` named it."""
+    sent: list[str] = []
+    """The ids of the messages it sent, in order, each once (a message sent again after a cut
+    keeps its id and its place)."""
+    answered: list[str] = []
+    """The ids of the messages a ``chat.reply`` answered, in the order the replies came."""
+    replayed: int = 0
+    """Replies that came ``replayed`` (a message sent again, answered before the cut)."""
+    dials: int = 0
+    """Sockets served (each ``chat.ready``)."""
+    resumed: int = 0
+    """Of them, dials that named the call (``?call=``) after a cut: the call taken up."""
+    cuts: int = 0
+    """Sockets that ended under it (a replica gone: a close it dials again after, or none), and
+    dials a replica did not answer; each is followed by a dial of the next replica."""
+    reply_start_s: list[float] = []
+    """For each message answered with deltas, seconds from its send to the reply's first
+    ``chat.delta``."""
+    started_at: dt.datetime | None = None
+    ended_at: dt.datetime | None = None
+    error: str | None = None

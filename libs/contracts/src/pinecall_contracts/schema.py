@@ -89,6 +89,7 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     dispatch.OffersSnapshot,
     lab.CallerReport,
     lab.AppEvent,
+    lab.ChatReport,
     agents.AgentTool,
     agents.AgentDefinition,
     agents.AgentVersion,

@@ -1,5 +1,5 @@
 """The ``lab`` commands of ``pinecall-runtime`` (mounted from this distribution's entry point):
-``livekit``, ``vendors`` and ``whatsapp`` (the stand-ins on their own), ``callers``, ``app`` (a tenant's app
+``livekit``, ``vendors`` and ``whatsapp`` (the stand-ins on their own), ``callers``, ``chats``, ``app`` (a tenant's app
 with a ledger, :mod:`pinecall_loadlab.apps.command`), and ``run`` (an experiment), a module
 each.
 
@@ -12,6 +12,7 @@ import click
 
 from pinecall_loadlab.apps.command import app
 from pinecall_loadlab.callers_command import callers
+from pinecall_loadlab.chats_command import chats
 from pinecall_loadlab.commands.livekit import livekit
 from pinecall_loadlab.commands.run import run
 from pinecall_loadlab.commands.vendors import vendors, vendors_config
@@ -23,7 +24,7 @@ def lab() -> None:
     """The load lab: stand-ins and experiments (never part of production)."""
 
 
-for command in (livekit, vendors, whatsapp, callers, app, run):
+for command in (livekit, vendors, whatsapp, callers, chats, app, run):
     lab.add_command(command)
 
 __all__ = ["lab", "vendors_config"]

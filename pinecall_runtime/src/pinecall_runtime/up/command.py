@@ -11,7 +11,11 @@ example's agent, with its tools) and the example's app holds it there: two proce
 console per environment (:func:`pinecall_runtime.up.services.apps`). Once every fleet is heard and
 every app holds its agent, the callers (``lab callers``) ring at ``--rate`` until ``--calls`` were
 placed; the model fake asks a tool on ``--tool-share`` of the turns, so the calls' tools go
-worker → call-log → app socket → app → back, and the model says the answer.
+worker → call-log → app socket → app → back, and the model says the answer. With ``--chats N``,
+N visitors chat with the same agent over the chat service's ``WS /v1/chat`` (``lab chats``,
+:mod:`~pinecall_runtime.up.written`), dialling its replicas again with ``?call=`` when cut; the
+reaper ends each chat ``timeout`` once quiet, and its log is read back and verified as a voice
+call's.
 
 While it runs: a live table every ``--every`` s (:class:`~pinecall_runtime.up.watch.Watch`), a
 process that dies started again, ``<state dir>/up.json`` and ``keys.json`` for the CLI; with
@@ -20,7 +24,7 @@ and started again. Ctrl-C or SIGTERM (or ``--duration``, or ``--exit-when-done``
 call ended): the callers hang up, the calls' logs are sealed, the report is read (``--report``),
 every process stops, tier by tier (workers drain), the state files are removed, and the run's
 database and namespace go. Exit 1 when the report names a problem (a silent caller, a log that
-did not verify, a tool call run twice).
+did not verify, a tool call run twice, a chat message never answered).
 """
 
 from __future__ import annotations
@@ -49,7 +53,7 @@ from pinecall_contracts.agents import AgentVersion
 from pinecall_runtime.agents import read_definition
 from pinecall_runtime.monitoring.prometheus import PROMETHEUS, fired, job_of
 from pinecall_runtime.up import report as reporting
-from pinecall_runtime.up import services, supervise
+from pinecall_runtime.up import services, supervise, written
 from pinecall_runtime.up.apps import Ledgers, killing, wait_held
 from pinecall_runtime.up.services import EXAMPLE, Urls, urls
 from pinecall_runtime.up.stage import ENVIRONMENTS, Run, own_platform
@@ -147,7 +151,7 @@ async def _watch(
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     started = loop.time()
-    calls, every = options["calls"], options["every"]
+    calls, every, chats = options["calls"], options["every"], options["chats"]
     bus = await Bus.connect(run.nats_url, run.namespace, name="up")
     app_processes = [p for p in processes if p.tier == services.TIER["apps"]]
     consoles = {p.name for p in app_processes if p.name.startswith("console-")}
@@ -158,17 +162,34 @@ async def _watch(
         Ledgers(state_dir / "apps"),
         consoles,
     )
+    visitors = written.Chats(state_dir / "chats.jsonl")
     # a process that dies is started again at once, not at the table's cadence
     supervising = asyncio.create_task(supervise.keep_running(list(processes), _back))
     kills: asyncio.Task[None] | None = None
+    chat_kills: list[str] = []
+    chat_killing: asyncio.Task[None] | None = None
     try:
         await watch.listen(bus)
-        callers = None
-        if calls != 0:
+        callers = chatting = None
+        if calls != 0 or chats:
             click.echo("up: waiting for each fleet's worker to be heard and each app to hold "
                        f"{AGENT}")  # fmt: skip
-            await _every_fleet_heard(watch)
+            if calls != 0:
+                await _every_fleet_heard(watch)
             await wait_held(watch.ledgers, app_processes)
+        if chats:
+            chatting = services.chats(
+                run, at, state_dir, options["rate"], chats, agent=AGENT, org=ORG
+            )
+            processes.start(chatting)
+            click.echo(f"up: {chats} chat visitors writing at {options['rate']:g} a second; "
+                       f"log {chatting.log}")  # fmt: skip
+            if options["chat_restarts"] is not None:
+                replicas = [p for p in processes if p.url in at.chat]
+                chat_killing = asyncio.create_task(
+                    written.restarting(options["chat_restarts"], replicas, visitors, chat_kills)
+                )
+        if calls != 0:
             greeted = bool(read_definition(EXAMPLE / "booking.yaml").greeting)
             callers = services.callers(
                 run, at, state_dir, options["rate"], calls, agent=AGENT, org=ORG, greeted=greeted
@@ -186,23 +207,34 @@ async def _watch(
                     await stop.wait()
             watch.read_callers()
             await watch.refresh()
-            click.echo(f"\n{watch.table(calls, options['rate'])}")
+            click.echo(f"\n{_table(watch, visitors, options)}")
             if supervising.done():  # a process started again never became ready: raised here
                 supervising.result()
-            done = callers is not None and callers.proc.poll() is not None
-            if done and kills is not None:  # no call left to hand over
+            drivers = [d for d in (callers, chatting) if d is not None]
+            done = bool(drivers) and all(d.proc.poll() is not None for d in drivers)
+            if callers is not None and callers.proc.poll() is not None and kills is not None:
+                # no call left to hand over
                 kills.cancel()
+            if chatting is not None and chatting.proc.poll() is not None and chat_killing:
+                chat_killing.cancel()  # no chat left to take up
             if options["duration"] is not None and loop.time() - started >= options["duration"]:
                 break
             if done and options["exit_when_done"]:
                 break
         if kills is not None:
             kills.cancel()
+        if chat_killing is not None:
+            chat_killing.cancel()
         if callers is not None and callers.proc.poll() is None:
             click.echo("up: stopping: the callers hang up", err=True)
             callers.terminate()
             await asyncio.to_thread(callers.wait_stopped)
+        if chatting is not None and chatting.proc.poll() is None:
+            click.echo("up: stopping: the chat visitors close their sockets", err=True)
+            chatting.terminate()
+            await asyncio.to_thread(chatting.wait_stopped)
         watch.read_callers()
+        visitors.read()
         if options["report"] is None and not options["exit_when_done"]:
             return None
         if waiting := watch.unsealed():
@@ -222,15 +254,30 @@ async def _watch(
         )
         result["problems"] += [f"room {room}: its call was never sealed" for room in unsealed]
         result["fleets"] = msgspec.to_builtins(watch.roster.fleets) if watch.roster else []
-        click.echo(f"\n{watch.table(calls, options['rate'])}")
+        result["written"], chat_problems = await written.build(
+            visitors, watch.ended(), operator_key=run.operator_key, call_log=at.call_log,
+            planned=chats, kills=chat_kills,
+        )  # fmt: skip
+        result["problems"] += chat_problems
+        click.echo(f"\n{_table(watch, visitors, options)}")
         return result
     finally:
         supervising.cancel()  # the stop is next: nothing is started again from here
-        if kills is not None:
-            kills.cancel()
-        await asyncio.gather(supervising, *[kills] if kills else [], return_exceptions=True)
+        tasks = [t for t in (kills, chat_killing) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(supervising, *tasks, return_exceptions=True)
         await watch.aclose()
         await bus.close()
+
+
+def _table(watch: Watch, visitors: written.Chats, options: dict[str, Any]) -> str:
+    """The live table, and its chats line under ``--chats``."""
+    table = watch.table(options["calls"], options["rate"])
+    if not options["chats"]:
+        return table
+    visitors.read()
+    return f"{table}\n{visitors.line(options['chats'], watch.ended())}"
 
 
 def _write_state(state_dir: Path, run: Run, at: Urls) -> None:
@@ -255,6 +302,13 @@ def _write_state(state_dir: Path, run: Run, at: Urls) -> None:
     type=click.IntRange(min=0),
     default=None,
     help="Callers in all (0: none) [default: until stopped].",
+)
+@click.option(
+    "--chats",
+    type=click.IntRange(min=0),
+    default=0,
+    show_default=True,
+    help="Chat visitors in all, writing to the agent over WS /v1/chat (at --rate).",
 )
 @click.option(
     "--rate",
@@ -306,6 +360,13 @@ def _write_state(state_dir: Path, run: Run, at: Urls) -> None:
     help="SIGKILL an app process every N seconds while callers ring (it is started again).",
 )
 @click.option(
+    "--chat-restarts",
+    type=click.FloatRange(min=1),
+    default=None,
+    metavar="N",
+    help="SIGKILL a chat replica every N seconds while visitors chat (it is started again).",
+)
+@click.option(
     "--roster-replicas",
     type=click.IntRange(1, 8),
     default=1,
@@ -324,12 +385,12 @@ def up(**options: Any) -> None:  # fmt: skip
 
     Postgres and NATS, the LiveKit stand-in (one per environment), the vendor fakes, roster,
     call-log, webhook-ingest, dispatcher, reaper, a worker and the overflow per environment
-    (production `pinecall`, sandbox `pinecall-sandbox`), the booking example's agent with two
-    processes of its app and a console per environment, then phone callers and web visitors at
-    --rate. Logs: .state/logs/. The CLI reads .state/up.json meanwhile.
+    (production `pinecall`, sandbox `pinecall-sandbox`), the chat service (two replicas), the
+    booking example's agent with two processes of its app and a console per environment, then
+    phone callers and web visitors at --rate, and with --chats visitors who write to it. Logs: .state/logs/. The CLI reads .state/up.json meanwhile.
     """
-    if options["exit_when_done"] and not options["calls"]:
-        raise click.UsageError("--exit-when-done needs --calls N (N > 0)")
+    if options["exit_when_done"] and not options["calls"] and not options["chats"]:
+        raise click.UsageError("--exit-when-done needs --calls N or --chats N (N > 0)")
     if options["report"] is not None and not options["report"].resolve().parent.is_dir():
         raise click.BadParameter(
             f"{options['report'].resolve().parent} is not a folder", param_hint="'--report'"
@@ -374,6 +435,7 @@ def where_it_runs(platform: Endpoints, database_url: str, namespace: str) -> lis
 def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) -> None:
     """The run, its state dir held (:func:`up`)."""
     (state_dir / "callers.jsonl").unlink(missing_ok=True)  # a previous run's callers
+    (state_dir / "chats.jsonl").unlink(missing_ok=True)  # and its chat visitors
     shutil.rmtree(state_dir / "apps", ignore_errors=True)  # and its apps' ledgers
     (state_dir / "apps").mkdir()
     # SIGTERM as Ctrl-C while the platform starts: every process started so far is stopped
@@ -405,7 +467,7 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
             run.prepare()  # StepFailed says which verb failed and what it printed
             click.echo("migrations and keys: done")
             ready(*stand_ins)
-            store, control, workers = services.platform(run, at, seats=options["seats"])
+            store, control, workers, chat = services.platform(run, at, seats=options["seats"])
             processes.launch(*store)
             ready(*store)
             for agent in asyncio.run(define_agent(run, at)):
@@ -423,6 +485,8 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
             click.echo("up: starting the control plane, the workers and the overflows")
             ready(*control)
             ready(*workers)
+            processes.launch(*chat)  # written calls: after the workers' start, not during it
+            ready(*chat)
             if options["with_prometheus"]:
                 scraped = [p for p in processes if job_of(p.name) is not None]
                 watcher = services.prometheus(run, scraped, state_dir / "prometheus")
@@ -458,6 +522,8 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
             "seats": options["seats"],
             "rate": options["rate"],
             "tool_share": options["tool_share"],
+            "chats": options["chats"],
+            "chat_restarts": options["chat_restarts"],
             "app_restarts": options["app_restarts"],
             "restarts": {p.name: p.restarts for p in processes},
             "exit_codes": codes,
@@ -466,6 +532,8 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
         click.echo(f"up: report in {options['report']}")
     if result is not None:
         click.echo(reporting.summary(result))
+        if result["written"]["visitors"]:
+            click.echo(written.summary(result["written"]))
         if reporting.failed(result):
             click.echo("up: problems:\n  " + "\n  ".join(result["problems"][:20]), err=True)
             raise SystemExit(ExitCode.FAILED)

@@ -4,19 +4,22 @@
    webhook-ingest with ``?world=<environment>``) and the vendor fakes (``lab vendors``), started
    while the run's database is migrated (:func:`lab`);
 2. roster (its fleets rows on each environment's stand-in) and call-log;
-3. webhook-ingest, dispatcher and reaper;
+3. webhook-ingest, dispatcher and reaper, and the chat service's :data:`CHAT_REPLICAS` replicas
+   (written calls: ``WS /v1/chat``, their model the vendor fakes' Anthropic);
 4. per environment a worker of ``seats`` seats (lab rooms, the vendors' fakes) and the overflow,
    started with step 3 and ready after it (a worker takes longest to start: its imports, the
    forkserver's preload, LiveKit's registration) (:func:`platform`);
 5. per environment two processes of the booking example's app holding the callers' agent, and a
    console holding it (``lab app``, each with its ledger; :func:`apps`), once call-log holds the
    agent's definition;
-6. the callers (``lab callers``), started by :mod:`pinecall_runtime.up.command` once every fleet
-   is heard and every app holds its agent.
+6. the callers (``lab callers``) and the chat visitors (``lab chats``, :func:`chats`), started by
+   :mod:`pinecall_runtime.up.command` once every fleet is heard and every app holds its agent.
 
 Every HTTP service listens on a free port (``PINECALL_PORT``); a worker's and an overflow's
 health port too. Workers drain in ``DRAIN_S`` and seal in ``SEAL_S`` when ``up`` stops (their
-callers have hung up by then), so stopping never waits for the seed's ten minutes.
+callers have hung up by then), so stopping never waits for the seed's ten minutes. The reaper
+looks every :data:`REAP_EVERY_S` and ends a chat quiet :data:`CHAT_QUIET_S` (not the seed's
+minute and five minutes), so the visitors' chats end ``timeout`` and are sealed within the run.
 """
 
 from __future__ import annotations
@@ -36,6 +39,20 @@ DRAIN_S = 20
 """A worker's and an overflow's drain when ``up`` stops (``PINECALL_DRAIN_TIMEOUT_S``)."""
 SEAL_S = 10
 """A worker's seal of what its drain left (``PINECALL_SEAL_TIMEOUT_S``)."""
+CHAT_REPLICAS = 2
+"""Replicas of the chat service, behind nothing: each visitor dials one (in turn) and, when its
+socket is cut, the next with ``?call=``, so a written call taken up by another replica than the
+one that opened it is the ordinary path, as it is in production behind a balancer."""
+CHAT_QUIET_S = 10.0
+"""``PINECALL_CHAT_QUIET_S`` of ``up``'s reaper: a chat quiet this long ends ``timeout`` (the
+seed's five minutes would outlast most runs; a visitor writes again within 1-2 s)."""
+REAP_EVERY_S = 2.0
+"""``PINECALL_REAP_EVERY_S`` of ``up``'s reaper (a voice call is still reaped only after the
+seed's five quiet minutes)."""
+CHAT_MESSAGES = 3
+"""Messages each chat visitor writes."""
+CHAT_PACE_S = 1.0
+"""Seconds between a reply and the visitor's next message."""
 TIER = {"lab": 0, "store": 1, "control": 2, "workers": 3, "apps": 4, "callers": 5}
 """Stop order, highest first: callers, the apps (each drains: its calls have ended by then),
 workers and overflows, the control plane, roster and call-log, then the stand-ins."""
@@ -60,6 +77,8 @@ class Urls:
     webhook_ingest: str
     dispatcher: str
     reaper: str
+    chat: list[str] = dataclasses.field(default_factory=list)
+    """Every chat replica's (``chat``, ``chat-1``)."""
     page: str = ""
     """``examples/page`` served on loopback (:mod:`pinecall_runtime.up.page`)."""
 
@@ -75,6 +94,7 @@ class Urls:
                 "dispatcher": self.dispatcher,
                 "reaper": self.reaper,
             }
+            | {("chat" if i == 0 else f"chat-{i}"): u for i, u in enumerate(self.chat)}
             | ({"page": self.page} if self.page else {})
         )
 
@@ -93,6 +113,7 @@ def urls(roster_replicas: int = 1) -> Urls:
         webhook_ingest=url(),
         dispatcher=url(),
         reaper=url(),
+        chat=[url() for _ in range(CHAT_REPLICAS)],
         page=url(),
     )
 
@@ -137,9 +158,10 @@ def lab(run: Run, at: Urls, *, tool_share: float) -> list[Supervised]:
 
 def platform(
     run: Run, at: Urls, *, seats: int
-) -> tuple[list[Supervised], list[Supervised], list[Supervised]]:
+) -> tuple[list[Supervised], list[Supervised], list[Supervised], list[Supervised]]:
     """Steps 2 to 4 (the run's keys made): roster and call-log; webhook-ingest, dispatcher and
-    reaper; each environment's worker and overflow."""
+    reaper; each environment's worker and overflow; the chat replicas (started once the workers
+    are ready: their imports would compete with the workers' job processes warming up)."""
     process = functools.partial(_process, run)
     keys = run.livekit_keys_setting()
     urls = ",".join(f"{e}={u}" for e, u in at.livekit.items())
@@ -167,8 +189,23 @@ def platform(
         http("dispatcher", "dispatcher", at.dispatcher,
              service | {"PINECALL_LIVEKIT_KEYS": keys}, "control"),
         http("reaper", "reaper", at.reaper,
-             service | {"PINECALL_LIVEKIT_KEYS": keys, "PINECALL_LIVEKIT_URLS": urls}, "control"),
+             service | {"PINECALL_LIVEKIT_KEYS": keys, "PINECALL_LIVEKIT_URLS": urls,
+                        "PINECALL_REAP_EVERY_S": str(REAP_EVERY_S),
+                        "PINECALL_CHAT_QUIET_S": str(CHAT_QUIET_S)}, "control"),
     ]  # fmt: skip
+    # written calls: opened, written and their tools run with each environment's fleet key (as
+    # that environment's worker does); one token secret, so any replica takes up any chat
+    chat = service | {
+        "PINECALL_DISPATCHER_URL": at.dispatcher,
+        "PINECALL_FLEET_KEYS": ",".join(f"{e}={k}" for e, k in run.fleet_keys.items()),
+        "PINECALL_CHAT_TOKEN_SECRET": secrets.token_urlsafe(32),
+        "PINECALL_ANTHROPIC_URL": at.vendors,
+        "ANTHROPIC_API_KEY": "lab",
+    }
+    chats = [
+        http("chat" if i == 0 else f"chat-{i}", "chat", url, chat, "control")
+        for i, url in enumerate(at.chat)
+    ]
     workers = []
     for e, fleet in ENVIRONMENTS.items():
         key, secret = run.livekit_keys[e]
@@ -218,7 +255,7 @@ def platform(
                 "workers",
             )
         )
-    return store, control, workers
+    return store, control, workers, chats
 
 
 def apps(run: Run, at: Urls, ledgers: Path, *, agent: str, org: str) -> list[Supervised]:
@@ -324,3 +361,39 @@ def prometheus(run: Run, targets: list[Supervised], folder: Path) -> Supervised:
         run, "prometheus", p.args(config, url.split("://")[1]), {}, url, "/-/ready", "lab"
     )
     return dataclasses.replace(served, module=p.__name__)
+
+
+def chats(
+    run: Run, at: Urls, state_dir: Path, rate: float, chats: int, *, agent: str, org: str
+) -> Supervised:
+    """Step 6, written: the chat visitors' process (``lab chats``: ``chats`` visitors of every
+    environment in turn at ``rate``, each :data:`CHAT_MESSAGES` messages to ``org``'s ``agent``,
+    dialling the chat replicas in turn), its plan in ``<state dir>/chats-plan.json``, each
+    visitor's state in ``<state dir>/chats.jsonl``."""
+    plan_file = state_dir / "chats-plan.json"
+    plan_file.write_text(
+        json.dumps(
+            {
+                "environments": [
+                    {"environment": e, "app_key": run.app_keys[e]} for e in ENVIRONMENTS
+                ],
+                "chat_urls": at.chat,
+                "agent": agent,
+                "org": org,
+                "chats": chats,
+                "rate": rate,
+                "messages": CHAT_MESSAGES,
+                "pace_s": CHAT_PACE_S,
+            },
+            indent=2,
+        )
+    )
+    out = state_dir / "chats.jsonl"
+    return Supervised(
+        name="chats",
+        args=["lab", "chats", "--plan", str(plan_file), "--out", str(out)],
+        env=run.env(),
+        log=run.logs / "chats.log",
+        tier=TIER["callers"],
+        restart=False,
+    )

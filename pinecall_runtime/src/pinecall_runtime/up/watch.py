@@ -141,6 +141,13 @@ class Watch:
             return None
         return self.events.get((report.environment, report.room), {}).get(what)
 
+    def ended(self) -> dict[str, CallEvent]:
+        """Call → its ``call.ended`` event, of every call heard ended (a chat's says
+        ``timeout`` once the reaper ended it quiet)."""
+        return {
+            seen["ended"].call: seen["ended"] for seen in self.events.values() if "ended" in seen
+        }
+
     def unsealed(self) -> list[str]:
         """Rooms whose call was opened or ended and is not sealed yet."""
         return [room for (_, room), seen in self.events.items() if "sealed" not in seen]

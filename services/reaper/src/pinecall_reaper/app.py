@@ -32,7 +32,12 @@ def create_app(settings: ReaperSettings | None = None) -> Litestar:
     connected: Held[Bus] = Held()
 
     async def start(app: Litestar, opened: Opened) -> None:
-        rules = Rules(quiet_s=settings.quiet_s, max_call_seconds=settings.max_call_seconds)
+        rules = Rules(
+            quiet_s=settings.quiet_s,
+            max_call_seconds=settings.max_call_seconds,
+            chat_quiet_s=settings.chat_quiet_s,
+            whatsapp_quiet_s=settings.whatsapp_quiet_s,
+        )
         bus = opened.bus
         # it serves no verb: its nats.micro service is how doctor finds it up ($SRV.PING)
         await bus.add_service(

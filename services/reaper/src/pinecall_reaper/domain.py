@@ -40,6 +40,15 @@ class Rules:
 
     quiet_s: float = 300.0
     max_call_seconds: float = 1800.0
+    chat_quiet_s: float = 300.0
+    """A chat quiet this long is ended ``timeout`` (seed 002: five minutes)."""
+    whatsapp_quiet_s: float = 7200.0
+    """A WhatsApp thread quiet this long is ended ``timeout`` (seed 002: two hours)."""
+
+    def written_quiet_s(self, channel: Channel) -> float:
+        """How long ``channel``'s endpoint waits for its contact; ``KeyError`` for a channel
+        with no rule."""
+        return {"chat": self.chat_quiet_s, "whatsapp": self.whatsapp_quiet_s}[channel]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -139,20 +148,22 @@ WRITTEN_QUIET_S: dict[Channel, float] = {"chat": 300.0, "whatsapp": 7200.0}
 
 
 def written_verdict(
-    channel: Channel, last_entry_at: dt.datetime, now: dt.datetime
+    channel: Channel, last_entry_at: dt.datetime, now: dt.datetime, rules: Rules = Rules()
 ) -> Outcome | None:
     """``timeout`` for a written call no process serves, once quiet as long as its endpoint
-    waits; None before. ``KeyError`` for a channel with no rule."""
-    return "timeout" if _seconds(last_entry_at, now) >= WRITTEN_QUIET_S[channel] else None
+    waits (``rules``: the seed's by default); None before. ``KeyError`` for a channel with no
+    rule."""
+    quiet_s = rules.written_quiet_s(channel)
+    return "timeout" if _seconds(last_entry_at, now) >= quiet_s else None
 
 
-def judge_written(call: CallSeen, now: dt.datetime) -> Verdict | None:
+def judge_written(call: CallSeen, now: dt.datetime, rules: Rules = Rules()) -> Verdict | None:
     """The verdict on a written call (``call.channel`` set): once quiet as long as its endpoint
     waits (:func:`written_verdict`), ended ``timeout`` (unless ended) and sealed; its room is
     no LiveKit room, so none is taken down. None leaves it be (a thread quiet an hour is still
     a thread: the 30-minute ceiling of a voice call is not a written call's)."""
     assert call.channel is not None
-    if written_verdict(call.channel, call.last_entry_at, now) is None:
+    if written_verdict(call.channel, call.last_entry_at, now, rules) is None:
         return None
     return Verdict(
         call=call.call,

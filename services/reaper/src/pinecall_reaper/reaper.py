@@ -144,7 +144,7 @@ class Reaper:
         for call in seen:
             if call.channel is not None:  # a written call: no room to read
                 try:
-                    if (written := domain.judge_written(call, now)) is not None:
+                    if (written := domain.judge_written(call, now, self.rules)) is not None:
                         await self._carry_out(rooms, written)
                         done.reaped.append(written)
                 except CallLogError as exc:

@@ -43,6 +43,11 @@ class ReaperSettings(Settings, frozen=True, kw_only=True):
     """Seconds a call with no agent in its room stays quiet before it ends drained; also the
     age at which a room no unsealed call names is taken down (seed 002: five minutes)."""
     max_call_seconds: float = 1800.0
+    chat_quiet_s: float = 300.0
+    """Seconds a chat stays quiet before it ends ``timeout`` (seed 002: five minutes; ``up``
+    shortens it, so its chats end within its run)."""
+    whatsapp_quiet_s: float = 7200.0
+    """Seconds a WhatsApp thread stays quiet before it ends ``timeout`` (seed 002: two hours)."""
     """``MAX_CALL_SECONDS``: a call older than this ends ``timeout`` (seed 003: 30 minutes)."""
     livekit_url: str = "ws://127.0.0.1:7880"
     """The LiveKit of an environment neither ``PINECALL_LIVEKIT_URLS`` nor a fleets row names."""
