@@ -176,6 +176,9 @@ class CallAttached(Contract, frozen=True, kw_only=True, tag="call.attached.v1"):
     why: Literal["new", "handed", "parked"] = "new"
     """new: it just opened; handed: its socket closed or drained while another held the
     agent; parked: it waited for this socket to register."""
+    traceparent: str | None = None
+    """The W3C ``traceparent`` of the call's trace (an app may go on in it); None from a replica
+    that sends none."""
 
 
 class CallSetup(Contract, frozen=True, kw_only=True, tag="call.setup.v1"):
@@ -207,6 +210,10 @@ class ToolCallFrame(Contract, frozen=True, kw_only=True, tag="tool.call.v1"):
     """When the worker stops waiting (UTC): its ``tool.call`` plus the tool's ``timeout_s``."""
     seq: Seq
     """The seq of the ``tool.call`` entry."""
+    traceparent: str | None = None
+    """The W3C ``traceparent`` of the worker's request for this tool call, in the call's trace
+    (an app's handler may go on in it); None when the frame is sent again from the store, or by
+    a replica that sends none."""
 
 
 class ToolResultFrame(Contract, frozen=True, kw_only=True, tag="tool.result.v1"):
