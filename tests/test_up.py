@@ -29,6 +29,7 @@ from pinecall_runtime.up.command import holding, where_it_runs
 from pinecall_runtime.up.report import stopped_unopened, summary, verify
 from pinecall_runtime.up.supervise import Supervised
 from pinecall_runtime.up.watch import is_silent
+from pinecall_servicekit.calltrace import call_trace_id
 from pinecall_servicekit.dburl import with_database
 from pinecall_servicekit.platform import Endpoints
 
@@ -259,8 +260,16 @@ def test_a_caller_stopped_before_its_call_opened_is_no_fault() -> None:
 def test_every_call_is_answered_by_an_agent_and_every_log_verifies(
     tmp_path: Path, platform_endpoints: Endpoints
 ) -> None:
-    """Acceptance 1, with 4 calls: two phones and two visitors, one of each per environment."""
-    result, out = run_up(tmp_path, platform_endpoints, "--calls", "4", "--rate", "2")
+    """Acceptance 1, with 4 calls: two phones and two visitors, one of each per environment;
+    with ``--traces`` each call is one trace across every service, and ``--plot`` draws the
+    report (issue 22, acceptance 4 and 6)."""
+    traces, plot = tmp_path / "traces.jsonl", tmp_path / "up.png"
+    result, out = run_up(
+        tmp_path, platform_endpoints, "--calls", "4", "--rate", "2",
+        "--traces", str(traces), "--plot", str(plot),
+    )  # fmt: skip
+    one_trace_per_call(traces, result["callers"])
+    assert plot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     calls = result["calls"]
     assert calls["placed"] == 4
     assert calls["answered_by_agent"] == 4
@@ -303,6 +312,43 @@ def test_every_call_is_answered_by_an_agent_and_every_log_verifies(
     assert "\nsandbox " in out
     assert {f["fleet"] for f in result["fleets"]} == {"pinecall", "pinecall-sandbox"}
     stopped_cleanly(result, tmp_path)
+
+
+def one_trace_per_call(traces: Path, callers: list[dict[str, Any]]) -> None:
+    """Each answered caller's call is one trace, followed from its webhook to its seal: the
+    trace of its environment and room holds spans of webhook-ingest (a webhook), the dispatcher
+    (the offer), the worker (the job and its call-log requests) and call-log (its open, its
+    entries and its seal, each in the trace the worker's request carried); and every span any
+    service made for that call or room is in that one trace."""
+    spans = [json.loads(line) for line in traces.read_text().splitlines()]
+    assert spans, f"no span in {traces}"
+    answered = [c for c in callers if c["room"] and c["answered_by"]]
+    assert len(answered) == 4
+    for caller in answered:
+        trace = "0x" + call_trace_id(caller["environment"], caller["room"])
+        mine = [s for s in spans if s["context"]["trace_id"] == trace]
+        by_service: dict[str, set[str]] = {}
+        for s in mine:
+            by_service.setdefault(s["resource"]["attributes"]["service.name"], set()).add(s["name"])
+        assert {"webhook-ingest", "dispatcher", "worker", "call-log"} <= set(by_service), by_service
+        assert any(n.startswith("webhook ") for n in by_service["webhook-ingest"])
+        assert "offer" in by_service["dispatcher"]
+        assert "job answer" in by_service["worker"]
+        call = next(s["attributes"]["pinecall.call"] for s in mine if s["name"] == "offer")
+        assert {f"POST /v1/calls/{call}/seal", f"POST /v1/calls/{call}/entries"} <= {
+            f"{s['attributes'].get('http.method')} {s['attributes'].get('http.target')}"
+            for s in mine
+            if s["resource"]["attributes"]["service.name"] == "call-log"
+        }, by_service["call-log"]
+        named = [
+            s for s in spans
+            if s["attributes"].get("pinecall.call") == call
+            or s["attributes"].get("pinecall.room") == caller["room"]
+        ]  # fmt: skip
+        assert {s["context"]["trace_id"] for s in named} == {trace}, [
+            (s["name"], s["resource"]["attributes"]["service.name"]) for s in named
+            if s["context"]["trace_id"] != trace
+        ]  # fmt: skip
 
 
 def test_callers_beyond_the_seats_hear_the_overflow_and_are_called_back(

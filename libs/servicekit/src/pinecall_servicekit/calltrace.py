@@ -55,14 +55,19 @@ def _records_new_traces(trace_id: int) -> bool:
     return decided.decision is Decision.RECORD_AND_SAMPLE
 
 
-def call_context(environment: str, room: str) -> context.Context:
+def call_context(
+    environment: str, room: str, *, sampled: bool | None = None
+) -> context.Context:
     """The context to run a call's work in: the current one when it already is the call's trace
-    (a handler of a message that carried it), else the call's derived root."""
+    (a handler of a message that carried it), else the call's derived root, marked sampled when
+    ``sampled`` says so (None: when this process's tracer provider records a new trace)."""
     trace_id, span_id = _derived(environment, room)
     current = trace.get_current_span().get_span_context()
     if current.is_valid and current.trace_id == trace_id:
         return context.get_current()
-    flags = TraceFlags(TraceFlags.SAMPLED if _records_new_traces(trace_id) else TraceFlags.DEFAULT)
+    if sampled is None:
+        sampled = _records_new_traces(trace_id)
+    flags = TraceFlags(TraceFlags.SAMPLED if sampled else TraceFlags.DEFAULT)
     root = SpanContext(trace_id=trace_id, span_id=span_id, is_remote=True, trace_flags=flags)
     return trace.set_span_in_context(NonRecordingSpan(root))
 

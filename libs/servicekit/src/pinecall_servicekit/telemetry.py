@@ -96,30 +96,35 @@ def configure_tracing(service: str, *, traces_file: str | None = None) -> None:
     if _configured:
         return
     _configured.add(service)
-    resource = Resource.create({SERVICE_NAME: service})
     otlp = bool(
         os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
         or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     )
-    if otlp or traces_file:
-        provider = TracerProvider(resource=resource)
-        if otlp:
-            from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    trace.set_tracer_provider(tracer_provider(service, otlp=otlp, traces_file=traces_file))
 
-            provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-        if traces_file:
-            # each span written as it ends (a job process may end without a flush), as one
-            # write of one line to a file opened for appending: the run's processes share it
-            out = cast(IO[str], _AppendedLines(traces_file))
-            exporter = ConsoleSpanExporter(
-                service_name=service, out=out, formatter=lambda span: span.to_json(None) + "\n"
-            )
-            provider.add_span_processor(SimpleSpanProcessor(exporter))
-    else:
+
+def tracer_provider(service: str, *, otlp: bool, traces_file: str | None) -> TracerProvider:
+    """The tracer provider :func:`configure_tracing` sets: the OTLP exporter when ``otlp``, the
+    file's when ``traces_file``; with neither, a sampler that records no new trace."""
+    resource = Resource.create({SERVICE_NAME: service})
+    if not (otlp or traces_file):
         # nothing keeps a span: record none (a span of a sampled parent still is), so a request
         # pays no attributes; every span still has its ids, so traceparent travels, logs carry it
-        provider = TracerProvider(resource=resource, sampler=ParentBased(ALWAYS_OFF))
-    trace.set_tracer_provider(provider)
+        return TracerProvider(resource=resource, sampler=ParentBased(ALWAYS_OFF))
+    provider = TracerProvider(resource=resource)
+    if otlp:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    if traces_file:
+        # each span written as it ends (a job process may end without a flush), as one write
+        # of one line to a file opened for appending: the run's processes share it
+        out = cast(IO[str], _AppendedLines(traces_file))
+        exporter = ConsoleSpanExporter(
+            service_name=service, out=out, formatter=lambda span: span.to_json(None) + "\n"
+        )
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider
 
 
 class _AppendedLines(io.TextIOBase):
