@@ -23,6 +23,7 @@ from click.testing import CliRunner
 from pinecall_contracts.base import encode
 from pinecall_contracts.calls import CallLog, CallRecord, LoggedEntry
 from pinecall_contracts.lab import AppEvent, CallerReport
+from pinecall_runtime.plots import draw_up, up_series
 from pinecall_runtime.up import up
 from pinecall_runtime.up.apps import Kill, Ledgers, holders, tally, wait_held
 from pinecall_runtime.up.command import holding, where_it_runs
@@ -112,6 +113,33 @@ def test_a_second_up_on_a_state_dir_in_use_is_refused_before_it_starts_anything(
     assert not (state / "logs").exists()  # nothing of the first run was touched
     with holding(state):  # let go: the next run takes it
         pass
+
+
+def test_a_plot_needs_the_report_it_draws() -> None:
+    result = CliRunner().invoke(up, ["--calls", "1", "--plot", "up.png"])
+    assert result.exit_code == 2
+    assert "--plot draws the report: it needs --report FILE" in result.output
+
+
+def test_the_plot_counts_callers_ringing_talking_and_ended_each_second(tmp_path: Path) -> None:
+    """From the report's callers alone: one answered 1.5 s after it arrived and ended at 4 s,
+    one arriving at 1 s still ringing at its end, a visitor refused at the endpoint (no room:
+    ended from the start)."""
+    callers = [
+        {"arrived_at": T0.isoformat(), "answered_s": 1.5, "waits_s": [0.8, 1.1],
+         "ended_at": (T0 + dt.timedelta(seconds=4)).isoformat()},
+        {"arrived_at": (T0 + dt.timedelta(seconds=1)).isoformat(), "answered_s": None,
+         "waits_s": [], "ended_at": (T0 + dt.timedelta(seconds=3)).isoformat()},
+        {"arrived_at": None, "answered_s": None, "waits_s": [], "ended_at": None},
+    ]  # fmt: skip
+    series = up_series(callers)
+    assert series["t"][:6] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert series["ringing"][:6] == [1, 2, 1, 0, 0, 0]
+    assert series["talking"][:6] == [0, 0, 1, 1, 0, 0]
+    assert series["ended"][:6] == [1, 1, 1, 2, 3, 3]
+    path = tmp_path / "up.png"
+    draw_up({"callers": callers, "first_audio_s": {"heard_by_the_caller": {"p50": 0.9}}}, path)
+    assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
 def test_a_report_in_a_folder_that_does_not_exist_is_refused_at_once(tmp_path: Path) -> None:

@@ -7,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
+from pinecall_loadlab.commands.run import run
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.plots import draw_experiment
 from pinecall_loadlab.scenarios import experiments
@@ -66,3 +68,18 @@ async def test_ghost_the_runtime_answers_every_call_where_livekit_loses_some(
     assert runtime.detail["offered_to_ghost_once_unheard"] == 0
     assert livekit.detail["lost_to_ghost"] > 0
     assert livekit.silent == livekit.detail["lost_to_ghost"]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["death", "--plot", "death.png"], "--plot draws capacity and ghost only"),
+        (["capacity", "--plot", "/nowhere/capacity.png"], "/nowhere is not a folder"),
+    ],
+)
+def test_a_plot_of_what_cannot_be_drawn_is_refused_before_anything_runs(
+    args: list[str], says: str
+) -> None:
+    result = CliRunner().invoke(run, args)
+    assert result.exit_code == 2
+    assert says in result.output

@@ -114,6 +114,7 @@ def draw_load(out: dict[str, Any], path: Path) -> None:
         latency.plot(calls, [s[f"{q}_ms"] for s in steps], marker="o", label=q)
     if out.get("target_p99_ms") is not None:
         latency.axhline(out["target_p99_ms"], linestyle=":", color="grey", label="target p99")
+    latency.set_yscale("log")  # p50 and p99 a hundredfold apart on a loaded machine
     latency.set_ylabel("request latency (ms)")
     latency.set_title(f"load: held {out.get('held', 0)} calls")
     latency.legend(loc="upper left")

@@ -55,9 +55,7 @@ def _records_new_traces(trace_id: int) -> bool:
     return decided.decision is Decision.RECORD_AND_SAMPLE
 
 
-def call_context(
-    environment: str, room: str, *, sampled: bool | None = None
-) -> context.Context:
+def call_context(environment: str, room: str, *, sampled: bool | None = None) -> context.Context:
     """The context to run a call's work in: the current one when it already is the call's trace
     (a handler of a message that carried it), else the call's derived root, marked sampled when
     ``sampled`` says so (None: when this process's tracer provider records a new trace)."""

@@ -76,6 +76,9 @@ class SeatsOverTime:
         self._t0, self.points, self._seated = time.time(), [(0.0, 0)], set()
 
     def stop(self) -> list[tuple[float, int]]:
+        """The mode's points, the last at its end (the seats it held then)."""
+        if self._t0 is not None:
+            self.points.append((round(time.time() - self._t0, 3), len(self._seated)))
         self._t0 = None
         return self.points
 
