@@ -26,7 +26,8 @@ def recording() -> tuple[trace.Tracer, InMemorySpanExporter]:
 def test_a_calls_trace_id_is_its_environment_and_rooms_alone() -> None:
     one = calltrace.call_trace_id("production", "room-1")
     assert one == calltrace.call_trace_id("production", "room-1")
-    assert len(one) == 32 and int(one, 16) != 0
+    assert len(one) == 32
+    assert int(one, 16) != 0
     assert one != calltrace.call_trace_id("sandbox", "room-1")
     assert one != calltrace.call_trace_id("production", "room-2")
 
@@ -53,11 +54,14 @@ def test_two_services_that_never_talked_start_the_calls_work_in_one_trace() -> N
 def test_work_already_in_the_calls_trace_goes_on_under_its_span() -> None:
     tracer, exporter = recording()
     root = calltrace.call_context("sandbox", "web-call_1", sampled=True)
-    with tracer.start_as_current_span("consume", context=root) as consume:
-        with tracer.start_as_current_span(
+    # the second item is made once the first is entered: in the consume span
+    with (
+        tracer.start_as_current_span("consume", context=root) as consume,
+        tracer.start_as_current_span(
             "offer", context=calltrace.call_context("sandbox", "web-call_1")
-        ):
-            pass
+        ),
+    ):
+        pass
     offer = next(s for s in exporter.get_finished_spans() if s.name == "offer")
     assert offer.parent is not None
     assert offer.parent.span_id == consume.get_span_context().span_id
