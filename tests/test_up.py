@@ -24,6 +24,7 @@ from click.testing import CliRunner
 from pinecall_contracts.base import encode
 from pinecall_contracts.calls import CallLog, CallRecord, LoggedEntry
 from pinecall_contracts.lab import AppEvent, CallerReport, ChatReport
+from pinecall_runtime.plots import draw_up, up_series
 from pinecall_runtime.up import up
 from pinecall_runtime.up.apps import Kill, Ledgers, holders, tally, wait_held
 from pinecall_runtime.up.command import holding, where_it_runs
@@ -31,6 +32,7 @@ from pinecall_runtime.up.report import stopped_unopened, summary, verify
 from pinecall_runtime.up.supervise import Supervised
 from pinecall_runtime.up.watch import is_silent
 from pinecall_runtime.up.written import verify_chat
+from pinecall_servicekit.calltrace import call_trace_id
 from pinecall_servicekit.dburl import with_database
 from pinecall_servicekit.platform import Endpoints
 
@@ -113,6 +115,33 @@ def test_a_second_up_on_a_state_dir_in_use_is_refused_before_it_starts_anything(
     assert not (state / "logs").exists()  # nothing of the first run was touched
     with holding(state):  # let go: the next run takes it
         pass
+
+
+def test_a_plot_needs_the_report_it_draws() -> None:
+    result = CliRunner().invoke(up, ["--calls", "1", "--plot", "up.png"])
+    assert result.exit_code == 2
+    assert "--plot draws the report: it needs --report FILE" in result.output
+
+
+def test_the_plot_counts_callers_ringing_talking_and_ended_each_second(tmp_path: Path) -> None:
+    """From the report's callers alone: one answered 1.5 s after it arrived and ended at 4 s,
+    one arriving at 1 s still ringing at its end, a visitor refused at the endpoint (no room:
+    ended from the start)."""
+    callers = [
+        {"arrived_at": T0.isoformat(), "answered_s": 1.5, "waits_s": [0.8, 1.1],
+         "ended_at": (T0 + dt.timedelta(seconds=4)).isoformat()},
+        {"arrived_at": (T0 + dt.timedelta(seconds=1)).isoformat(), "answered_s": None,
+         "waits_s": [], "ended_at": (T0 + dt.timedelta(seconds=3)).isoformat()},
+        {"arrived_at": None, "answered_s": None, "waits_s": [], "ended_at": None},
+    ]  # fmt: skip
+    series = up_series(callers)
+    assert series["t"][:6] == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    assert series["ringing"][:6] == [1, 2, 1, 0, 0, 0]
+    assert series["talking"][:6] == [0, 0, 1, 1, 0, 0]
+    assert series["ended"][:6] == [1, 1, 1, 2, 3, 3]
+    path = tmp_path / "up.png"
+    draw_up({"callers": callers, "first_audio_s": {"heard_by_the_caller": {"p50": 0.9}}}, path)
+    assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
 def test_a_report_in_a_folder_that_does_not_exist_is_refused_at_once(tmp_path: Path) -> None:
@@ -297,10 +326,15 @@ def test_every_call_is_answered_by_an_agent_and_every_log_verifies(
     """Acceptance 1, with 4 calls: two phones and two visitors, one of each per environment; and
     two chat visitors (issue 17, "In the main job"), one per environment, whose written calls
     are answered through the chat service and, quiet, timed out by the reaper, each log
-    verified as a voice call's."""
+    verified as a voice call's; with ``--traces`` each call is one trace across every service,
+    and ``--plot`` draws the report (issue 22, acceptance 4 and 6)."""
+    traces, plot = tmp_path / "traces.jsonl", tmp_path / "up.png"
     result, out = run_up(
-        tmp_path, platform_endpoints, "--calls", "4", "--rate", "2", "--chats", "2"
-    )
+        tmp_path, platform_endpoints, "--calls", "4", "--rate", "2", "--chats", "2",
+        "--traces", str(traces), "--plot", str(plot),
+    )  # fmt: skip
+    one_trace_per_call(traces, result["callers"])
+    assert plot.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
     calls = result["calls"]
     assert calls["placed"] == 4
     assert calls["answered_by_agent"] == 4
@@ -363,6 +397,43 @@ def test_every_call_is_answered_by_an_agent_and_every_log_verifies(
         assert replica in result["exit_codes"]
         assert (tmp_path / "state" / "logs" / f"{replica}.log").stat().st_size > 0
     stopped_cleanly(result, tmp_path)
+
+
+def one_trace_per_call(traces: Path, callers: list[dict[str, Any]]) -> None:
+    """Each answered caller's call is one trace, followed from its webhook to its seal: the
+    trace of its environment and room holds spans of webhook-ingest (a webhook), the dispatcher
+    (the offer), the worker (the job and its call-log requests) and call-log (its open, its
+    entries and its seal, each in the trace the worker's request carried); and every span any
+    service made for that call or room is in that one trace."""
+    spans = [json.loads(line) for line in traces.read_text().splitlines()]
+    assert spans, f"no span in {traces}"
+    answered = [c for c in callers if c["room"] and c["answered_by"]]
+    assert len(answered) == 4
+    for caller in answered:
+        trace = "0x" + call_trace_id(caller["environment"], caller["room"])
+        mine = [s for s in spans if s["context"]["trace_id"] == trace]
+        by_service: dict[str, set[str]] = {}
+        for s in mine:
+            by_service.setdefault(s["resource"]["attributes"]["service.name"], set()).add(s["name"])
+        assert {"webhook-ingest", "dispatcher", "worker", "call-log"} <= set(by_service), by_service
+        assert any(n.startswith("webhook ") for n in by_service["webhook-ingest"])
+        assert "offer" in by_service["dispatcher"]
+        assert "job answer" in by_service["worker"]
+        call = next(s["attributes"]["pinecall.call"] for s in mine if s["name"] == "offer")
+        assert {f"POST /v1/calls/{call}/seal", f"POST /v1/calls/{call}/entries"} <= {
+            f"{s['attributes'].get('http.method')} {s['attributes'].get('http.target')}"
+            for s in mine
+            if s["resource"]["attributes"]["service.name"] == "call-log"
+        }, by_service["call-log"]
+        named = [
+            s for s in spans
+            if s["attributes"].get("pinecall.call") == call
+            or s["attributes"].get("pinecall.room") == caller["room"]
+        ]  # fmt: skip
+        assert {s["context"]["trace_id"] for s in named} == {trace}, [
+            (s["name"], s["resource"]["attributes"]["service.name"]) for s in named
+            if s["context"]["trace_id"] != trace
+        ]  # fmt: skip
 
 
 def test_callers_beyond_the_seats_hear_the_overflow_and_are_called_back(

@@ -4,9 +4,14 @@ workers."""
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+from click.testing import CliRunner
+
+from pinecall_loadlab.commands.run import run
 from pinecall_loadlab.livekit import StandIn
+from pinecall_loadlab.plots import draw_experiment
 from pinecall_loadlab.scenarios import experiments
 from pinecall_loadlab.scenarios.chain import ChainConfig
 
@@ -18,11 +23,24 @@ def modes(result: object) -> dict[str, experiments.Mode]:
     return {m.mode: m for m in result.modes}
 
 
+def drawn(result: object, path: Path) -> None:
+    """``lab run … --plot``'s drawing of ``result`` is a PNG, and each mode's seats over time
+    rises to its table's seats used (issue 22, acceptance 6)."""
+    assert isinstance(result, experiments.Experiment)
+    draw_experiment(result, path)
+    assert path.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    for mode in result.modes:
+        assert mode.seats_over_time[0] == (0.0, 0)
+        assert max(n for _, n in mode.seats_over_time) == mode.seats_used, mode
+
+
 async def test_capacity_the_runtime_fills_8_of_8_where_livekit_fills_6_of_8(
-    standin: StandIn, chain_config: ChainConfig
+    standin: StandIn, chain_config: ChainConfig, tmp_path: Path
 ) -> None:
     setup = experiments.Setup(lk=standin, config=chain_config, interval_s=0, settle_s=30)
-    result = modes(await experiments.run("capacity", setup))
+    found = await experiments.run("capacity", setup)
+    drawn(found, tmp_path / "capacity.png")
+    result = modes(found)
     runtime, livekit = result["runtime_choosing"], result["livekit_choosing"]
     assert (runtime.placed, runtime.answered_by_agent, runtime.answered_by_overflow) == (18, 16, 2)
     assert (runtime.silent, runtime.seats_used, runtime.seats) == (0, 16, 16)
@@ -32,12 +50,14 @@ async def test_capacity_the_runtime_fills_8_of_8_where_livekit_fills_6_of_8(
 
 
 async def test_ghost_the_runtime_answers_every_call_where_livekit_loses_some(
-    standin: StandIn, chain_config: ChainConfig
+    standin: StandIn, chain_config: ChainConfig, tmp_path: Path
 ) -> None:
     """As the issue states it: two workers, the second's machine gone at the 8th of 16 calls
     placed a second apart, the seed's 12 s (the stand-in's offer deadline is 3 s)."""
     setup = experiments.Setup(lk=standin, config=chain_config, interval_s=1.0, settle_s=60)
-    result = modes(await experiments.run("ghost", setup))
+    found = await experiments.run("ghost", setup)
+    drawn(found, tmp_path / "ghost.png")
+    result = modes(found)
     runtime, livekit = result["runtime_choosing"], result["livekit_choosing"]
     assert (runtime.placed, runtime.answered_by_agent, runtime.silent) == (16, 16, 0)
     assert runtime.answered_by_overflow == 0
@@ -48,3 +68,18 @@ async def test_ghost_the_runtime_answers_every_call_where_livekit_loses_some(
     assert runtime.detail["offered_to_ghost_once_unheard"] == 0
     assert livekit.detail["lost_to_ghost"] > 0
     assert livekit.silent == livekit.detail["lost_to_ghost"]
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["death", "--plot", "death.png"], "--plot draws capacity and ghost only"),
+        (["capacity", "--plot", "/nowhere/capacity.png"], "/nowhere is not a folder"),
+    ],
+)
+def test_a_plot_of_what_cannot_be_drawn_is_refused_before_anything_runs(
+    args: list[str], says: str
+) -> None:
+    result = CliRunner().invoke(run, args)
+    assert result.exit_code == 2
+    assert says in result.output

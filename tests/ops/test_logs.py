@@ -18,6 +18,7 @@ from pinecall_loadlab.livekit.callers import sip_call
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.scenarios.chain import Chain, heard_any
 from pinecall_runtime.logs import logs, story
+from pinecall_servicekit.calltrace import call_trace_id
 from pinecall_servicekit.errors import BusUnavailable
 from pinecall_servicekit.lifecycle import ExitCode
 from pinecall_servicekit.operator import OperatorSettings
@@ -107,6 +108,8 @@ async def test_logs_tells_a_calls_offers_and_entries_in_order(
         f"room logs-1, worker {WORKER}"
     )
     assert lines[1].startswith("  sealed (completed); opened ")
+    trace = call_trace_id("production", "logs-1")  # the call's one trace (issue 22)
+    assert lines[1].endswith(f"; trace {trace}")
     told = [heard_any(line).split(maxsplit=3)[2:] for line in lines[2:]]  # after the time
     assert told == [
         ["offer", f"offered to {WORKER}: 8 seats free, heard N s ago (offer 1)"],
@@ -125,6 +128,7 @@ async def test_logs_tells_a_calls_offers_and_entries_in_order(
     assert [e["seq"] for e in document["entries"]] == [1, 2, 3, 4, 5]
     assert len(document["journal"]) == 3
     assert (document["record"]["state"], document["missing"]) == ("sealed", [])
+    assert document["trace"] == trace
 
 
 async def test_logs_of_a_call_nobody_knows_is_a_named_error(

@@ -14,7 +14,7 @@ part spent over the step, as cores and cores per 1 000 calls: the Postgres backe
 run's database, Postgres's own processes (shared with every database on the server), the replicas
 (their Granian processes) and the drivers, with how late the drivers' event loops woke. On one
 machine they all share the cores, with whatever else runs: the load average before each step is
-reported beside its numbers.
+reported beside its numbers. ``--plot FILE.png`` draws the steps (:func:`.plots.draw_load`).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -127,6 +128,12 @@ class Steps(click.ParamType[tuple[int, ...]]):
     help="Seconds of the first step's calls first, not measured (0: none).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON only.")
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Draw latency percentiles and cores per step as a PNG here.",
+)
 def load(
     steps: tuple[int, ...],
     duration: float,
@@ -140,6 +147,7 @@ def load(
     target_p99_ms: float,
     warmup: float,
     as_json: bool,
+    plot: Path | None,
 ) -> None:
     """Drive the call log with CALLS golden calls for DURATION s; verify every log."""
     settings = OperatorSettings.from_env()
@@ -181,6 +189,11 @@ def load(
     if not as_json:
         click.echo(table(COLUMNS, [[r[c] for c in COLUMNS] for r in reports]))
     click.echo(json.dumps(out))
+    if plot is not None:
+        from pinecall_runtime.plots import draw_load  # matplotlib: only when asked
+
+        draw_load(out, plot)
+        click.echo(f"load: plot in {plot}", err=True)
 
 
 def _step(rig: Rig, shared: list[Plan], calls: int, duration: float) -> dict[str, Any]:

@@ -2,7 +2,7 @@
 
 Source: ``shared/DESIGN.md``, "The operator's surface". Over NATS, at once: the dispatcher's
 ``dispatch.journal`` and call-log's ``calls.log`` (paged until the log is read whole), woven into
-one story by :mod:`pinecall_runtime.timeline`.
+one story by :mod:`pinecall_runtime.timeline`; the header names the call's trace id (issue 22).
 
 Errors: a call id that is not one is a usage error (exit 2, before anything is asked); a call
 neither the dispatcher nor call-log knows is ``error [not_found]`` (``ExitCode.NOT_FOUND``, 5);
@@ -21,6 +21,7 @@ from pinecall_contracts.calls import CallIdField, CallLogPage, CallLogRequest, C
 from pinecall_contracts.calls import LoggedEntry as Entry
 from pinecall_contracts.dispatch import Journal, JournalLine, JournalRequest
 from pinecall_runtime import timeline
+from pinecall_servicekit import calltrace
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.errors import BusUnavailable, NotFound, Unauthorized
 from pinecall_servicekit.lifecycle import ExitCode
@@ -38,6 +39,9 @@ class CallStory(msgspec.Struct, frozen=True, kw_only=True):
     journal: list[JournalLine]
     entries: list[Entry]
     missing: list[str]
+    trace: str | None = None
+    """The call's trace id (32 hex digits: ``servicekit.calltrace``, from its environment and
+    room on the log), for a tracing backend; None when call-log holds no such call."""
     """``dispatcher: …`` or ``call-log: …`` for a source that did not answer."""
 
 
@@ -120,12 +124,14 @@ async def story(settings: OperatorSettings, call: str, timeout_s: float) -> Call
         }
         [answered] = [s for s in knows if not any(m.startswith(f"{s}:") for m in missing)]
         raise BusUnavailable(f"no call {call}: {knows[answered]}, and {missing[0]}")
+    record = page.record if page else None
     return CallStory(
         call=call,
-        record=page.record if page else None,
+        record=record,
         journal=lines,
         entries=page.entries if page else [],
         missing=missing,
+        trace=calltrace.call_trace_id(record.environment, record.room) if record else None,
     )
 
 
@@ -153,7 +159,10 @@ async def logs(call: str, as_json: bool, timeout_s: float) -> None:
     if as_json:
         click.echo(msgspec.json.format(msgspec.json.encode(told), indent=2))
     else:
-        for text in timeline.header(call, told.record):
+        said = timeline.header(call, told.record)
+        if told.trace is not None:  # the call's one trace, across every service
+            said[-1] += f"; trace {told.trace}"
+        for text in said:
             click.echo(text)
         for line in timeline.weave(call, told.journal, told.entries):
             click.echo(timeline.text(line))

@@ -13,6 +13,10 @@ One key per client: a worker's and the overflow's fleet key, or a service's (the
 the reaper's ``PINECALL_SERVICE_KEY``), which names the environment where it acts on an agent;
 an app's or an operator's for the agents' definitions (``pinecall-runtime agents``), which the
 fleet and service keys may read one at a time (:meth:`CallLogClient.agent`).
+
+Each request is a client span ``call-log <METHOD>`` (its call as ``pinecall.call``) whose W3C
+``traceparent`` goes with every try, so call-log's spans are in the asker's trace: a job's writes,
+tool calls and seal are in its call's (issue 22, "One trace per call").
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from urllib.parse import urlencode
 
 import httpx
 import stamina
+from opentelemetry import propagate, trace
 
 from pinecall_clients.errors import (
     AgentUnknown,
@@ -51,8 +56,10 @@ from pinecall_contracts.calls import (
     ToolResult,
 )
 from pinecall_contracts.whatsapp import WhatsAppNumber, WhatsAppNumberList, WhatsAppNumberPut
+from pinecall_servicekit import calltrace
 
 R = TypeVar("R", bound=Contract)
+_tracer = trace.get_tracer(__name__)
 
 SEAL_WITHIN_S = 30.0
 """The end and the seal retry this long (``shared/DESIGN.md``)."""
@@ -137,9 +144,33 @@ class CallLogClient:
         each try's timeout. Raises ``CallLogUnavailable`` when it runs out, a ``CallLogRefused``
         for a 4xx (``unknown`` for a 404).
         """
+        with _tracer.start_as_current_span(
+            f"call-log {method}",
+            kind=trace.SpanKind.CLIENT,
+            attributes={"http.request.method": method, "url.path": path}
+            | ({calltrace.CALL: call} if call else {}),
+        ):
+            return await self._request(
+                path, body, reply, within_s, method, call, unknown, held_s, attempts
+            )
+
+    async def _request(
+        self,
+        path: str,
+        body: Contract | None,
+        reply: type[R],
+        within_s: float | None,
+        method: str,
+        call: str | None,
+        unknown: type[CallLogRefused],
+        held_s: float,
+        attempts: int | None,
+    ) -> R:
         content = b"" if body is None else encode(body)
         timeout = max(self.request_timeout_s + held_s, within_s or 0.0)
         response: httpx.Response | None = None
+        headers: dict[str, str] = {}
+        propagate.inject(headers)  # the request's span: call-log's spans go on in its trace
         try:
             async for attempt in stamina.retry_context(
                 on=_retryable,
@@ -151,7 +182,7 @@ class CallLogClient:
             ).with_name(f"call-log {method} {path}", (), {"call": call} if call else {}):
                 with attempt:
                     response = await self.http.request(
-                        method, path, content=content or None, timeout=timeout
+                        method, path, content=content or None, timeout=timeout, headers=headers
                     )
                     if response.status_code >= 500:
                         raise _ServerError(response)

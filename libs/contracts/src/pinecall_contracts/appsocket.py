@@ -180,6 +180,9 @@ class CallAttached(Contract, frozen=True, kw_only=True, tag="call.attached.v1"):
     """True when this socket held the call already and hears it again because the call is
     served anew (a written call's session taken up by another chat replica after a cut,
     ``POST /v1/calls/{call}/served``): ``why`` is ``handed``, ``claimed`` True."""
+    traceparent: str | None = None
+    """The W3C ``traceparent`` of the call's trace (an app may go on in it); None from a replica
+    that sends none."""
 
 
 class CallSetup(Contract, frozen=True, kw_only=True, tag="call.setup.v1"):
@@ -211,6 +214,10 @@ class ToolCallFrame(Contract, frozen=True, kw_only=True, tag="tool.call.v1"):
     """When the worker stops waiting (UTC): its ``tool.call`` plus the tool's ``timeout_s``."""
     seq: Seq
     """The seq of the ``tool.call`` entry."""
+    traceparent: str | None = None
+    """The W3C ``traceparent`` of the worker's request for this tool call, in the call's trace
+    (an app's handler may go on in it); None when the frame is sent again from the store, or by
+    a replica that sends none."""
 
 
 class ToolResultFrame(Contract, frozen=True, kw_only=True, tag="tool.result.v1"):

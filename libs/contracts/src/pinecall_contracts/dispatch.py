@@ -99,6 +99,9 @@ class JobOffer(Contract, frozen=True, kw_only=True, tag="dispatch.offer.v1"):
     call is open on the log by then (UTC); None for the overflow's offer, the last. A job that
     starts close to it opens the call before it joins the room, so a caller never hears two
     agents (``pinecall_worker.domain.opens_first``)."""
+    traceparent: str | None = None
+    """The W3C ``traceparent`` of the dispatcher's offer: the job's spans go on in the call's
+    trace from it (issue 22, "One trace per call"). None from a dispatcher that sends none."""
 
 
 Identity = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$(?![\s\S])")]

@@ -18,6 +18,7 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_KEEPALIVE_S",
         "PINECALL_LOG_LEVEL",
         "PINECALL_LOG_FORMAT",
+        "PINECALL_TRACES_FILE",
         "PINECALL_KEY_CACHE_S",
         "PINECALL_DRAIN_TIMEOUT_S",
         # roster

@@ -134,7 +134,12 @@ def service_lifespan(
 
     @asynccontextmanager
     async def lifespan(app: Litestar) -> AsyncIterator[None]:
-        configure_telemetry(service, level=settings.log_level, fmt=settings.log_format)
+        configure_telemetry(
+            service,
+            level=settings.log_level,
+            fmt=settings.log_format,
+            traces_file=settings.traces_file,
+        )
         async with AsyncExitStack() as stack:
             database = None
             if engine is not None:

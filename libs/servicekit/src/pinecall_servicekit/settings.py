@@ -47,6 +47,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     log_level: str = "INFO"
     log_format: str = "json"
     """``json`` (one object a line, with trace and span ids) or ``text``."""
+    traces_file: str | None = None
+    """A file the process appends its spans to, one JSON object a line (``up --traces``;
+    ``telemetry.configure_tracing``); None: OTLP by the ``OTEL_*`` variables, or none kept."""
     keepalive_s: Annotated[float, msgspec.Meta(gt=0)] = KEEP_ALIVE_S
     """How long an HTTP service keeps an idle keep-alive connection, in seconds (Granian's
     HTTP/1 ``header_read_timeout``, ``lifecycle.serve_http``): 620, past the load balancer's 600

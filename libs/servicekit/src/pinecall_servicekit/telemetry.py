@@ -1,9 +1,9 @@
 """OpenTelemetry and structured logging, configured in one function per process.
 
 Traces follow the standard ``OTEL_*`` environment (``OTEL_EXPORTER_OTLP_ENDPOINT`` turns the OTLP
-exporter on; without it spans are made but not recorded, unless their parent was sampled, so
-``traceparent`` still travels and costs a request next to nothing). Logs
-are one JSON object a line carrying the current ``trace_id`` and ``span_id``. Call
+exporter on; ``PINECALL_TRACES_FILE``, ``up --traces``, a file of spans; without either spans are
+made but not recorded, unless their parent was sampled, so ``traceparent`` still travels and costs
+a request next to nothing). Logs are one JSON object a line carrying the current ``trace_id`` and ``span_id``. Call
 :func:`configure_telemetry` in a service's lifespan (after any fork), never at import.
 
 :func:`configure_logging` also makes stamina's retries say what they retry
@@ -12,17 +12,22 @@ are one JSON object a line carrying the current ``trace_id`` and ``span_id``. Ca
 
 from __future__ import annotations
 
+import io
 import json
 import logging
 import os
 import sys
 import time
-from typing import Any
+from typing import IO, Any, cast
 
 from opentelemetry import trace
 from opentelemetry.sdk.resources import SERVICE_NAME, Resource
 from opentelemetry.sdk.trace import TracerProvider
-from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.trace.export import (
+    BatchSpanProcessor,
+    ConsoleSpanExporter,
+    SimpleSpanProcessor,
+)
 from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
 
 from pinecall_servicekit.retries import say_retries
@@ -69,29 +74,72 @@ def configure_logging(level: str = "INFO", fmt: str = "json") -> None:
     say_retries()
 
 
-def configure_telemetry(service: str, *, level: str = "INFO", fmt: str = "json") -> None:
+def configure_telemetry(
+    service: str, *, level: str = "INFO", fmt: str = "json", traces_file: str | None = None
+) -> None:
     """Logs and traces for ``service``; a second call in the same process changes only logging.
 
     The tracer provider is global to the process (OpenTelemetry allows one), so two apps in one
     process (tests run two roster replicas side by side) share it.
     """
     configure_logging(level, fmt)
+    configure_tracing(service, traces_file=traces_file)
+
+
+def configure_tracing(service: str, *, traces_file: str | None = None) -> None:
+    """The process's tracer provider, once (a second call does nothing): spans to the OTLP
+    exporter when ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``…_TRACES_ENDPOINT``) is set, and to
+    ``traces_file`` (``PINECALL_TRACES_FILE``: ``up --traces``) when given, by the SDK's
+    :class:`ConsoleSpanExporter`, one JSON object a line, appended as each span ends; without
+    either, spans are made but not recorded (the module docstring). A job process calls it
+    alone: its logging is livekit-agents'."""
     if _configured:
         return
     _configured.add(service)
-    resource = Resource.create({SERVICE_NAME: service})
-    if os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT") or os.environ.get(
-        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"
-    ):
-        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+    otlp = bool(
+        os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
+        or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+    )
+    trace.set_tracer_provider(tracer_provider(service, otlp=otlp, traces_file=traces_file))
 
-        provider = TracerProvider(resource=resource)
-        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
-    else:
+
+def tracer_provider(service: str, *, otlp: bool, traces_file: str | None) -> TracerProvider:
+    """The tracer provider :func:`configure_tracing` sets: the OTLP exporter when ``otlp``, the
+    file's when ``traces_file``; with neither, a sampler that records no new trace."""
+    resource = Resource.create({SERVICE_NAME: service})
+    if not (otlp or traces_file):
         # nothing keeps a span: record none (a span of a sampled parent still is), so a request
         # pays no attributes; every span still has its ids, so traceparent travels, logs carry it
-        provider = TracerProvider(resource=resource, sampler=ParentBased(ALWAYS_OFF))
-    trace.set_tracer_provider(provider)
+        return TracerProvider(resource=resource, sampler=ParentBased(ALWAYS_OFF))
+    provider = TracerProvider(resource=resource)
+    if otlp:
+        from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+
+        provider.add_span_processor(BatchSpanProcessor(OTLPSpanExporter()))
+    if traces_file:
+        # each span written as it ends (a job process may end without a flush), as one write
+        # of one line to a file opened for appending: the run's processes share it
+        out = cast(IO[str], _AppendedLines(traces_file))
+        exporter = ConsoleSpanExporter(
+            service_name=service, out=out, formatter=lambda span: span.to_json(None) + "\n"
+        )
+        provider.add_span_processor(SimpleSpanProcessor(exporter))
+    return provider
+
+
+class _AppendedLines(io.TextIOBase):
+    """A text stream whose every ``write`` is one ``os.write`` to a file opened ``O_APPEND``:
+    lines of several processes never interleave within a line."""
+
+    def __init__(self, path: str) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def write(self, s: str) -> int:
+        os.write(self._fd, s.encode())
+        return len(s)
+
+    def flush(self) -> None:
+        pass
 
 
 def tracer(name: str) -> trace.Tracer:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 
 from pinecall_loadlab.commands.vendors import SECONDS
@@ -74,6 +76,12 @@ from pinecall_loadlab.commands.vendors import SECONDS
     metavar="N",
     help="handover: SIGKILL an app process every N seconds.",
 )
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="capacity, ghost: draw the seats used over time, both modes, as a PNG here.",
+)
 def run(
     scenario: str,
     as_json: bool,
@@ -86,6 +94,7 @@ def run(
     rate: float,
     tool_share: float,
     app_restarts: float,
+    plot: Path | None,
 ) -> None:
     """Run SCENARIO on the LiveKit stand-in, LiveKit choosing and the runtime choosing.
 
@@ -97,12 +106,18 @@ def run(
     sentence's first audio. handover: `pinecall-runtime up` with --calls at --rate, tools on
     --tool-share of the turns, an app process SIGKILLed every --app-restarts s; prints the calls,
     tool calls asked, answered by the app, timed out and run twice, the calls handed, and the
-    loss → call.attached seconds (exit 1 when up's report names a problem). Uses the running
+    loss → call.attached seconds (exit 1 when up's report names a problem). --plot FILE.png
+    (capacity, ghost): the seats used over time, both modes. Uses the running
     Postgres and NATS (or embedded ones), on a database and namespace of its own, removed after.
     """
     import asyncio
 
     import msgspec
+
+    if plot is not None and scenario not in ("capacity", "ghost"):
+        raise click.UsageError("--plot draws capacity and ghost only")
+    if plot is not None and not plot.resolve().parent.is_dir():
+        raise click.BadParameter(f"{plot.resolve().parent} is not a folder", param_hint="'--plot'")
 
     if scenario == "handover":
         from pinecall_loadlab.scenarios.handover import handover, handover_table
@@ -141,6 +156,11 @@ def run(
             return await experiments.run(scenario, setup)
 
     result = asyncio.run(main())
+    if plot is not None and isinstance(result, experiments.Experiment):
+        from pinecall_loadlab.plots import draw_experiment
+
+        draw_experiment(result, plot)
+        click.echo(f"lab run: plot in {plot}", err=True)
     if as_json:
         click.echo(msgspec.json.format(msgspec.json.encode(result), indent=2))
         return

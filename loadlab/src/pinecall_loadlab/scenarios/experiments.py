@@ -12,7 +12,8 @@ acceptance 1, 2 and 9).
   unheard 12 s, and the rooms it was offered before are offered again at 12 s to the other.
 
 Each mode is a row of the seeds' table: calls placed, answered by an agent, answered by the
-overflow, silent, seats used (of the fleet's seats).
+overflow, silent, seats used (of the fleet's seats), and the seats used over the mode's run
+(:class:`SeatsOverTime`), which ``lab run … --plot`` draws (:mod:`pinecall_loadlab.plots`).
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ from pinecall_loadlab.livekit.labagents import LabWorkers, LoadReport
 from pinecall_loadlab.scenarios import livekit_choosing, runtime_choosing
 from pinecall_loadlab.scenarios.chain import ChainConfig, runtime_chain
 
+AGENT = 4  # ParticipantInfo.Kind.AGENT
+
 if TYPE_CHECKING:
     from pinecall_loadlab.scenarios.death import DeathExperiment
 
@@ -51,6 +54,48 @@ class Mode(msgspec.Struct, kw_only=True):
     seats_used: int
     seats: int
     detail: dict[str, int] = msgspec.field(default_factory=dict)
+    seats_over_time: list[tuple[float, int]] = msgspec.field(default_factory=list)
+    """Seats used as the mode ran: (seconds since it began, seats used) at each change
+    (:class:`SeatsOverTime`); ``lab run … --plot`` draws it."""
+
+
+class SeatsOverTime:
+    """Seats used over a mode's run, read from the stand-in's events as they happen: an agent
+    joining a room takes a seat, unless the room's last CreateDispatch was to an overflow (which
+    takes none), and gives it back when it leaves. One per experiment (it listens from its
+    making on); :meth:`start` and :meth:`stop` bound each mode."""
+
+    def __init__(self, lk: StandIn) -> None:
+        self.points: list[tuple[float, int]] = []
+        self._t0: float | None = None
+        self._to: dict[str, str] = {}
+        self._seated: set[tuple[str, str]] = set()
+        lk.events.listen(self._heard)
+
+    def start(self) -> None:
+        self._t0, self.points, self._seated = time.time(), [(0.0, 0)], set()
+
+    def stop(self) -> list[tuple[float, int]]:
+        """The mode's points, the last at its end (the seats it held then)."""
+        if self._t0 is not None:
+            self.points.append((round(time.time() - self._t0, 3), len(self._seated)))
+        self._t0 = None
+        return self.points
+
+    def _heard(self, event: object) -> None:
+        if isinstance(event, ev.DispatchCreated):
+            self._to[event.room] = event.agent_name
+        if self._t0 is None:
+            return
+        if isinstance(event, ev.ParticipantJoined) and event.kind == AGENT:
+            if not is_overflow(self._to.get(event.room, "")):
+                self._seated.add((event.room, event.identity))
+        elif isinstance(event, ev.ParticipantLeft) and event.kind == AGENT:
+            self._seated.discard((event.room, event.identity))
+        else:
+            return
+        if len(self._seated) != self.points[-1][1]:
+            self.points.append((round(time.time() - self._t0, 3), len(self._seated)))
 
 
 class Experiment(msgspec.Struct, kw_only=True):
@@ -121,11 +166,13 @@ async def capacity(
     setup: Setup, *, workers: int = 2, seats: int = 8, calls: int = 18
 ) -> Experiment:
     lk = setup.lk
+    seated = SeatsOverTime(lk)
     async with _livekit_choosing(setup) as (lab, lkapi):
         for _ in range(workers):
             await lab.start(
                 agent_name="capacity-lk", seats=seats, report=LoadReport.CALLS_OVER_SEATS
             )
+        seated.start()
         placed = await livekit_choosing.place_calls(
             lk, lkapi, agent_name="capacity-lk", calls=calls, interval_s=setup.interval_s
         )
@@ -133,10 +180,12 @@ async def capacity(
         livekit = _livekit_row(
             placed, workers * seats, {f"worker_{i + 1}": n for i, n in enumerate(took.values())}
         )
+        livekit.seats_over_time = seated.stop()
     async with runtime_chain(lk, _with(setup.config, setup.dispatcher)) as chain:
         for i in range(workers):
             await chain.worker(f"cap-{i}", seats=seats)
         await chain.overflow()
+        seated.start()
         answered, callers = await runtime_choosing.place_calls(
             chain,
             prefix="capacity",
@@ -149,6 +198,7 @@ async def capacity(
         runtime = _runtime_row(
             answered, workers * seats, {f"worker_{i + 1}": n for i, n in enumerate(took.values())}
         )
+        runtime.seats_over_time = seated.stop()
         for c in callers:
             await c.leave()
     return Experiment(experiment="capacity", modes=[runtime, livekit])
@@ -159,9 +209,11 @@ async def ghost(
 ) -> Experiment:
     lk = setup.lk
     ghosts: set[str] = set()
+    seated = SeatsOverTime(lk)
     async with _livekit_choosing(setup) as (lab, lkapi):
         await lab.start(agent_name="ghost-lk", seats=seats)
         frozen = await lab.start(agent_name="ghost-lk", seats=seats)
+        seated.start()
 
         async def freeze(i: int) -> None:
             if i == vanish_at - 1:
@@ -187,12 +239,14 @@ async def ghost(
                 "lost_to_ghost": sum(frozen in c.offered_to and not c.answered for c in placed),
             },
         )
+        livekit.seats_over_time = seated.stop()
         lk.thaw(frozen)
     async with runtime_chain(lk, _with(setup.config, setup.dispatcher)) as chain:
         await chain.worker("ghost-a", seats=seats)
         b = await chain.worker("ghost-b", seats=seats)
         await chain.overflow()
         vanished_at = [0.0]
+        seated.start()
 
         async def vanish(i: int) -> None:
             if i == vanish_at - 1:
@@ -209,6 +263,7 @@ async def ghost(
         )
         detail = _ghost_detail(chain.lk, b.name, vanished_at[0], chain.service.settings)
         runtime = _runtime_row(answered, 2 * seats, detail)
+        runtime.seats_over_time = seated.stop()
         for c in callers:
             await c.leave()
     return Experiment(experiment="ghost", modes=[runtime, livekit])

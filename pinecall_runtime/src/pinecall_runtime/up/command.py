@@ -25,6 +25,10 @@ call ended): the callers hang up, the calls' logs are sealed, the report is read
 every process stops, tier by tier (workers drain), the state files are removed, and the run's
 database and namespace go. Exit 1 when the report names a problem (a silent caller, a log that
 did not verify, a tool call run twice, a chat message never answered).
+
+``--traces FILE``: every process appends its spans to FILE (``PINECALL_TRACES_FILE``, the SDK's
+console exporter, one JSON object a line; no collector), one trace per call (issue 22).
+``--plot FILE.png`` with ``--report``: the report drawn (:func:`pinecall_runtime.plots.draw_up`).
 """
 
 from __future__ import annotations
@@ -380,6 +384,18 @@ def _write_state(state_dir: Path, run: Run, at: Urls) -> None:
     help="Run Debian's Prometheus scraping every process, the alert rules loaded; the report "
     "says which alerts fired.",
 )
+@click.option(
+    "--traces",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Write every process's spans here, one JSON object a line (one trace per call).",
+)
+@click.option(
+    "--plot",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="With --report: draw the run's calls and first audio over time as a PNG here.",
+)
 def up(**options: Any) -> None:  # fmt: skip
     """The whole platform on this machine, with callers who speak, until Ctrl-C.
 
@@ -391,10 +407,13 @@ def up(**options: Any) -> None:  # fmt: skip
     """
     if options["exit_when_done"] and not options["calls"] and not options["chats"]:
         raise click.UsageError("--exit-when-done needs --calls N or --chats N (N > 0)")
-    if options["report"] is not None and not options["report"].resolve().parent.is_dir():
-        raise click.BadParameter(
-            f"{options['report'].resolve().parent} is not a folder", param_hint="'--report'"
-        )
+    if options["plot"] is not None and options["report"] is None:
+        raise click.UsageError("--plot draws the report: it needs --report FILE")
+    for name in ("report", "traces", "plot"):
+        if options[name] is not None and not options[name].resolve().parent.is_dir():
+            raise click.BadParameter(
+                f"{options[name].resolve().parent} is not a folder", param_hint=f"'--{name}'"
+            )
     if not entry_points(group="pinecall_runtime.commands", name="lab"):
         raise click.ClickException(
             "up runs the load lab's LiveKit stand-in, vendor fakes and callers: install "
@@ -449,6 +468,10 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
         for line in where_it_runs(platform, run.database_url, run.namespace):
             click.echo(line)
         click.echo(f"logs:     {run.logs}/<name>.log")
+        if options["traces"] is not None:
+            run.traces_file = str(options["traces"].resolve())
+            options["traces"].write_text("")  # this run's spans only
+            click.echo(f"traces:   {run.traces_file} (one JSON span a line)")
         at = urls(options["roster_replicas"])
         processes = Processes()
         codes: dict[str, int | None] = {}
@@ -530,6 +553,11 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
         }
         options["report"].write_text(json.dumps(result, indent=2))
         click.echo(f"up: report in {options['report']}")
+        if options["plot"] is not None:
+            from pinecall_runtime.plots import draw_up  # matplotlib: only when asked
+
+            draw_up(result, options["plot"])
+            click.echo(f"up: plot in {options['plot']}")
     if result is not None:
         click.echo(reporting.summary(result))
         if result["written"]["visitors"]:

@@ -262,6 +262,11 @@ async def build(
                 "first_heard_s": r.first_heard_s,
                 "ended_by": r.ended_by,
                 "refused": r.refused,
+                # when, as the caller saw it: what --plot draws over the run
+                "arrived_at": r.arrived_at.isoformat() if r.arrived_at else None,
+                "answered_s": r.answered_s,
+                "ended_at": r.ended_at.isoformat() if r.ended_at else None,
+                "waits_s": r.waits_s,
             }
             | rows.get(r.caller, {})
             for r in reports

@@ -57,17 +57,24 @@ class Run:
     """Environment → its fleet key."""
     app_keys: dict[str, str] = field(default_factory=dict)
     """Environment → its app key."""
+    traces_file: str | None = None
+    """Where every process appends its spans (``up --traces``, ``PINECALL_TRACES_FILE``)."""
 
     def env(self) -> dict[str, str]:
         """The environment every process of the run starts from: this one without its
         ``PINECALL_*`` (an unknown one stops a service), then the run's platform."""
         env = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")}
-        return env | {
-            "PINECALL_DATABASE_URL": self.database_url,
-            "PINECALL_NATS_URL": self.nats_url,
-            "PINECALL_NATS_NAMESPACE": self.namespace,
-            "PINECALL_LOG_FORMAT": "text",
-        }
+        traces = {"PINECALL_TRACES_FILE": self.traces_file} if self.traces_file else {}
+        return (
+            env
+            | {
+                "PINECALL_DATABASE_URL": self.database_url,
+                "PINECALL_NATS_URL": self.nats_url,
+                "PINECALL_NATS_NAMESPACE": self.namespace,
+                "PINECALL_LOG_FORMAT": "text",
+            }
+            | traces
+        )
 
     def livekit_keys_setting(self) -> str:
         """``PINECALL_LIVEKIT_KEYS``: ``production=KEY:SECRET,sandbox=KEY:SECRET``."""

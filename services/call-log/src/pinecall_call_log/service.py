@@ -54,7 +54,7 @@ from pinecall_contracts.calls import (
     ToolResult,
 )
 from pinecall_contracts.metrics import LATENCY_BUCKETS_S
-from pinecall_servicekit import db
+from pinecall_servicekit import calltrace, db
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.changes import Changes
 from pinecall_servicekit.errors import NotFound, PinecallError, Unprocessable
@@ -256,12 +256,15 @@ class CallLogService:
                 arguments=tool.arguments,
                 deadline=state.deadline,
                 seq=state.seq,
+                traceparent=calltrace.traceparent(),
             )
             if state.asked:
+                fields = msgspec.structs.asdict(frame)
+                del fields["traceparent"]  # on NATS it travels in the headers
                 asked = ToolAsked(
                     agent=record.agent,
                     environment=record.environment,
-                    **msgspec.structs.asdict(frame),
+                    **fields,
                 )
                 await self.bus.publish(
                     self.bus.subjects.tool_asked(record.environment, record.agent), asked

@@ -56,6 +56,7 @@ import secrets
 
 from livekit import api
 from livekit.protocol.room import RoomConfiguration
+from opentelemetry import trace
 
 from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.errors import CallLogError
@@ -75,10 +76,12 @@ from pinecall_dispatcher.metrics import Metrics
 from pinecall_dispatcher.roster import RosterView
 from pinecall_dispatcher.settings import DispatcherSettings
 from pinecall_dispatcher.store import Store
+from pinecall_servicekit import calltrace
 from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.errors import TooManyRequests, Unavailable, Unprocessable
 
 _log = logging.getLogger(__name__)
+_tracer = trace.get_tracer(__name__)
 ON_THE_LOG_WITHIN_S = 2.0
 """How long a refusal's entry on the agent's log may hold the refused visitor's answer."""
 CALLBACKS = "POST /v1/callbacks"
@@ -191,7 +194,13 @@ class Admission:
             await self._refused(request, environment, fleet, "quota")
             raise
         self.metrics.admissions.labels(environment, fleet, "admitted").inc()
-        token = self._mint(environment, fleet, room, request, ring, call)
+        # the visitor's call starts its trace here, as a phone's starts at its first webhook
+        with _tracer.start_as_current_span(
+            "admit web",
+            context=calltrace.call_context(environment, room),
+            attributes={calltrace.CALL: call, calltrace.ROOM: room},
+        ):
+            token = self._mint(environment, fleet, room, request, ring, call)
         return VisitorToken(
             call=call,
             room=room,

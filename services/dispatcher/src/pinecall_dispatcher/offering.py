@@ -16,6 +16,11 @@
 
 A LiveKit that does not answer leaves the offer taken and unconfirmed: the room is offered again
 after the re-offer time, like an offer nobody opened.
+
+Each CreateDispatch is made in the span ``offer`` of the call's trace, whose ``traceparent`` the
+JobOffer carries into the job: a batch runs in the task of its fleet, made by whichever ring came
+first, so the call's context is taken from its environment and room
+(:func:`pinecall_servicekit.calltrace.call_context`), never from the task.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 import msgspec
+from opentelemetry import trace
 
 from pinecall_clients.errors import LiveKitError
 from pinecall_clients.livekit import LiveKit, LiveKitUnavailable, RoomGone
@@ -43,10 +49,12 @@ from pinecall_dispatcher.settings import DispatcherSettings
 from pinecall_dispatcher.store import Arrival, RoomRow, Store
 from pinecall_dispatcher.store.offers import Claim, FleetOffers
 from pinecall_dispatcher.store.rows import Taken
+from pinecall_servicekit import calltrace
 from pinecall_servicekit.changes import Changes
 from pinecall_servicekit.db import utcnow
 
 _log = logging.getLogger(__name__)
+_tracer = trace.get_tracer(__name__)
 Outcome = Literal["dispatched", "room_gone", "caller_gone", "unavailable", "withdrawn"]
 NOT_MADE = {
     "room_gone": "the room was gone",
@@ -58,8 +66,9 @@ caller gone before the dispatch (ended, no dispatch); LiveKit did not answer (of
 later); the room ended meanwhile (the dispatch deleted again)."""
 
 
-def job_offer(row: RoomRow, reoffer_s: float) -> JobOffer:
+def job_offer(row: RoomRow, reoffer_s: float, traceparent: str | None = None) -> JobOffer:
     """The job a dispatch of ``row`` carries; the overflow's offer is the one after the last.
+    ``traceparent`` is the offer's span, which the job goes on from (``calltrace``).
 
     A worker's offer says when the room is offered again unless its call opens (``reoffer_s``
     after this offer); the overflow's says nothing: nothing comes after it.
@@ -86,6 +95,7 @@ def job_offer(row: RoomRow, reoffer_s: float) -> JobOffer:
         context=row.context,
         config=row.config,
         reoffer_at=reoffer_at,
+        traceparent=traceparent,
     )
 
 
@@ -322,9 +332,20 @@ class Offering:
                     if earlier is not None and earlier.call == row.call:
                         await livekit.delete_dispatch(row.room, d.id)
             assert row.worker is not None
-            dispatch = await livekit.create_dispatch(
-                row.room, row.worker, encode(job_offer(row, self.rules.reoffer_s)).decode()
-            )
+            # in the call's trace, whichever ring's task runs the batch (module docstring)
+            with _tracer.start_as_current_span(
+                "offer",
+                context=calltrace.call_context(row.environment, row.room),
+                attributes={
+                    calltrace.CALL: row.call,
+                    calltrace.ROOM: row.room,
+                    "pinecall.worker": row.worker,
+                },
+            ):
+                offer = job_offer(row, self.rules.reoffer_s, calltrace.traceparent())
+                dispatch = await livekit.create_dispatch(
+                    row.room, row.worker, encode(offer).decode()
+                )
         except RoomGone:
             await self.store.rooms.ended(utcnow(), row.call, "room_gone")
             return "room_gone"

@@ -19,6 +19,9 @@ between jobs: each job runs in a thread and an event loop of its own, and one re
 beside the call's open, entries, end and seal. The agent's ``language`` is not given: the
 sentence is one text in the operator's language (``PINECALL_OVERFLOW_SAYS``), and speech is
 made in the language of its text; a definition's language says the agent's, not the sentence's.
+
+The job runs in the span ``job <kind>`` of its call's trace, from its offer's ``traceparent``
+(issue 22, "One trace per call"), so its call-log requests are in that trace.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from collections.abc import Awaitable, Callable
 
 import msgspec
 from livekit.agents import JobContext
+from opentelemetry import trace
 
 from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.errors import AgentUnknown, CallLogError
@@ -46,8 +50,10 @@ from pinecall_jobs import (
     say_sentence,
 )
 from pinecall_overflow.settings import OverflowSettings
+from pinecall_servicekit import calltrace
 
 _log = logging.getLogger(__name__)
+_tracer = trace.get_tracer(__name__)
 
 REASON = "the overflow answered: no seat for the call"
 VOICE_WITHIN_S = 2.0
@@ -121,20 +127,26 @@ async def entrypoint(settings: OverflowSettings, ctx: JobContext) -> None:
         _log.error("job %s in room %s: %s", ctx.job.id, ctx.job.room.name, exc)
         ctx.shutdown("not the runtime's offer")
         return
-    async with CallLogClient(settings.call_log_url, settings.fleet_key or "") as log:
-        sentence = sentence_of(settings, await agent_voice(offer, log))
-        try:
-            if offer.job == "answer":
-                await say_sentence(
-                    ctx,
-                    offer,
-                    sentence,
-                    log=log,
-                    outcome="overflow",
-                    cause=None,
-                    then=callback(offer, log),
-                )
-            else:
-                await say_sentence(ctx, offer, sentence, log=log)
-        except CallTaken as exc:
-            _log.warning("call %s: %s; the overflow leaves it", offer.call, exc)
+    # the job goes on in its call's trace: from its offer's span, else from its room
+    parent = calltrace.from_traceparent(offer.traceparent) or calltrace.call_context(
+        offer.environment, offer.room
+    )
+    attributes = {calltrace.CALL: offer.call, calltrace.ROOM: offer.room, "pinecall.job": offer.job}
+    with _tracer.start_as_current_span(f"job {offer.job}", context=parent, attributes=attributes):
+        async with CallLogClient(settings.call_log_url, settings.fleet_key or "") as log:
+            sentence = sentence_of(settings, await agent_voice(offer, log))
+            try:
+                if offer.job == "answer":
+                    await say_sentence(
+                        ctx,
+                        offer,
+                        sentence,
+                        log=log,
+                        outcome="overflow",
+                        cause=None,
+                        then=callback(offer, log),
+                    )
+                else:
+                    await say_sentence(ctx, offer, sentence, log=log)
+            except CallTaken as exc:
+                _log.warning("call %s: %s; the overflow leaves it", offer.call, exc)

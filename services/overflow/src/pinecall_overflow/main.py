@@ -24,5 +24,10 @@ def start() -> None:
     from pinecall_overflow.server import Overflow  # livekit-agents and the voice, once
 
     settings = settings_or_exit(lambda: OverflowSettings.from_env().check())
-    configure_telemetry("overflow", level=settings.log_level, fmt=settings.log_format)
+    configure_telemetry(
+        "overflow",
+        level=settings.log_level,
+        fmt=settings.log_format,
+        traces_file=settings.traces_file,
+    )
     sys.exit(int(asyncio.run(Overflow(settings).run())))

@@ -12,6 +12,11 @@ Each webhook not passed on is also a ``WebhookDropped`` on the drops stream
 counters die with it and no other replica sees them, while the stream's counts per
 ``<environment>.<reason>`` are every replica's drops of the last ten minutes, which ``doctor``
 reads. A drop that JetStream does not store is logged and the answer stands.
+
+A webhook stored is published inside the span ``webhook <event>`` of its call's trace
+(:func:`pinecall_servicekit.calltrace.call_context` of its environment and room): the trace
+starts here, or goes on when an earlier webhook of the room started it, and its ``traceparent``
+travels with the event on the stream. The span links to the HTTP request's own span.
 """
 
 from __future__ import annotations
@@ -20,15 +25,18 @@ import datetime as dt
 import logging
 import time
 
+from opentelemetry import trace
 from prometheus_client import CollectorRegistry, Counter, Histogram
 
 from pinecall_contracts.livekit import WebhookDropped
 from pinecall_contracts.metrics import LATENCY_BUCKETS_S
+from pinecall_servicekit import calltrace
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.errors import BadRequest, BusUnavailable, NotFound, Unauthorized
 from pinecall_webhook_ingest import domain
 
 _log = logging.getLogger(__name__)
+_tracer = trace.get_tracer(__name__)
 
 DROPS_KEPT_S = 600.0
 """How long the drops stream keeps a dropped webhook: ``doctor``'s ten minutes (seed 000)."""
@@ -124,7 +132,14 @@ class Ingest:
             raise BadRequest("the webhook carries no id or no event")
         message = domain.to_contract(event, environment, body)
         subject = self.bus.subjects.livekit_event(environment, message.event, message.room)
-        stored = await self.bus.publish_once(subject, message, msg_id=message.id)
+        request = trace.get_current_span().get_span_context()
+        with _tracer.start_as_current_span(
+            f"webhook {message.event}",
+            context=calltrace.call_context(environment, message.room) if message.room else None,
+            links=[trace.Link(request)] if request.is_valid else None,
+            attributes={calltrace.ENVIRONMENT: environment, calltrace.ROOM: message.room or ""},
+        ):
+            stored = await self.bus.publish_once(subject, message, msg_id=message.id)
         if stored:
             self.stored.labels(environment, message.event).inc()
             self.to_stream.labels(environment).observe(time.perf_counter() - arrived)

@@ -24,7 +24,12 @@ def start() -> None:
     from pinecall_worker.server import Worker
 
     settings = settings_or_exit(_settings)
-    configure_telemetry("worker", level=settings.log_level, fmt=settings.log_format)
+    configure_telemetry(
+        "worker",
+        level=settings.log_level,
+        fmt=settings.log_format,
+        traces_file=settings.traces_file,
+    )
     sys.exit(int(asyncio.run(Worker(settings, entrypoint, prewarm=prewarm).run())))
 
 

@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 from pinecall_contracts.ids import WorkerName, WorkerNameError, build_worker_name
 from pinecall_servicekit.retries import say_retries
 from pinecall_servicekit.settings import HttpUrl, Settings, SettingsError
+from pinecall_servicekit.telemetry import configure_tracing
 
 
 class WorkerSettings(Settings, frozen=True, kw_only=True):
@@ -136,7 +137,8 @@ HANDED = "pinecall.settings"
 class JobSetup:
     """The job processes' setup (AgentServer's ``setup_fnc``): it carries the worker's settings
     into each process as the environment :meth:`WorkerSettings.from_env` reads back, makes its
-    stamina retries say what they retry (``say_retries``), then runs ``prewarm``. Picklable, so
+    stamina retries say what they retry (``say_retries``), sends its spans where the worker's go
+    (``configure_tracing``), then runs ``prewarm``. Picklable, so
     it travels with each process's start arguments: the forkserver's own environment is the one
     it was started with, which a second worker in the same Python process (a test) would not
     change.
@@ -153,5 +155,7 @@ class JobSetup:
             # on the call's loop (0.4 s there, 2 s on a loaded machine, as livekit-agents warned)
             importlib.import_module("pinecall_labroom.agents")
             importlib.import_module("pinecall_labroom.jobs")
+        # the job's spans go where the worker's do (once per process: a thread job shares it)
+        configure_tracing("worker", traces_file=self.env.get("PINECALL_TRACES_FILE"))
         if self.prewarm is not None:
             self.prewarm(proc)

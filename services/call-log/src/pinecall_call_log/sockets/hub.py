@@ -46,7 +46,7 @@ from pinecall_contracts.appsocket import (
 )
 from pinecall_contracts.base import decode, encode
 from pinecall_contracts.calls import CallEvent, CallRecord, ToolAsked
-from pinecall_servicekit import db
+from pinecall_servicekit import calltrace, db
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.changes import Changes
 from pinecall_servicekit.errors import PinecallError
@@ -392,6 +392,7 @@ class Hub:
                 seq=record.last_seq,
                 claimed=why != "new" and (why == "handed" or call in self.attached_before),
                 why=why,
+                traceparent=calltrace.call_traceparent(record.environment, record.room),
             )
         )
         self.attached_before.add(call)

@@ -2,7 +2,8 @@
 
 ``entrypoint`` is the worker's ``rtc_session``. It reads the dispatch's ``JobOffer`` from
 ``ctx.job.metadata`` (``pinecall_worker.offer``: a job without one — LiveKit's own dispatch, a
-test — still runs, with its call id derived from the job) and dispatches on ``JobOffer.job``:
+test — still runs, with its call id derived from the job) and dispatches on ``JobOffer.job``, in
+the span ``job <kind>`` of the call's trace (from the offer's ``traceparent``; issue 22):
 
 * ``answer``: an AgentSession answers the caller and the call goes on the log (``answer``);
 * ``sentence``: the overflow's sentence into a dead worker's room, the room deleted, the call
@@ -21,7 +22,9 @@ import datetime as dt
 import logging
 
 from livekit.agents import JobContext
+from opentelemetry import trace
 
+from pinecall_servicekit import calltrace
 from pinecall_worker.call.answer import answer
 from pinecall_worker.call.sentence import sentence_job
 from pinecall_worker.call.session import prewarm
@@ -29,6 +32,7 @@ from pinecall_worker.offer import offer_of_job
 from pinecall_worker.settings import WorkerSettings
 
 _log = logging.getLogger(__name__)
+_tracer = trace.get_tracer(__name__)
 
 __all__ = ["entrypoint", "prewarm"]
 
@@ -47,7 +51,13 @@ async def entrypoint(ctx: JobContext) -> None:
     if read.why:
         _log.warning("job %s: %s; its call is %s", ctx.job.id, read.why, read.offer.call)
     offer = read.offer
-    if offer.job == "sentence":
-        await sentence_job(ctx, settings, offer)
-    else:
-        await answer(ctx, settings, offer)
+    # the job goes on in its call's trace: from its offer's span, else from its room
+    parent = calltrace.from_traceparent(offer.traceparent) or calltrace.call_context(
+        offer.environment, offer.room
+    )
+    attributes = {calltrace.CALL: offer.call, calltrace.ROOM: offer.room, "pinecall.job": offer.job}
+    with _tracer.start_as_current_span(f"job {offer.job}", context=parent, attributes=attributes):
+        if offer.job == "sentence":
+            await sentence_job(ctx, settings, offer)
+        else:
+            await answer(ctx, settings, offer)

@@ -52,6 +52,7 @@ from livekit.agents import (
 )
 from livekit.agents.beta.tools import EndCallTool
 from livekit.agents.llm import Toolset
+from opentelemetry import context as otel_context
 
 from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts import entries
@@ -138,13 +139,20 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
     # model client
     held = contextlib.AsyncExitStack()
 
+    job_context = otel_context.get_current()  # the job's span, in its call's trace
+
     async def on_shutdown(reason: str) -> None:
-        await held.aclose()
-        if reason == "job crashed":
-            await recorder.finish("failed", reason)
-        else:
-            await recorder.finish("drained", reason, cause=shutdown_cause(reason))
-        await client.aclose()
+        # livekit-agents runs it from its own task: its end and seal go in the call's trace
+        token = otel_context.attach(job_context)
+        try:
+            await held.aclose()
+            if reason == "job crashed":
+                await recorder.finish("failed", reason)
+            else:
+                await recorder.finish("drained", reason, cause=shutdown_cause(reason))
+            await client.aclose()
+        finally:
+            otel_context.detach(token)
 
     # first, so a job that crashes from here on still ends its call failed on the log
     ctx.add_shutdown_callback(on_shutdown)
