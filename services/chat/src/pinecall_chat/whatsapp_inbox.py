@@ -135,9 +135,9 @@ class Inbox:
                 except TimeoutError:
                     self._room.release()
                     continue
-                except (nats.errors.ConnectionClosedError, nats.errors.NoServersError) as exc:
+                except Exception as exc:  # NATS lost, the consumer gone: it comes back
                     self._room.release()
-                    log.warning("the WhatsApp consumer lost NATS: %s", exc)
+                    log.warning("the WhatsApp consumer could not fetch: %r", exc)
                     await asyncio.sleep(self.retry_s)  # the connection reconnects by itself
                     continue
                 task = asyncio.create_task(self._handle(msg, handler))
