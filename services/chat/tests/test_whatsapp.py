@@ -60,9 +60,7 @@ class Clock:
 
 
 @pytest.fixture
-def replica(
-    chat: Chat, keys: Keys, fake: WhatsAppFake, dispatcher: Listening
-) -> Callable[[], Any]:
+def replica(chat: Chat, keys: Keys, fake: WhatsAppFake, dispatcher: Listening) -> Callable[[], Any]:
     """A chat replica as production runs one: a thread's call admitted by the dispatcher."""
 
     def start() -> AbstractAsyncContextManager[Listening]:
@@ -317,9 +315,10 @@ async def test_a_thread_moves_between_replicas_and_a_retried_delivery_is_answere
 async def _until(probe: Callable[[], Any]) -> Any:
     """``await probe()`` again until it answers something true (call-log says nothing when it
     writes an agent's entry); bound it with a timeout."""
-    while not (found := await probe()):
+    while True:
+        if found := await probe():
+            return found
         await asyncio.sleep(0.05)
-    return found
 
 
 async def test_a_message_refused_at_its_orgs_quota_waits_and_is_taken_once_a_call_ends(
@@ -366,7 +365,9 @@ async def test_a_message_refused_at_its_orgs_quota_waits_and_is_taken_once_a_cal
             await wa.threads.settled()
         assert reply.text == "You said: hello"
         call = thread_call(number, "34600333444", 1)
-        taken = [e["data"] for e in await _agent_log(call_log, keys) if e["kind"] == "message.taken"]
+        taken = [
+            e["data"] for e in await _agent_log(call_log, keys) if e["kind"] == "message.taken"
+        ]
         assert [(t["message"], t["call"], t["waiting_seq"]) for t in taken] == [
             (wamid, call, entry["seq"])
         ]

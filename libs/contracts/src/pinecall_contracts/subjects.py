@@ -324,9 +324,7 @@ class Subjects:
 
     def whatsapp_thread(self, number: str, contact: str) -> str:
         """``<ns>.whatsapp.thread.<number>.<contact>``: one thread's items, in arrival order."""
-        return (
-            f"{self.namespace}.whatsapp.thread.{escape_token(number)}.{escape_token(contact)}"
-        )
+        return f"{self.namespace}.whatsapp.thread.{escape_token(number)}.{escape_token(contact)}"
 
     def buckets(self) -> list[str]:
         """Every KV bucket of the namespace (a test deletes them after itself)."""

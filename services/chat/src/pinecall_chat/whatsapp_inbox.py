@@ -126,7 +126,9 @@ class Inbox:
         )
         self._loop = asyncio.create_task(self._taking(sub, handler), name="whatsapp-inbox")
 
-    async def _taking(self, sub: nats.js.JetStreamContext.PullSubscription, handler: Handler) -> None:
+    async def _taking(
+        self, sub: nats.js.JetStreamContext.PullSubscription, handler: Handler
+    ) -> None:
         try:
             while True:
                 await self._room.acquire()

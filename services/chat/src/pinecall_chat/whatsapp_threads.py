@@ -197,8 +197,10 @@ class Threads(WaitingMessages):
     async def settled(self) -> None:
         """Return once every message and status stored on the WhatsApp stream is processed, by
         any replica, and every waiting message queued here too (tests)."""
-        while self.inbox is not None and await self.inbox.pending():
-            await asyncio.sleep(0.02)  # the stream says nothing when it empties: asked again
+        while self.inbox is not None:  # JetStream tells nobody when a stream empties: asked
+            if not await self.inbox.pending():
+                break
+            await asyncio.sleep(0.02)
         while True:
             await asyncio.gather(*(q.join() for q in list(self._queues.values())))
             if not self._drains and all(q.empty() for q in self._queues.values()):
@@ -224,7 +226,10 @@ class Threads(WaitingMessages):
             if self.holds(*scope):  # held now: the drain under way may have read before it
                 self._drain(scope)
             return
-        if item.delivered > 1 and await self._thread(item.number, item.contact, open_new=False) is None:
+        if (
+            item.delivered > 1
+            and await self._thread(item.number, item.contact, open_new=False) is None
+        ):
             # delivered again with no thread open: it may be waiting since admission refused it
             entry = await self._still_waiting(n.environment, n.agent, message.id)
             if entry is not None:

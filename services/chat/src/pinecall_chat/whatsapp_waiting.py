@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pinecall_chat.conversation import Conversations, WrittenCall
-from pinecall_chat.whatsapp_wire import window_open
 from pinecall_chat.whatsapp_inbox import Later
+from pinecall_chat.whatsapp_wire import window_open
 from pinecall_clients.errors import CallLogRefused, CallLogUnavailable, DispatcherRefused
 from pinecall_contracts.calls import AgentEntry, AgentLog
 from pinecall_contracts.whatsapp import WhatsAppNumberSecrets
