@@ -14,7 +14,7 @@ access token it verifies webhooks and sends replies with (:class:`WhatsAppNumber
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 
@@ -100,5 +100,5 @@ class WhatsAppItem(Contract, frozen=True, kw_only=True, tag="whatsapp.item.v1"):
     """The business number's ``phone_number_id``."""
     contact: str
     """The contact's WhatsApp id (a message's ``from``, a status's ``recipient_id``)."""
-    message: dict[str, object] | None = None
-    status: dict[str, object] | None = None
+    message: dict[str, Any] | None = None
+    status: dict[str, Any] | None = None
