@@ -2,8 +2,14 @@
 once it has acknowledged Meta, processed in each thread's arrival order.
 
 - **Once per message**: a message's ``wamid`` is its idempotency key. The written-call engine
-  writes and answers a message once per id (:meth:`Conversations.answer`); a delivery this
-  replica has seen is not even looked at again.
+  writes and answers a message once per id (:meth:`Conversations.answer`); a delivery the
+  WhatsApp stream has stored before (its ``Nats-Msg-Id``) is not even looked at again.
+- **Durable from the 200 on**: the webhook stores each item on the WhatsApp stream before it
+  answers; any replica takes it from there (:mod:`.whatsapp_inbox`), in its thread's order.
+- **Admission refused**: at the org's quota (429) a message waits (``message.waiting`` with
+  ``why: "quota"``), given again by the stream until a call is admitted, then taken; for an
+  agent the dispatcher does not know (422) it is let go (``message.expired``, ``why:
+  "unknown_agent"``).
 - **A thread**: a contact's open call with the number's agent, found by its id
   (:func:`~pinecall_chat.whatsapp_wire.thread_call`: the first ordinal whose call is not ended),
   or opened (channel ``whatsapp``). Its session is kept in memory while this replica serves it.
