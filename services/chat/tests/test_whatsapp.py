@@ -316,3 +316,121 @@ async def test_a_thread_moves_between_replicas_and_a_retried_delivery_is_answere
         assert got.json()["context"]["contact"] == "34600111222"
         kept = [s for s in _wa(two).threads._sessions.values() if s.record.call == call]
         assert [s.contact for s in kept] == ["34600111222"]
+
+
+async def _until(probe: Callable[[], Any]) -> Any:
+    """``await probe()`` again until it answers something true (call-log says nothing when it
+    writes an agent's entry); bound it with a timeout."""
+    while True:
+        if found := await probe():
+            return found
+        await asyncio.sleep(0.05)
+
+
+async def test_a_message_refused_at_its_orgs_quota_waits_and_is_taken_once_a_call_ends(
+    call_log: Listening, keys: Keys, fake: WhatsAppFake, number: str, replica: Any,
+    dispatcher: Listening,
+) -> None:  # fmt: skip
+    """The org holds its one call (Ana's thread): Ben's first message cannot open his thread's
+    call (429). It waits on the agent's log (``message.waiting``, ``why: "quota"``), and once
+    Ana's thread ends it is taken (``message.taken``) and answered, once."""
+    quota = await dispatcher.client.post(
+        "/v1/ops/quotas",
+        json={"org": "org_acme", "environment": "production", "concurrent_calls": 1},
+        headers=bearer(keys.operator),
+    )
+    assert quota.status_code == 200, quota.text
+    async with app_socket(call_log, keys) as app, replica() as one:
+        await app.register()
+        wa = _wa(one)
+        wa.threads.quota_retry_s = 0.2
+        fake.set_webhook_url(_hook(one))
+        async with asyncio.timeout(WAIT_S):
+            await wa.threads.until_held("production", "org_acme", "support-bot")
+        ana, ben = fake.contact("34600111222"), fake.contact("34600333444")
+        ana.send("one")
+        async with asyncio.timeout(WAIT_S):
+            await ana.wait_received(1)
+        sent = ben.send("hello")
+        wamid = sent.payload["entry"][0]["changes"][0]["value"]["messages"][0]["id"]
+
+        async def waiting() -> list[dict[str, Any]]:
+            return [e for e in await _agent_log(call_log, keys) if e["kind"] == "message.waiting"]
+
+        async with asyncio.timeout(WAIT_S):
+            [entry] = await _until(waiting)
+        assert (entry["data"]["message"], entry["data"]["why"]) == (wamid, "quota")
+        assert ben.received == []
+        ended = await call_log.client.post(
+            f"/v1/calls/{thread_call(number, '34600111222', 1)}/seal",
+            json={"outcome": "timeout"}, headers=bearer(keys.service),
+        )  # fmt: skip
+        assert ended.status_code == 200, ended.text
+        async with asyncio.timeout(WAIT_S):
+            [reply] = await ben.wait_received(1)
+            await wa.threads.settled()
+        assert reply.text == "You said: hello"
+        call = thread_call(number, "34600333444", 1)
+        taken = [
+            e["data"] for e in await _agent_log(call_log, keys) if e["kind"] == "message.taken"
+        ]
+        assert [(t["message"], t["call"], t["waiting_seq"]) for t in taken] == [
+            (wamid, call, entry["seq"])
+        ]
+        logged = await _entries(call_log, keys, call)
+        assert [e["data"]["message"] for e in logged if e["kind"] == "turn.user"] == [wamid]
+        assert [e["data"]["reply_to"] for e in logged if e["kind"] == "turn.agent"] == [wamid]
+        assert len(ben.received) == 1
+
+
+async def test_a_message_for_an_agent_deleted_since_is_let_go_with_its_reason(
+    call_log: Listening, keys: Keys, fake: WhatsAppFake, number: str, replica: Any,
+    database_url: str,
+) -> None:  # fmt: skip
+    """The number's agent is gone (its versions deleted under call-log): the dispatcher refuses
+    the thread's call (422 ``unknown_agent``), and the message is let go, its reason on the
+    agent's log; nothing is opened, nothing sent."""
+    import psycopg
+
+    async with app_socket(call_log, keys) as app, replica() as one:
+        await app.register()
+        wa = _wa(one)
+        fake.set_webhook_url(_hook(one))
+        async with asyncio.timeout(WAIT_S):
+            await wa.threads.until_held("production", "org_acme", "support-bot")
+        async with await psycopg.AsyncConnection.connect(database_url) as conn:
+            await conn.execute("DELETE FROM calllog.agent_versions WHERE name = 'support-bot'")
+        ana = fake.contact("34600111222")
+        sent = ana.send("one")
+        async with asyncio.timeout(WAIT_S):
+            await fake.webhooks.wait_delivered(1)
+            await wa.threads.settled()
+        wamid = sent.payload["entry"][0]["changes"][0]["value"]["messages"][0]["id"]
+        [gone] = await _agent_log(call_log, keys)
+        assert gone["kind"] == "message.expired"
+        assert (gone["data"]["message"], gone["data"]["why"]) == (wamid, "unknown_agent")
+        assert await _open_calls(call_log, keys) == []
+        assert ana.received == []
+
+
+async def test_the_webhook_is_503_when_jetstream_does_not_store_it(
+    call_log: Listening, keys: Keys, fake: WhatsAppFake, number: str, replica: Any
+) -> None:
+    """JetStream not storing (its stream gone): the webhook cannot make what it acknowledges
+    durable, so it does not
+    acknowledge it (503, a problem detail; Meta delivers again), and nothing is written."""
+    from pinecall_servicekit.platform import free_port
+
+    async with replica() as one:
+        wa = _wa(one)
+        fake.set_webhook_url(f"http://127.0.0.1:{free_port()}/v1/whatsapp/webhook")  # nobody
+        body = fake.contact("34600111222").send("one").body
+        bus = wa.inbox.bus
+        await bus.js.delete_stream(bus.subjects.whatsapp_stream)
+        hook, signed = "/v1/whatsapp/webhook", signature(fake.config.app_secret, body)
+        refused = await one.client.post(hook, content=body, headers={"X-Hub-Signature-256": signed})
+        assert (refused.status_code, refused.headers["content-type"]) == (
+            503, "application/problem+json",
+        ), refused.text  # fmt: skip
+    assert await _agent_log(call_log, keys) == []
+    assert await _open_calls(call_log, keys) == []

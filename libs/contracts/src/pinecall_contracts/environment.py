@@ -91,6 +91,9 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_WHATSAPP_GRAPH_URL",
         "PINECALL_WHATSAPP_GRAPH_VERSION",
         "PINECALL_WHATSAPP_PAIR_INTERVAL_S",
+        "PINECALL_WHATSAPP_ACK_WAIT_S",
+        "PINECALL_WHATSAPP_RETRY_S",
+        "PINECALL_WHATSAPP_QUOTA_RETRY_S",
         "PINECALL_WHATSAPP_WINDOW_S",
         # the dispatcher, the reaper and the worker: one ceiling of a call, one name (seed 003)
         "PINECALL_MAX_CALL_SECONDS",

@@ -121,6 +121,7 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     whatsapp.WhatsAppNumberList,
     whatsapp.WhatsAppNumberSecrets,
     whatsapp.WhatsAppVerify,
+    whatsapp.WhatsAppItem,
 )
 """Every wire type; a test holds this list to the modules so none is forgotten."""
 

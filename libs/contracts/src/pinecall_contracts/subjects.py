@@ -27,6 +27,10 @@ subject / name              delivery   what
 ``<ns>.calls.tool.result.<c>``  core    a tool call's one result, to replicas waiting (ToolResult)
 ``<ns>.apps.holding.<r>``    core       the agents call-log replica ``r``'s app sockets take (Holding)
 ``<ns>.apps.hand.<r>``       core       request/reply: hand a call to a socket on replica ``r``
+``<ns>.whatsapp.thread.<n>.<c>``  stream  a verified WhatsApp message or status of contact ``c``'s
+                                       thread with number ``n`` (``<ns>_whatsapp``, work queue,
+                                       once per Meta id); the chat replicas share the durable
+                                       consumer ``chat-whatsapp``
 ==========================  =========  ===========================================================
 """
 
@@ -301,6 +305,27 @@ class Subjects:
             f"{escape_token(event or 'unknown')}.{escape_token(room) if room else '_'}"
         )
 
+    # stream: WhatsApp's webhooks, each message and status stored (once per Meta's id) before
+    # Meta hears 200; a work queue, so what it still holds is what no replica has processed.
+    @property
+    def whatsapp_stream(self) -> str:
+        return f"{self.namespace}_whatsapp"
+
+    @property
+    def whatsapp_threads(self) -> str:
+        """Every WhatsApp thread's items (the stream's subjects)."""
+        return f"{self.namespace}.whatsapp.thread.>"
+
+    @property
+    def whatsapp_consumer(self) -> str:
+        """The chat replicas' durable consumer of the WhatsApp stream: one replica gets each
+        item; one that dies unacknowledged has it given to another after the ack wait."""
+        return "chat-whatsapp"
+
+    def whatsapp_thread(self, number: str, contact: str) -> str:
+        """``<ns>.whatsapp.thread.<number>.<contact>``: one thread's items, in arrival order."""
+        return f"{self.namespace}.whatsapp.thread.{escape_token(number)}.{escape_token(contact)}"
+
     def buckets(self) -> list[str]:
         """Every KV bucket of the namespace (a test deletes them after itself)."""
         return [self.cordons_bucket]
@@ -310,6 +335,7 @@ class Subjects:
         return [
             self.livekit_stream,
             self.webhook_drops_stream,
+            self.whatsapp_stream,
             *(f"KV_{bucket}" for bucket in self.buckets()),
         ]
 
@@ -327,6 +353,7 @@ DELIVERY: dict[str, Delivery] = {
     "webhook_dropped": "stream",
     "cordons_bucket": "kv",
     "livekit_event": "stream",
+    "whatsapp_thread": "stream",
     "call_event": "core",
     "appended": "core",
     "tool_asked": "core",

@@ -14,7 +14,7 @@ access token it verifies webhooks and sends replies with (:class:`WhatsAppNumber
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated
+from typing import Annotated, Any
 
 import msgspec
 
@@ -86,3 +86,19 @@ class WhatsAppVerify(Contract, frozen=True, kw_only=True, tag="whatsapp.verify.v
     handshake carried? Answered with one number that has it (:class:`WhatsAppNumber`), or 404."""
 
     verify_token: Annotated[str, msgspec.Meta(max_length=512)]
+
+
+class WhatsAppItem(Contract, frozen=True, kw_only=True, tag="whatsapp.item.v1"):
+    """One verified message or status of a WhatsApp webhook, as the chat service's webhook
+    stores it on the WhatsApp stream before Meta hears 200 (``Subjects.whatsapp_thread``,
+    ``Nats-Msg-Id`` the message's wamid, or ``<wamid>/<status>`` for a status), and as a chat
+    replica takes it off again. ``message``/``status``: Meta's own object as it came (issue 17,
+    "WhatsApp"; ``shared/reference/app-socket.md`` §2); exactly one of them is set. No secret
+    travels: the replica reads the number's from call-log."""
+
+    number: PhoneNumberId
+    """The business number's ``phone_number_id``."""
+    contact: str
+    """The contact's WhatsApp id (a message's ``from``, a status's ``recipient_id``)."""
+    message: dict[str, Any] | None = None
+    status: dict[str, Any] | None = None

@@ -25,7 +25,7 @@ from nats import micro
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
-from nats.js.api import StorageType, StreamConfig
+from nats.js.api import RetentionPolicy, StorageType, StreamConfig
 from nats.js.errors import BucketNotFoundError
 from nats.js.kv import KeyValue
 from nats.micro.request import Request
@@ -189,12 +189,15 @@ class Bus:
         duplicate_window_s: float,
         max_age_s: float,
         max_msgs_per_subject: int = -1,
+        work_queue: bool = False,
     ) -> None:
         """Make the JetStream stream ``name`` if missing (file storage, limits retention; at
-        most ``max_msgs_per_subject`` messages a subject, the oldest dropped; -1: no limit)."""
+        most ``max_msgs_per_subject`` messages a subject, the oldest dropped; -1: no limit).
+        ``work_queue``: work-queue retention instead, a message gone once acknowledged."""
         config = StreamConfig(
             name=name,
             subjects=subjects,
+            retention=RetentionPolicy.WORK_QUEUE if work_queue else RetentionPolicy.LIMITS,
             storage=StorageType.FILE,
             duplicate_window=duplicate_window_s,
             max_age=max_age_s,

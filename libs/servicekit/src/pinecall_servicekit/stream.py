@@ -34,7 +34,7 @@ STOP_S = 10.0
 _tracer = trace.get_tracer(__name__)
 
 
-class _Keyed:
+class Keyed:
     """One lock per key, dropped when nobody holds or waits for it."""
 
     def __init__(self) -> None:
@@ -83,7 +83,7 @@ async def consume(
     if ready is not None:
         ready.set()
     room = asyncio.Semaphore(concurrency)
-    keyed = _Keyed()
+    keyed = Keyed()
     running: set[asyncio.Task[None]] = set()
 
     async def handle(msg: Msg, message: C) -> None:

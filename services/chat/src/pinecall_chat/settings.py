@@ -60,6 +60,14 @@ class ChatSettings(Settings, frozen=True, kw_only=True):
     whatsapp_window_s: Annotated[float, msgspec.Meta(gt=0)] = 86_400.0
     """Meta's customer-service window, in seconds: a waiting message whose contact wrote last
     longer ago than this is let go (24 h)."""
+    whatsapp_ack_wait_s: Annotated[float, msgspec.Meta(gt=0, le=600)] = 30.0
+    """Seconds a replica may hold a WhatsApp item without a word (it says ``in_progress`` every
+    third of it while it works) before the stream gives it to another: a replica killed
+    holding one has it answered this long after."""
+    whatsapp_retry_s: Annotated[float, msgspec.Meta(gt=0, le=600)] = 2.0
+    """Seconds before an item whose processing met a service unavailable is given again."""
+    whatsapp_quota_retry_s: Annotated[float, msgspec.Meta(gt=0, le=3600)] = 10.0
+    """Seconds before a message refused at its org's quota (it waits) is tried again."""
     app_announce_s: Annotated[float, msgspec.Meta(gt=0)] = 1.0
     """call-log's ``PINECALL_APP_ANNOUNCE_S``: an agent is held while a call-log replica said
     so within three of these."""

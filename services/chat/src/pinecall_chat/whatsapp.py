@@ -6,9 +6,12 @@ route                           answer
 GET  /v1/whatsapp/webhook       Meta's handshake: ``hub.challenge`` as text/plain when
                                 ``hub.mode`` is ``subscribe`` and ``hub.verify_token`` is a
                                 number's (call-log finds it by its hash); 403 otherwise
-POST /v1/whatsapp/webhook       200 ``{"ok": true}`` once the body's signature is verified;
-                                its messages and statuses are processed after
-                                (:class:`~pinecall_chat.whatsapp_threads.Threads`)
+POST /v1/whatsapp/webhook       200 ``{"ok": true}`` once the body's signature is verified
+                                and each of its messages and statuses is stored on the
+                                WhatsApp stream (:mod:`~pinecall_chat.whatsapp_inbox`); a
+                                replica processes them after
+                                (:class:`~pinecall_chat.whatsapp_threads.Threads`); 503 when
+                                JetStream did not store them (Meta delivers again)
 ==============================  =======================================================
 
 A POST is checked in this order, and a refusal writes nothing: more than
@@ -33,12 +36,18 @@ from litestar.response import Response
 from pinecall_chat.conversation import Conversations
 from pinecall_chat.settings import ChatSettings
 from pinecall_chat.whatsapp_graph import Graph
+from pinecall_chat.whatsapp_inbox import Inbox
 from pinecall_chat.whatsapp_threads import Threads
-from pinecall_chat.whatsapp_wire import MAX_BODY_BYTES, parse, signed
+from pinecall_chat.whatsapp_wire import MAX_BODY_BYTES, Notification, parse, signed
 from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.errors import CallLogRefused, CallUnknown
 from pinecall_contracts.appsocket import Holding
-from pinecall_contracts.whatsapp import WhatsAppNumber, WhatsAppNumberSecrets, WhatsAppVerify
+from pinecall_contracts.whatsapp import (
+    WhatsAppItem,
+    WhatsAppNumber,
+    WhatsAppNumberSecrets,
+    WhatsAppVerify,
+)
 from pinecall_servicekit.errors import (
     BadRequest,
     Forbidden,
@@ -59,6 +68,7 @@ class WhatsApp:
     """The webhook's state: call-log (service key), the numbers' secrets briefly, the threads."""
 
     threads: Threads
+    inbox: Inbox
 
     def __init__(self, call_log: CallLogClient) -> None:
         self.call_log = call_log
@@ -93,12 +103,19 @@ async def start(opened: Opened, settings: ChatSettings, engine: Conversations) -
     )
     opened.on_close(graph.aclose)
     wa = WhatsApp(call_log)
+    bus = opened.bus
+    wa.inbox = Inbox(
+        bus, ack_wait_s=settings.whatsapp_ack_wait_s, retry_s=settings.whatsapp_retry_s
+    )
+    await wa.inbox.ensure()
     wa.threads = Threads(
         wa.number, engine, graph, window_s=settings.whatsapp_window_s,
-        announce_s=settings.app_announce_s,
+        announce_s=settings.app_announce_s, quota_retry_s=settings.whatsapp_quota_retry_s,
+        inbox=wa.inbox,
     )  # fmt: skip
     opened.on_close(wa.threads.aclose)
-    bus = opened.bus
+    await wa.inbox.start(wa.threads.handle)
+    opened.on_close(wa.inbox.aclose)
     subscription = await bus.subscribe(bus.subjects.apps_holding, Holding, wa.threads.heard)
     opened.on_close(subscription.unsubscribe)
     return wa
@@ -157,8 +174,31 @@ async def webhook(request: AnyRequest) -> Response[dict[str, bool]]:
         found = await wa.number(other)
         if found is not None and found.app_secret == first.app_secret:
             numbers[other] = found
-    wa.threads.accept(notification, numbers)
+    await _store(wa.inbox, notification, numbers)
     return Response({"ok": True})
+
+
+async def _store(
+    inbox: Inbox, notification: Notification, numbers: dict[str, WhatsAppNumberSecrets]
+) -> None:
+    """Store each message and status of ``notification`` on its thread's subject, in the body's
+    order (``numbers``: the verified numbers it is about; another's changes are not read).
+    ``BusUnavailable`` (503) when one is not stored: Meta delivers the body again, and what was
+    stored of it is stored once."""
+    for entry in notification.entry:
+        for change in entry.changes:
+            number = numbers.get(change.value.metadata.phone_number_id)
+            if change.field != "messages" or number is None:
+                continue
+            phone = number.number.phone_number_id
+            for message in change.value.messages:
+                raw = msgspec.to_builtins(message)
+                item = WhatsAppItem(number=phone, contact=message.from_, message=raw)
+                await inbox.put(item, message.id)
+            for status in change.value.statuses:
+                raw = msgspec.to_builtins(status)
+                item = WhatsAppItem(number=phone, contact=status.recipient_id, status=raw)
+                await inbox.put(item, f"{status.id}/{status.status}")
 
 
 class _TooLarge(PinecallError):

@@ -2,8 +2,14 @@
 once it has acknowledged Meta, processed in each thread's arrival order.
 
 - **Once per message**: a message's ``wamid`` is its idempotency key. The written-call engine
-  writes and answers a message once per id (:meth:`Conversations.answer`); a delivery this
-  replica has seen is not even looked at again.
+  writes and answers a message once per id (:meth:`Conversations.answer`); a delivery the
+  WhatsApp stream has stored before (its ``Nats-Msg-Id``) is not even looked at again.
+- **Durable from the 200 on**: the webhook stores each item on the WhatsApp stream before it
+  answers; any replica takes it from there (:mod:`.whatsapp_inbox`), in its thread's order.
+- **Admission refused**: at the org's quota (429) a message waits (``message.waiting`` with
+  ``why: "quota"``), given again by the stream until a call is admitted, then taken; for an
+  agent the dispatcher does not know (422) it is let go (``message.expired``, ``why:
+  "unknown_agent"``).
 - **A thread**: a contact's open call with the number's agent, found by its id
   (:func:`~pinecall_chat.whatsapp_wire.thread_call`: the first ordinal whose call is not ended),
   or opened (channel ``whatsapp``). Its session is kept in memory while this replica serves it.
@@ -28,24 +34,24 @@ import logging
 import platform
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+
 from pinecall_chat.conversation import Conversations, WrittenCall
 from pinecall_chat.whatsapp_graph import Graph, GraphRefused, GraphUnavailable
-from pinecall_chat.whatsapp_waiting import WAITING, Waiting, WaitingMessages
-from pinecall_chat.whatsapp_wire import Message, Notification, Status, thread_call
-from pinecall_clients.errors import CallUnknown
+from pinecall_chat.whatsapp_inbox import Inbox, Later
+from pinecall_chat.whatsapp_waiting import EXPIRED, WAITING, Waiting, WaitingMessages
+from pinecall_chat.whatsapp_wire import Message, Status, thread_call
+from pinecall_clients.errors import CallUnknown, DispatcherRefused
 from pinecall_contracts.appsocket import Holding
-from pinecall_contracts.whatsapp import WhatsAppNumberSecrets
+from pinecall_contracts.whatsapp import WhatsAppItem, WhatsAppNumberSecrets
 
 log = logging.getLogger("pinecall.chat.whatsapp")
 
 STATUS = "message.status"
-SEEN = 10_000
-"""Message ids (and statuses) remembered per replica to drop a delivery seen before."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +60,8 @@ class Inbound:
     contact: str
     name: str
     message: Message
+    delivered: int = 1
+    """Deliveries of its stream item so far (more than 1: it may have waited for admission)."""
 
 
 class Threads(WaitingMessages):
@@ -67,6 +75,8 @@ class Threads(WaitingMessages):
         *,
         window_s: float,
         announce_s: float,
+        quota_retry_s: float = 10.0,
+        inbox: Inbox | None = None,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.numbers = numbers
@@ -75,12 +85,15 @@ class Threads(WaitingMessages):
         self.graph = graph
         self.window_s = window_s
         self.announce_s = announce_s
+        self.quota_retry_s = quota_retry_s
+        """Seconds before a message refused at its org's quota is tried again."""
+        self.inbox = inbox
+        """The WhatsApp stream this replica takes its items from (None: tests of the threads)."""
         self.clock = clock
         self.replica = f"{platform.node()}.{secrets.token_hex(4)}"
         """Who takes a waiting message (``message.taken``'s ``by``): one replica answers it."""
         """Unix seconds: the window is judged on it (a test moves it)."""
         self.held: dict[str, tuple[float, set[tuple[str, str, str]]]] = {}
-        self._seen: OrderedDict[str, None] = OrderedDict()
         self._queues: dict[tuple[str, str], asyncio.Queue[Any]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
         self._sessions: dict[str, WrittenCall] = {}
@@ -119,32 +132,28 @@ class Threads(WaitingMessages):
             self._heard.clear()
             await self._heard.wait()
 
-    # -- a webhook, after its 200 ------------------------------------------------------------
+    # -- an item of the WhatsApp stream ------------------------------------------------------
 
-    def accept(self, notification: Notification, numbers: dict[str, WhatsAppNumberSecrets]) -> None:
-        """Queue each message and status of ``notification`` on its thread, in arrival order
-        (``numbers``: the verified numbers it is about; another's changes are not read)."""
-        for entry in notification.entry:
-            for change in entry.changes:
-                number = numbers.get(change.value.metadata.phone_number_id)
-                if change.field != "messages" or number is None:
-                    continue
-                for message in change.value.messages:
-                    if self._first(message.id):
-                        thread = (number.number.phone_number_id, message.from_)
-                        self._queue(thread, Inbound(number, message.from_, "", message))
-                for status in change.value.statuses:
-                    if self._first(f"{status.id}/{status.status}"):
-                        thread = (number.number.phone_number_id, status.recipient_id)
-                        self._queue(thread, (number, status))
-
-    def _first(self, key: str) -> bool:
-        if key in self._seen:
-            return False
-        self._seen[key] = None
-        while len(self._seen) > SEEN:
-            self._seen.popitem(last=False)
-        return True
+    async def handle(self, item: WhatsAppItem, delivered: int) -> None:
+        """Process one item the webhook stored (:class:`~pinecall_chat.whatsapp_inbox.Inbox`),
+        in turn with its thread's other work here; ``delivered``: its deliveries so far (more
+        than 1: it may have waited for admission before). Raises what processing raised (the
+        inbox asks for the item again on a transient failure or :class:`Later`)."""
+        number = await self.numbers(item.number)
+        if number is None:
+            log.warning("a WhatsApp item of number %s: no such number now: let go", item.number)
+            return
+        work: Inbound | tuple[WhatsAppNumberSecrets, Status]
+        if item.message is not None:
+            message = msgspec.convert(item.message, Message)
+            work = Inbound(number, item.contact, "", message, delivered)
+        elif item.status is not None:
+            work = (number, msgspec.convert(item.status, Status))
+        else:
+            return
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._queue((item.number, item.contact), (work, done))
+        await done
 
     def _queue(self, key: tuple[str, str], item: Any) -> None:
         """Put ``item`` on thread ``key``'s queue (number, contact): one at a time, in order."""
@@ -168,7 +177,8 @@ class Threads(WaitingMessages):
 
     async def _serve(self, queue: asyncio.Queue[Any]) -> None:
         while True:
-            item = await queue.get()
+            queued = await queue.get()
+            item, done = queued if isinstance(queued, tuple) else (queued, None)
             try:
                 if isinstance(item, Inbound):
                     await self._inbound(item)
@@ -176,13 +186,27 @@ class Threads(WaitingMessages):
                     await self._take(item)
                 else:
                     await self._status(*item)
-            except Exception:  # one message's failure must not stop its thread
-                log.exception("a WhatsApp item was not processed")
+            except Exception as exc:  # one message's failure must not stop its thread
+                if done is None:
+                    log.log(
+                        logging.INFO if isinstance(exc, Later) else logging.ERROR,
+                        "a waiting WhatsApp message was not taken: %r", exc,
+                    )  # fmt: skip
+                elif not done.done():
+                    done.set_exception(exc)
+            else:
+                if done is not None and not done.done():
+                    done.set_result(None)
             finally:
                 queue.task_done()
 
     async def settled(self) -> None:
-        """Return once every queued message and status is processed (tests, drains)."""
+        """Return once every message and status stored on the WhatsApp stream is processed, by
+        any replica, and every waiting message queued here too (tests)."""
+        while self.inbox is not None:  # JetStream tells nobody when a stream empties: asked
+            if not await self.inbox.pending():
+                break
+            await asyncio.sleep(0.02)
         while True:
             await asyncio.gather(*(q.join() for q in list(self._queues.values())))
             if not self._drains and all(q.empty() for q in self._queues.values()):
@@ -204,13 +228,42 @@ class Threads(WaitingMessages):
         scope = (n.environment, n.org, n.agent)
         if not self.holds(*scope) or scope in self._drains.values():
             # nobody holds it, or the backlog is being queued: it joins the backlog, in order
-            data = {"message": message.id, "number": n.phone_number_id, "contact": item.contact,
-                    "text": message.text.body if message.text else "", "timestamp": stamp}  # fmt: skip
-            await self._agent_entry(n.environment, n.agent, WAITING, data)
+            await self._agent_entry(n.environment, n.agent, WAITING, _waiting(item, stamp))
             if self.holds(*scope):  # held now: the drain under way may have read before it
                 self._drain(scope)
             return
-        await self._answer(item.number, item.contact, message.id, message.text)
+        if (
+            item.delivered > 1
+            and await self._thread(item.number, item.contact, open_new=False) is None
+        ):
+            # delivered again with no thread open: it may be waiting since admission refused it
+            entry = await self._still_waiting(n.environment, n.agent, message.id)
+            if entry is not None:
+                await self._take(Waiting(n.environment, n.org, n.agent, entry))
+                return
+        try:
+            await self._answer(item.number, item.contact, message.id, message.text)
+        except DispatcherRefused as exc:
+            await self._refused(item, stamp, exc)
+
+    async def _refused(self, item: Inbound, stamp: float, exc: DispatcherRefused) -> None:
+        """A new thread's call refused at admission: at the org's quota (429), the message
+        waits (``message.waiting`` with ``why: "quota"``; :class:`Later`: the stream gives it
+        again, and it is taken once a call is admitted); for an agent the dispatcher does not
+        know (422, deleted since the number was tied to it), it is let go (``message.expired``
+        with ``why: "unknown_agent"``). Another refusal is raised."""
+        n, message = item.number.number, item.message
+        detail = exc.problem.detail or exc.problem.title
+        if exc.status == 429:
+            data = _waiting(item, stamp) | {"why": "quota", "detail": detail}
+            await self._agent_entry(n.environment, n.agent, WAITING, data)
+            raise Later(f"the org's quota: {detail}", self.quota_retry_s) from exc
+        if exc.status == 422:
+            gone = {"message": message.id, "number": n.phone_number_id, "contact": item.contact,
+                    "why": "unknown_agent", "detail": detail}  # fmt: skip
+            await self._agent_entry(n.environment, n.agent, EXPIRED, gone)
+            return
+        raise exc
 
     async def _answer(
         self, number: WhatsAppNumberSecrets, contact: str, message_id: str, text: Any
@@ -280,3 +333,11 @@ class Threads(WaitingMessages):
         async with session.turn:  # not between a message's entries and its reply's
             session.writer.add(STATUS, data)
             await session.writer.drain()
+
+
+def _waiting(item: Inbound, stamp: float) -> dict[str, Any]:
+    """A ``message.waiting`` entry's data: ``{message, number, contact, text, timestamp}``."""
+    message = item.message
+    return {"message": message.id, "number": item.number.number.phone_number_id,
+            "contact": item.contact, "text": message.text.body if message.text else "",
+            "timestamp": stamp}  # fmt: skip

@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pinecall_chat.conversation import Conversations, WrittenCall
+from pinecall_chat.whatsapp_inbox import Later
 from pinecall_chat.whatsapp_wire import window_open
-from pinecall_clients.errors import CallLogRefused, CallLogUnavailable
+from pinecall_clients.errors import CallLogRefused, CallLogUnavailable, DispatcherRefused
 from pinecall_contracts.calls import AgentEntry, AgentLog
 from pinecall_contracts.whatsapp import WhatsAppNumberSecrets
 
@@ -36,6 +37,7 @@ class WaitingMessages:
     numbers: Callable[[str], Awaitable[WhatsAppNumberSecrets | None]]
     clock: Callable[[], float]
     window_s: float
+    quota_retry_s: float
     replica: str
     _latest: dict[tuple[str, str], float]
     _draining: dict[tuple[str, str, str], asyncio.Lock]
@@ -88,6 +90,14 @@ class WaitingMessages:
                     key = (str(entry.data.get("number")), str(entry.data.get("contact")))
                     self._queue(key, Waiting(environment, org, agent, entry))
 
+    async def _still_waiting(self, environment: str, agent: str, message: str) -> AgentEntry | None:
+        """The ``message.waiting`` entry of ``message`` when it is neither taken nor let go."""
+        entries = await self._agent_log(environment, agent)
+        mine = [e for e in entries if e.data.get("message") == message]
+        if any(e.kind in (TAKEN, EXPIRED) for e in mine):
+            return None
+        return next((e for e in mine if e.kind == WAITING), None)
+
     async def _agent_log(self, environment: str, agent: str) -> list[AgentEntry]:
         """The agent's whole log, page by page (call-log answers 10 000 entries at most)."""
         entries: list[AgentEntry] = []
@@ -110,7 +120,8 @@ class WaitingMessages:
             str(data["contact"]),
             str(data["message"]),
         )
-        if not window_open(self._latest[(number_id, contact)], self.clock(), self.window_s):
+        latest = self._latest.get((number_id, contact), float(data.get("timestamp", 0)))
+        if not window_open(latest, self.clock(), self.window_s):
             expired = {"message": message_id, "waiting_seq": entry.seq, "why": "window_closed"}
             await self._agent_entry(environment, agent, EXPIRED, expired)
             return
@@ -118,7 +129,18 @@ class WaitingMessages:
         if number is None:
             log.warning("waiting message %s: no WhatsApp number %s now", message_id, number_id)
             return
-        session = await self._thread(number, contact)
+        try:
+            session = await self._thread(number, contact)
+        except DispatcherRefused as exc:  # admission: the quota waits, an unknown agent goes
+            detail = exc.problem.detail or exc.problem.title
+            if exc.status == 429:
+                raise Later(f"the org's quota: {detail}", self.quota_retry_s) from exc
+            if exc.status != 422:
+                raise
+            gone = {"message": message_id, "waiting_seq": entry.seq, "why": "unknown_agent",
+                    "detail": detail}  # fmt: skip
+            await self._agent_entry(environment, agent, EXPIRED, gone)
+            return
         assert session is not None  # open_new
         taken = {"message": message_id, "call": session.call, "waiting_seq": entry.seq,
                  "by": self.replica}  # fmt: skip
