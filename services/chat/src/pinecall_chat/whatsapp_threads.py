@@ -78,6 +78,7 @@ class Threads(WaitingMessages):
         quota_retry_s: float = 10.0,
         inbox: Inbox | None = None,
         clock: Callable[[], float] = time.time,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.numbers = numbers
         """A number's secrets by its id (the webhook's cache of call-log's service route)."""
@@ -90,9 +91,11 @@ class Threads(WaitingMessages):
         self.inbox = inbox
         """The WhatsApp stream this replica takes its items from (None: tests of the threads)."""
         self.clock = clock
+        """Unix seconds: the window is judged on it (a test moves it)."""
+        self.monotonic = monotonic
+        """Seconds: how fresh an ``apps.holding`` announcement is (a test moves it)."""
         self.replica = f"{platform.node()}.{secrets.token_hex(4)}"
         """Who takes a waiting message (``message.taken``'s ``by``): one replica answers it."""
-        """Unix seconds: the window is judged on it (a test moves it)."""
         self.held: dict[str, tuple[float, set[tuple[str, str, str]]]] = {}
         self._queues: dict[tuple[str, str], asyncio.Queue[Any]] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -110,20 +113,23 @@ class Threads(WaitingMessages):
     # -- who holds an agent ----------------------------------------------------------------
 
     def holds(self, environment: str, org: str, agent: str) -> bool:
-        fresh = time.monotonic() - 3 * self.announce_s
+        fresh = self.monotonic() - 3 * self.announce_s
         return any(
             heard >= fresh and (environment, org, agent) in agents
             for heard, agents in self.held.values()
         )
 
     async def heard(self, holding: Holding) -> None:
-        """A call-log replica's ``apps.holding``: the waiting messages of each agent it now
-        holds are answered."""
-        before = self.held.get(holding.replica, (0.0, set()))[1]
+        """A call-log replica's ``apps.holding``: the waiting messages of each agent that was not
+        held a moment ago and is now are answered. "Not held" is what :meth:`holds` said, by
+        any replica's fresh announcement: an agent whose announcements went stale (a call-log
+        replica's loop late past three periods) had its messages written waiting meanwhile, so
+        the announcement that makes it fresh again drains them too."""
         agents = {(e, o, a) for e, o, a in holding.agents}
-        self.held[holding.replica] = (time.monotonic(), agents)
-        for environment, org, agent in agents - before:
-            self._drain((environment, org, agent))
+        newly = {scope for scope in agents if not self.holds(*scope)}
+        self.held[holding.replica] = (self.monotonic(), agents)
+        for scope in newly:
+            self._drain(scope)
         self._heard.set()
 
     async def until_held(self, environment: str, org: str, agent: str) -> None:
