@@ -68,7 +68,7 @@ async def test_writers_retries_land_once_when_postgres_cuts_every_connection_mid
                         "SELECT 1 FROM calllog.calls WHERE call_id = 'call_0' FOR UPDATE"
                     )
                     flushes = [asyncio.create_task(writer.flush()) for writer in writers]
-                    await a_batch_waits_on_a_lock(database_url)
+                    await a_batch_waits_on_a_lock(database_url, held)
                     cuts += await cut_every_connection(database_url)
                     await asyncio.gather(*flushes)
                     await held.close()

@@ -99,7 +99,7 @@ async def test_writers_retries_land_once_across_a_real_postgres_restart(
                         "SELECT 1 FROM calllog.calls WHERE call_id = 'call_0' FOR UPDATE"
                     )
                     flushes = [asyncio.create_task(writer.flush()) for writer in writers]
-                    await a_batch_waits_on_a_lock(own_postgres.url)
+                    await a_batch_waits_on_a_lock(own_postgres.url, held)
                     await asyncio.to_thread(own_postgres.restart)
                     await asyncio.gather(*flushes)
                     await held.close()
