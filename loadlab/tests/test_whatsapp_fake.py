@@ -25,14 +25,20 @@ SECRET = WhatsAppConfig().app_secret
 @dataclass
 class Receiver:
     """The app's callback URL: records each POST's raw body and signature; refuses the first
-    `refuse` with 503."""
+    `refuse` with 503; answers none until `together` POSTs are open at once (0: each at once)."""
 
     refuse: int = 0
+    together: int = 0
     posts: list[tuple[bytes, str]] = field(default_factory=list)
     url: str = ""
+    _open: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def handle(self, request: web.Request) -> web.Response:
         self.posts.append((await request.read(), request.headers["X-Hub-Signature-256"]))
+        if self.together:
+            if len(self.posts) >= self.together:
+                self._open.set()
+            await self._open.wait()
         if self.refuse > 0:
             self.refuse -= 1
             return web.Response(status=503)
@@ -249,3 +255,22 @@ def test_the_command_says_its_default_port_and_refuses_a_bad_config(tmp_path: An
     refused = runner.invoke(lab, ["whatsapp", "--config", str(bad)])
     assert refused.exit_code == 2
     assert "--config" in refused.output
+
+
+async def test_in_flight_webhooks_are_posted_at_once_and_each_attempt_is_timed(
+    receiver: Receiver,
+) -> None:
+    """``in_flight: 3``: three POSTs are open together (the receiver answers none until the third
+    arrives); each attempt says when it began, how long it queued and how long its answer took."""
+    receiver.together = 3
+    config = WhatsAppConfig(port=0, retry_min_s=0.02, pair_interval_s=0.0, in_flight=3)
+    async with WhatsAppFake(config) as wa:
+        wa.set_webhook_url(receiver.url)
+        for n in range(3):
+            wa.contact(f"3460011122{n}").send("hello")
+        async with asyncio.timeout(5):
+            await wa.webhooks.wait_delivered(3)
+    assert sorted(wa.webhooks.delivered) == [1, 2, 3]
+    for attempt in wa.webhooks.attempts:
+        assert attempt.status == 200
+        assert attempt.at > 0 and attempt.queued_s >= 0 and attempt.took_s > 0

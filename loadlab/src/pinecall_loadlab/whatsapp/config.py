@@ -43,6 +43,10 @@ class WhatsAppConfig(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_f
     """The first retry of an undelivered webhook waits this long, each next twice as long."""
     retry_max_s: Seconds = 30.0
     """The longest wait between retries."""
+    in_flight: Annotated[int, msgspec.Meta(ge=1, le=1024)] = 1
+    """Webhooks delivered at once: 1 sends them one at a time in the order queued; more send
+    that many POSTs concurrently (no order between them, as Meta gives none), so a benchmark can
+    offer a rate above one POST's round trip."""
     retry_for_s: Seconds = 600.0
     """A webhook undelivered this long is given up (Meta keeps trying for days; the lab
     does not)."""

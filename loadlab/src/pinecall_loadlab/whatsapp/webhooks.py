@@ -4,8 +4,9 @@ As Meta (``shared/reference/app-socket.md`` §2): each POST carries ``X-Hub-Sign
 over its raw body and ``Content-Type: application/json``; a delivery is at least once — a
 connection error or any answer but a 2xx is retried, backing off from `retry_min_s` doubling to
 `retry_max_s`, until delivered or older than `retry_for_s` (Meta keeps going for days). There is
-no order and no sequence number: deliveries go one at a time in the order queued, and the faults
-below make them arrive twice or out of order.
+no order and no sequence number: deliveries go one at a time in the order queued (`in_flight`
+at once when the config says more than 1), and the faults below make them arrive twice or out of
+order. Each attempt is kept (`Attempt`) with when it was made and how long its answer took.
 
 Faults (`WebhookFaults`, counted down per webhook queued): send the next N twice (the same bytes,
 as a retry whose answer was lost); hold the next N until the one after them is queued (so they
@@ -51,6 +52,12 @@ class Attempt:
     delivery: int
     status: int | None
     """The HTTP status answered; None: no answer (refused, reset, timed out)."""
+    at: float = 0.0
+    """When the POST began, ``time.monotonic()`` seconds."""
+    queued_s: float = 0.0
+    """Seconds from the delivery being queued to this POST (backoff included for a retry)."""
+    took_s: float = 0.0
+    """Seconds from the POST to its answer (or to its failure)."""
 
 
 @dataclass
@@ -69,18 +76,22 @@ class WebhookSender:
         self._queue: asyncio.Queue[tuple[Delivery, float]] = asyncio.Queue()
         self._held: list[Delivery] = []
         self._changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self._session: aiohttp.ClientSession | None = None
 
     async def start(self) -> None:
-        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10))
-        self._task = asyncio.create_task(self._run())
+        self._session = aiohttp.ClientSession(
+            timeout=aiohttp.ClientTimeout(total=10),
+            connector=aiohttp.TCPConnector(limit=max(100, self.config.in_flight)),
+        )
+        self._tasks = [asyncio.create_task(self._run()) for _ in range(self.config.in_flight)]
 
     async def aclose(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+                await task
         if self._session is not None:
             await self._session.close()
 
@@ -158,8 +169,15 @@ class WebhookSender:
         cfg = self.config
         wait = cfg.retry_min_s
         while True:
+            at = time.monotonic()
             status = await self._post(delivery)
-            self.attempts.append(Attempt(delivery=delivery.id, status=status))
+            took = time.monotonic() - at
+            self.attempts.append(
+                Attempt(
+                    delivery=delivery.id, status=status, at=at, queued_s=at - queued_at,
+                    took_s=took,
+                )
+            )  # fmt: skip
             if status is not None and 200 <= status < 300:
                 self.delivered.append(delivery.id)
                 self._changed.set()
