@@ -273,4 +273,6 @@ async def test_in_flight_webhooks_are_posted_at_once_and_each_attempt_is_timed(
     assert sorted(wa.webhooks.delivered) == [1, 2, 3]
     for attempt in wa.webhooks.attempts:
         assert attempt.status == 200
-        assert attempt.at > 0 and attempt.queued_s >= 0 and attempt.took_s > 0
+        assert attempt.at > 0
+        assert attempt.queued_s >= 0
+        assert attempt.took_s > 0
