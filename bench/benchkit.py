@@ -169,6 +169,16 @@ class Bench:
             time.sleep(0.1)  # a server gives no other signal that it listens
         raise RuntimeError(f"{name} at {url} was not ready in 60 s: {self.tail(name)}")
 
+    def start_dispatcher(self, call_log_url: str) -> str:
+        """Start the dispatcher (``dispatcher serve``, the service key, LiveKit keys of no real
+        LiveKit) as ``dispatcher``, for a written call's admission (``POST /v1/written-calls``:
+        the agent known, the org's quota); its URL once ready."""
+        return self.start(
+            "dispatcher", "dispatcher", "serve",
+            env={"PINECALL_SERVICE_KEY": self.service_key, "PINECALL_CALL_LOG_URL": call_log_url,
+                 "PINECALL_LIVEKIT_KEYS": "production=bench-key:bench-secret-0123456789abcdef"},
+        )  # fmt: skip
+
     def tail(self, name: str) -> str:
         path = self.workdir / f"{name}.log"
         return path.read_text(errors="replace")[-2000:] if path.exists() else ""

@@ -3,8 +3,8 @@ every 5 s over ``WS /v1/chat``, and the reply start each sees, the model fake's 
 subtracted. Not a test: nothing asserts a time.
 
 Setup (``benchkit.py``): the running Postgres and NATS (or embedded ones), a database and NATS
-namespace of the run's own, one call-log replica and one chat replica as processes (``serve
---workers 1`` each), the vendor fakes (``lab vendors``: Anthropic's first text delta after
+namespace of the run's own, one call-log replica, the dispatcher (a written call's admission) and
+one chat replica as processes (``serve --workers 1`` each), the vendor fakes (``lab vendors``: Anthropic's first text delta after
 ``--first-s``, 0.35 s, the lab's default; no tools asked), and the agent ``bench`` (a prompt, no
 tools) defined with an app key. No app holds the agent: a written call opens and is answered
 without one (its tools would go to it; it has none).
@@ -310,10 +310,12 @@ def main() -> int:
             headers={"authorization": f"Bearer {bench.app_key}"},
         )  # fmt: skip
         put.raise_for_status()
+        dispatcher_url = bench.start_dispatcher(log_url)
         chat_url = bench.start(
             "chat", "chat", "serve", "--workers", "1",
             env={
                 "PINECALL_CALL_LOG_URL": log_url,
+                "PINECALL_DISPATCHER_URL": dispatcher_url,
                 "PINECALL_FLEET_KEYS": f"production={bench.fleet_key}",
                 "PINECALL_SERVICE_KEY": bench.service_key,
                 "PINECALL_CHAT_TOKEN_SECRET": "bench-secret-" + os.urandom(8).hex(),

@@ -117,13 +117,29 @@ async def delete_streams(nats_url: str, namespace: str) -> None:
         await client.close()
 
 
+async def stream_state(js: Any, namespace: str) -> dict[str, int]:
+    """The WhatsApp stream's items not yet processed (``held``: a work queue keeps an item until
+    it is acknowledged) and its consumer's: fetched and not acknowledged (``in_hand``), given
+    again (``redelivered``: an item behind its thread's first, or a nak), not yet fetched."""
+    subjects = Subjects(namespace)
+    stream = await js.stream_info(subjects.whatsapp_stream)
+    consumer = await js.consumer_info(subjects.whatsapp_stream, subjects.whatsapp_consumer)
+    return {
+        "held": int(stream.state.messages),
+        "in_hand": int(consumer.num_ack_pending or 0),
+        "redelivered": int(consumer.num_redelivered or 0),
+        "not_fetched": int(consumer.num_pending or 0),
+    }
+
+
 def cores(pids: dict[str, int]) -> dict[str, float | None]:
     return {name: tree_cpu_s(pid) for name, pid in pids.items()}
 
 
 async def step(
-    bench: Bench, fake: WhatsAppFake, sent: Sent, rate: float, n: int, args: argparse.Namespace
-) -> dict[str, Any]:
+    bench: Bench, fake: WhatsAppFake, js: Any, sent: Sent, rate: float, n: int,
+    args: argparse.Namespace,
+) -> dict[str, Any]:  # fmt: skip
     pids = {name: proc.pid for name, (_, proc) in bench.replicas.items()}
     hooks = fake.webhooks
     made0, attempts0, sent0 = len(hooks.made), len(hooks.attempts), len(fake.sent)
@@ -153,6 +169,7 @@ async def step(
     took = [a.took_s for a in acked]
     queued = [a.queued_s for a in attempts]
     pending = len(hooks.made) - len(set(hooks.delivered))
+    stream = await stream_state(js, bench.namespace)
     answered = len(fake.sent) - sent0
     backlog = len(sent.messages) - len(fake.sent)
     cpu = {
@@ -185,6 +202,7 @@ async def step(
         "queued_in_fake_ms_p99": round(pct(queued, 0.99) * 1000, 1),
         "answered_per_s": round(answered / wall, 1),
         "backlog": backlog,
+        "stream": stream,
         "driver_late_ms_p99": round(pct(late, 0.99) * 1000, 1),
         "cores": cpu,
         "loadavg": [round(x, 2) for x in os.getloadavg()],
@@ -210,9 +228,12 @@ def kept_up(row: dict[str, Any], args: argparse.Namespace) -> str | None:
     return None
 
 
-async def drain(fake: WhatsAppFake, sent: Sent, args: argparse.Namespace) -> float:
-    """Seconds until every message was answered and every webhook made was acknowledged (the
-    replies' statuses too), or ``--drain-s``."""
+async def drain(
+    fake: WhatsAppFake, js: Any, namespace: str, sent: Sent, args: argparse.Namespace
+) -> float:
+    """Seconds until every message was answered, every webhook made was acknowledged (the
+    replies' statuses too) and the WhatsApp stream holds nothing (each item processed), or
+    ``--drain-s``."""
     began = time.monotonic()
     want_statuses = 0 if args.no_statuses else len(STATUSES)
     hooks = fake.webhooks
@@ -221,6 +242,7 @@ async def drain(fake: WhatsAppFake, sent: Sent, args: argparse.Namespace) -> flo
             len(fake.sent) >= len(sent.messages)
             and len(hooks.made) >= len(sent.messages) + want_statuses * len(fake.sent)
             and len(set(hooks.delivered)) >= len(hooks.made)
+            and not (await stream_state(js, namespace))["held"]
         ):
             break
         await asyncio.sleep(0.5)  # progress polled: the fake says nothing when all is done
@@ -293,15 +315,20 @@ async def measure(
     await held(bench.platform.nats_url, bench.namespace)
     sent = Sent()
     report: dict[str, Any] = {"steps": []}
-    for n, rate in enumerate(args.rates):
-        row = await step(bench, fake, sent, rate, n, args)
-        report["steps"].append(row)
-        log(f"{rate:g} messages/s: {row}")
-        why = kept_up(row, args)
-        if why is not None:
-            report["stopped"] = why
-            break
-    report["drain_s"] = round(await drain(fake, sent, args), 1)
+    client = await nats.connect(bench.platform.nats_url)
+    try:
+        js = client.jetstream()
+        for n, rate in enumerate(args.rates):
+            row = await step(bench, fake, js, sent, rate, n, args)
+            report["steps"].append(row)
+            log(f"{rate:g} messages/s: {row}")
+            why = kept_up(row, args)
+            if why is not None:
+                report["stopped"] = why
+                break
+        report["drain_s"] = round(await drain(fake, js, bench.namespace, sent, args), 1)
+    finally:
+        await client.close()
     report["given_up"] = len(fake.webhooks.given_up)
     report["check"] = await read_back(
         log_url, bench.operator_key, fake.number, fake, sent, not args.no_statuses
@@ -319,7 +346,7 @@ def render(report: dict[str, Any]) -> str:
         f"({os.cpu_count()} cores; loadavg before {report['loadavg_before']})",
         "",
         " msgs/s  hooks/s offered  acked  pending  ack p50 ms  p99 ms  max ms  queued p99 ms  "
-        "answered/s  backlog  cores chat log disp model app bench machine  loadavg after",
+        "answered/s  backlog  stream held/redelivered  cores chat log disp model app bench machine  loadavg after",
     ]
     for r in report["steps"]:
         t, c = r["ack_ms"], r["cores"]
@@ -327,7 +354,7 @@ def render(report: dict[str, Any]) -> str:
             f"{r['rate']:>7g}  {r['webhooks_offered_per_s']:>15.1f}  {r['webhooks_acked_per_s']:>5.1f}"
             f"  {r['webhooks_pending']:>7}  {t['p50']:>10.1f}  {t['p99']:>6.1f}  {t['max']:>6.1f}  "
             f"{r['queued_in_fake_ms_p99']:>13.1f}  {r['answered_per_s']:>10.1f}  "
-            f"{r['backlog']:>7}  "
+            f"{r['backlog']:>7}  {r['stream']['held']:>10}/{r['stream']['redelivered']:<11}  "
             + " ".join(
                 f"{c.get(k, 0.0):.2f}"
                 for k in ("chat", "call-log", "dispatcher", "vendors", "app", "bench", "machine")
@@ -456,11 +483,7 @@ def serve_and_measure(bench: Bench, args: argparse.Namespace) -> dict[str, Any]:
                  "content-type": "application/json"},
     )  # fmt: skip
     put.raise_for_status()
-    bench.start(
-        "dispatcher", "dispatcher", "serve",
-        env={"PINECALL_SERVICE_KEY": bench.service_key, "PINECALL_CALL_LOG_URL": log_url,
-             "PINECALL_LIVEKIT_KEYS": "production=bench-key:bench-secret-0123456789abcdef"},
-    )  # fmt: skip
+    bench.start_dispatcher(log_url)
     env = bench.env | {
         "TOOL_APP_URL": log_url, "TOOL_APP_KEY": bench.app_key, "TOOL_APP_ORG": ORG,
         "TOOL_APP_AGENT": encode(AGENT).decode(),
