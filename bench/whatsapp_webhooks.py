@@ -19,7 +19,8 @@ ones go to it. Measured per step, by the fake: webhooks a second offered (messag
 replies' statuses) and acknowledged (200), the POST's round trip to its 200 (ack p50/p99/max),
 how long webhooks queued in the fake (past ``--in-flight``, the fake and not the replica is
 behind), replies a second (the Graph endpoint's sends), the backlog at the step's end (messages
-not yet answered); the CPU of each process and the machine; the load average. A step that does
+not yet answered), the WhatsApp stream's items not yet processed and its consumer's redeliveries;
+the CPU of each process and the machine; the load average. A step that does
 not keep up (more than a second's webhooks not yet acknowledged at its end, ack p99 past ``--stop-ack-p99-ms``, or a backlog
 of more than ``--stop-backlog-s`` seconds of messages) ends the ramp: that rate is where one
 replica stops keeping up; with ``--profile S`` py-spy samples the replica for S seconds in each
