@@ -35,6 +35,7 @@ from pinecall_runtime.up.written import verify_chat
 from pinecall_servicekit.calltrace import call_trace_id
 from pinecall_servicekit.dburl import with_database
 from pinecall_servicekit.platform import Endpoints
+from pinecall_testkit.up import platform_env
 
 pytestmark = pytest.mark.long  # scheduled first (the testing plugin)
 
@@ -55,15 +56,6 @@ def run_up(tmp_path: Path, platform: Endpoints, *args: str) -> tuple[dict[str, A
         f"{done.stdout[-3000:]}\n{done.stderr[-3000:]}\nlogs: {tmp_path / 'state' / 'logs'}"
     )
     return json.loads(report.read_text()), done.stdout
-
-
-def platform_env(platform: Endpoints) -> dict[str, str]:
-    """This environment without its ``PINECALL_*``, on the test's Postgres and NATS."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")}
-    return env | {
-        "PINECALL_DATABASE_URL": platform.database_url,
-        "PINECALL_NATS_URL": platform.nats_url,
-    }
 
 
 def stopped_cleanly(result: dict[str, Any], tmp_path: Path) -> None:
