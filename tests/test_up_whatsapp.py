@@ -10,6 +10,7 @@ import json
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import httpx
@@ -50,6 +51,9 @@ def test_a_thread_under_up_is_answered_through_the_fake_and_ctrl_c_leaves_it_ope
                 break
         else:
             pytest.fail(f"up exited before it was ready: {''.join(said)[-3000:]}")
+        # the table goes on every 2 s: read, so that up never blocks on a full pipe
+        reading = threading.Thread(target=lambda: said.extend(up.stdout or ()), daemon=True)
+        reading.start()
         urls = json.loads((state / "up.json").read_text())["urls"]
         keys = json.loads((state / "keys.json").read_text())
         assert "whatsapp" in urls, urls
@@ -77,7 +81,9 @@ def test_a_thread_under_up_is_answered_through_the_fake_and_ctrl_c_leaves_it_ope
                     if not received:
                         raise NotYet
         up.send_signal(signal.SIGINT)
-        out, _ = up.communicate(timeout=240)
+        up.wait(timeout=240)
+        reading.join()
+        out = "".join(said)
     finally:
         if up.poll() is None:
             up.kill()
