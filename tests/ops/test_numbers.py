@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
+from pinecall_runtime.up.services import EXAMPLE
 from pinecall_servicekit.lifecycle import ExitCode
 from pinecall_servicekit.platform import Endpoints
 from pinecall_testkit.call_log import Keys, Process, make_keys, one_served
@@ -109,3 +110,43 @@ async def test_each_failure_is_named_with_its_exit_code(
     assert code == ExitCode.NOT_FOUND
     code, _, err = await cli(env, "numbers", "show", "not-digits", *org)
     assert code == 2
+
+
+def readme_number() -> str:
+    """The README's ``number.yaml``, as a reader copies it."""
+    readme = (EXAMPLE.parents[1] / "README.md").read_text()
+    block = readme.split("```yaml\n# number.yaml\n", 1)[1]
+    return block.split("```", 1)[0]
+
+
+async def test_the_readmes_number_is_put_as_written_and_a_refusal_says_what_is_expected(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """The README's number (its display number in E.164, as Meta shows it) is put as written;
+    a verify token too short is refused saying so in words, never as a regex; the help says
+    what each field takes."""
+    org = ("--org", f"org_{secrets.token_hex(4)}")
+    agent = tmp_path / "booking.yaml"
+    agent.write_text("name: booking\nprompt: You book tables.\n")
+    assert (await cli(env, "agents", "put", str(agent), *org))[0] == 0
+    number = tmp_path / "number.yaml"
+    number.write_text(readme_number())
+    code, out, err = await cli(env, "numbers", "put", str(number), *org)
+    assert code == 0, err
+    assert "106540352242922 (+15550783881)" in out
+    short = tmp_path / "short.yaml"
+    short.write_text(readme_number().replace("my-verify-token-1", "short"))
+    code, _, err = await cli(env, "numbers", "put", str(short), *org)
+    assert code == ExitCode.FAILED
+    assert "verify_token" in err
+    assert "at least 8 characters" in err
+    spelled = tmp_path / "spelled.yaml"
+    spelled.write_text(readme_number().replace('"+15550783881"', '"call me"'))
+    code, _, err = await cli(env, "numbers", "put", str(spelled), *org)
+    assert code == ExitCode.FAILED
+    assert "E.164, like +15551234567" in err
+    assert "regex" not in err
+    code, helped, _ = await cli(env, "numbers", "put", "--help")
+    assert code == 0
+    assert "8 to 512" in helped
+    assert "E.164" in helped

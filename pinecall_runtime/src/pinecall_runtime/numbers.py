@@ -7,8 +7,8 @@ never go on a command line (nor into a shell's history)::
 
     phone_number_id: "106540352242922"
     agent: booking
-    display_phone_number: "15550783881"
-    verify_token: …      # what Meta's handshake carries
+    display_phone_number: "+15550783881"   # E.164 as Meta shows it; kept as its digits
+    verify_token: …      # what Meta's handshake carries: your choice, 8+ printable characters
     app_secret: …        # the Meta app's App Secret (signs the webhooks)
     access_token: …      # the Bearer token replies are sent with
 
@@ -27,7 +27,13 @@ import msgspec
 import yaml
 
 from pinecall_clients.errors import CallLogRefused, CallLogUnavailable
-from pinecall_contracts.whatsapp import PHONE_NUMBER_ID_PATTERN, WhatsAppNumber, WhatsAppNumberPut
+from pinecall_contracts.plain import plainly
+from pinecall_contracts.whatsapp import (
+    PHONE_NUMBER_ID_PATTERN,
+    WhatsAppNumber,
+    WhatsAppNumberPut,
+    display_digits,
+)
 from pinecall_runtime.agents import (
     WITHIN_S,
     _client,
@@ -55,8 +61,11 @@ def read_number(path: Path) -> tuple[str, WhatsAppNumberPut]:
         if unknown:
             raise ValueError(f"no such field: {', '.join(sorted(unknown))}")
         put = msgspec.convert(raw, WhatsAppNumberPut)
+        put = msgspec.structs.replace(
+            put, display_phone_number=display_digits(put.display_phone_number)
+        )
     except (OSError, ValueError, yaml.YAMLError, msgspec.ValidationError, click.BadParameter) as e:
-        said = e.format_message() if isinstance(e, click.BadParameter) else str(e)
+        said = e.format_message() if isinstance(e, click.BadParameter) else plainly(str(e))
         raise CommandError("bad_request", f"{path}: not a WhatsApp number: {said}") from e
     return number_id, put
 
@@ -84,7 +93,14 @@ def numbers() -> None:
 async def numbers_put(
     file: Path, org: str, environment: str | None, key: str | None, as_json: bool
 ) -> None:
-    """Tie the number FILE describes (YAML or JSON) to its agent, with its secrets."""
+    """Tie the number FILE describes (YAML or JSON) to its agent, with its secrets.
+
+    \b
+    FILE holds phone_number_id (Meta's, digits), agent, display_phone_number (E.164 as Meta
+    shows it, like +15551234567; kept as its digits) and the three secrets, each 8 to 512
+    printable ASCII characters with no spaces: verify_token (your choice: what Meta's webhook
+    handshake carries), app_secret (the Meta app's App Secret) and access_token.
+    """
     number_id, put = read_number(file)
     scope = _scope(org, environment, key)
     try:

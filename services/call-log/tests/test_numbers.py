@@ -131,7 +131,8 @@ async def test_a_number_of_another_org_or_environment_is_409_and_404(
         (NUMBER, {}, body(), 422),  # no org
         (NUMBER, ACME, body(verify_token="short"), 400),
         (NUMBER, ACME, body(app_secret="has a space"), 400),
-        (NUMBER, ACME, body(display_phone_number="+1 555"), 400),
+        (NUMBER, ACME, body(display_phone_number="+1 555"), 422),  # 4 digits
+        (NUMBER, ACME, body(display_phone_number="call me"), 400),
         (NUMBER, ACME, {"agent": "booking"}, 400),  # no secrets
         (NUMBER, ACME, "not json", 400),
         ("/v1/whatsapp/numbers/not-digits", ACME, body(), 400),
@@ -148,6 +149,30 @@ async def test_bad_input_is_a_problem_and_writes_nothing(
     assert (refused.status_code, refused.headers["content-type"]) == (status, PROBLEM), refused.text
     listed = await call_log.get("/v1/whatsapp/numbers", params=ACME, headers=app)
     assert listed.json()["numbers"] == []
+
+
+async def test_a_display_number_is_taken_as_meta_shows_it_and_a_refusal_says_what_is_expected(
+    call_log: Replica, keys: Keys, agent: None
+) -> None:
+    """E.164 as Meta's WhatsApp Manager shows it is kept as its digits; a value refused says
+    what is expected in words, never as the regex it failed."""
+    app = bearer(keys.app)
+    for given in ("+15550783881", "+1 555-078-3881", "+1 (555) 078.3881"):
+        put = await call_log.put(NUMBER, json=body(display_phone_number=given), params=ACME,
+                                 headers=app)  # fmt: skip
+        assert put.status_code == 200, put.text
+        assert put.json()["display_phone_number"] == "15550783881"
+    for sent, said in (
+        (body(display_phone_number="call me"), "E.164, like +15551234567"),
+        (body(display_phone_number="+1 555"), "E.164, like +15551234567"),
+        (body(verify_token="short"), "at least 8 characters - at `$.verify_token`"),
+        (body(app_secret="has a space"), "printable ASCII with no spaces"),
+    ):
+        refused = await call_log.put(NUMBER, json=sent, params=ACME, headers=app)
+        problem = refused.json()
+        assert said in problem["detail"], problem
+        assert "regex" not in refused.text, problem
+        assert "[0-9]" not in refused.text, problem
 
 
 async def test_keys_that_may_not_are_refused(call_log: Replica, keys: Keys, agent: None) -> None:

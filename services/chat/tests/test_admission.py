@@ -7,10 +7,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from pinecall_chat import tokens
 from pinecall_contracts.chat import ChatClose
 from pinecall_testkit.call_log import Keys, Listening, bearer
 
-from .test_chat import Chat, page, token
+from .test_chat import SECRET, Chat, page, token
 
 
 async def calls(call_log: Listening, keys: Keys) -> list[str]:
@@ -46,8 +47,12 @@ async def test_a_chat_over_its_orgs_quota_or_for_an_unknown_agent_opens_nothing(
             # the call itself, dialled again, was counted already: taken up
             async with page(one, await token(one, keys, call=call), call) as again:
                 assert (await again.expect("chat.ready.v1"))["call"] == call
-        # an agent org_acme does not define
-        async with page(one, await token(one, keys, agent="nobody")) as p:
+        # an agent org_acme does not define (refused at the mint: a token signed here, as one
+        # minted before its agent went would be)
+        claims = tokens.Claims(
+            agent="nobody", org="org_acme", environment="production", exp=tokens.expiry(60)
+        )
+        async with page(one, tokens.mint(SECRET, claims)) as p:
             assert await p.closed_with() == ChatClose.UNKNOWN_AGENT
         assert await calls(call_log, keys) == [call]
     offers = await dispatcher.client.get("/v1/ops/offers", headers=bearer(keys.operator))

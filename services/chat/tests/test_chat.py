@@ -50,13 +50,17 @@ class Page:
         return deltas, frame
 
     async def closed_with(self) -> int:
+        return (await self.close_frame())[0]
+
+    async def close_frame(self) -> tuple[int, str]:
+        """The code and reason the server closed with (frames before it skipped)."""
         try:
             while True:
                 await asyncio.wait_for(self.ws.recv(), WAIT_S)
         except ConnectionClosed as closed:
             rcvd = closed.rcvd
         assert rcvd is not None, "no close frame"
-        return rcvd.code
+        return rcvd.code, rcvd.reason
 
 
 async def token(chat: Listening, keys: Keys, key: str | None = None, **body: Any) -> str:
@@ -217,10 +221,14 @@ async def test_a_dial_out_of_scope_closes_with_its_code_and_writes_nothing(
         }
         forged = tokens.mint("another secret", tokens.Claims(**claims))
         expired = tokens.mint(SECRET, tokens.Claims(**(claims | {"exp": exp - 3600})))
-        other_org = await token(one, keys, org="org_other", call=call)
-        sandbox = await token(one, keys, key=keys.app_sandbox, call=call)
-        other_agent = await token(one, keys, agent="sales-bot", call=call)
-        other_call = await token(one, keys, call="call_elsewhere")
+
+        def signed(**changes: Any) -> str:  # refused at the mint: signed here, as a leak would
+            return tokens.mint(SECRET, tokens.Claims(**(claims | changes)))
+
+        other_org = signed(org="org_other", call=call)
+        sandbox = signed(environment="sandbox", call=call)
+        other_agent = signed(agent="sales-bot", call=call)
+        other_call = signed(call="call_elsewhere")
         for tok, dialled, code in (
             (None, call, ChatClose.BAD_TOKEN),
             (forged, call, ChatClose.BAD_TOKEN),
@@ -229,7 +237,7 @@ async def test_a_dial_out_of_scope_closes_with_its_code_and_writes_nothing(
             (sandbox, call, ChatClose.OUT_OF_SCOPE),
             (other_agent, call, ChatClose.OUT_OF_SCOPE),
             (other_call, call, ChatClose.OUT_OF_SCOPE),
-            (await token(one, keys, call="call_nobody"), "call_nobody", ChatClose.NO_CALL),
+            (signed(call="call_nobody"), "call_nobody", ChatClose.NO_CALL),
             (await token(one, keys, call=call), None, ChatClose.OUT_OF_SCOPE),
         ):
             async with page(one, tok or "", dialled) as p:
@@ -240,8 +248,70 @@ async def test_a_dial_out_of_scope_closes_with_its_code_and_writes_nothing(
             f"/v1/calls/{call}/end", json={"outcome": "completed"}, headers=bearer(keys.production)
         )
         assert ended.status_code == 200
-        async with page(one, await token(one, keys, call=call), call) as p:
+        async with page(one, signed(call=call), call) as p:
             assert await p.closed_with() == ChatClose.NOT_OPEN
+
+
+async def test_a_dial_whose_call_is_no_call_id_closes_4400_saying_so(
+    call_log: Listening, chat: Chat, keys: Keys
+) -> None:
+    """A ``?call=`` that is no call id is a malformed dial (4400) with a reason for the page:
+    not 1011, and no internal URL in it."""
+    async with chat() as one, page(one, await token(one, keys), "bogus!!") as p:
+        code, reason = await p.close_frame()
+    assert code == ChatClose.MALFORMED
+    assert reason == "?call= is not a call id (like call_7Qm2x)"
+    assert call_log.url.replace("ws://", "") not in reason
+
+
+async def test_a_token_says_whether_it_is_missing_malformed_or_not_ours(
+    call_log: Listening, chat: Chat, keys: Keys
+) -> None:
+    forged = tokens.mint(
+        "another secret",
+        tokens.Claims(agent="support-bot", org="org_acme", environment="production", exp=2**40),
+    )
+    async with chat() as one:
+        for tok, said in (
+            ("", "no chat token"),
+            ("garbage", "a malformed chat token"),
+            ("gar.bage", "an invalid chat token"),
+            (forged, "an invalid chat token"),
+        ):
+            async with page(one, tok) as p:
+                code, reason = await p.close_frame()
+            assert code == ChatClose.BAD_TOKEN
+            assert reason.startswith(said), reason
+
+
+async def test_a_token_is_minted_only_for_what_a_dial_could_take(
+    call_log: Listening, chat: Chat, keys: Keys
+) -> None:
+    """Another org (one that does not define the agent), an agent the org does not define, a
+    call that does not exist, another org's or environment's call, an ended one: each a
+    problem detail at the mint, not a token that fails when the page dials."""
+    async with chat() as one:
+        async with page(one, await token(one, keys)) as p:
+            call = (await p.expect("chat.ready.v1"))["call"]
+        base = {"agent": "support-bot", "org": "org_acme", "visitor": "v-1"}
+        for key, body, status in (
+            (keys.app, {"org": "org_other"}, 403),
+            (keys.app, {"agent": "sales-bot"}, 403),
+            (keys.app, {"call": "call_nobody"}, 404),
+            (keys.app, {"org": "org_other", "call": call}, 403),
+            (keys.app_sandbox, {"call": call}, 403),
+        ):
+            answer = await one.client.post("/v1/chat/tokens", json=base | body, headers=bearer(key))
+            assert answer.status_code == status, (body, answer.text)
+            assert answer.headers["content-type"] == "application/problem+json"
+        ended = await call_log.client.post(
+            f"/v1/calls/{call}/end", json={"outcome": "completed"}, headers=bearer(keys.production)
+        )
+        assert ended.status_code == 200
+        answer = await one.client.post(
+            "/v1/chat/tokens", json=base | {"call": call}, headers=bearer(keys.app)
+        )
+        assert answer.status_code == 409, answer.text
 
 
 async def test_a_token_needs_an_app_key_and_a_good_body(chat: Chat, keys: Keys) -> None:

@@ -40,10 +40,9 @@ def entry_bytes(data: dict[str, Any]) -> int:
     return len(msgspec.json.encode(data))
 
 
-CallIdField = Annotated[
-    str,
-    msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$(?![\s\S])", examples=["call_7Qm2x"]),
-]
+CALL_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$(?![\s\S])"
+"""A call id: letters, digits and ``_ . : -``, 128 at most (``call_7Qm2x``, ``wa:<n>:<c>:1``)."""
+CallIdField = Annotated[str, msgspec.Meta(pattern=CALL_ID_PATTERN, examples=["call_7Qm2x"])]
 AgentField = Annotated[str, msgspec.Meta(pattern=AGENT_PATTERN, examples=["support-bot"])]
 Kind = Annotated[
     str,

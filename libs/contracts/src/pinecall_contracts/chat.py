@@ -53,7 +53,8 @@ class ChatClose(IntEnum):
     TOO_BIG = 1009
     """A frame over ``max_frame_bytes`` (``chat.ready.limits``)."""
     MALFORMED = 4400
-    """A frame that is not a ``chat.message`` (not JSON, another type, a bad id), or binary."""
+    """A frame that is not a ``chat.message`` (not JSON, another type, a bad id), or binary; or
+    a dial whose ``?call=`` is not a call id."""
     BAD_TOKEN = 4401
     """No chat token, one not good (its signature), or one expired."""
     OUT_OF_SCOPE = 4403

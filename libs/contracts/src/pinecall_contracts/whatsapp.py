@@ -22,6 +22,7 @@ from pinecall_contracts.agents import Org
 from pinecall_contracts.base import Contract
 from pinecall_contracts.calls import AgentField
 from pinecall_contracts.ids import EnvironmentField
+from pinecall_contracts.plain import means
 
 PHONE_NUMBER_ID_PATTERN = r"^[0-9]{1,32}$(?![\s\S])"
 """Meta's ids are digits (``106540352242922``)."""
@@ -30,10 +31,39 @@ PhoneNumberId = Annotated[
 ]
 Display = Annotated[str, msgspec.Meta(pattern=r"^$(?![\s\S])|^[0-9]{5,20}$(?![\s\S])")]
 """The number as people dial it, digits without ``+`` (``15550783881``); empty: not said."""
-Secret = Annotated[
-    str, msgspec.Meta(min_length=8, max_length=512, pattern=r"^[\x21-\x7e]+$(?![\s\S])")
+DISPLAY_GIVEN = means(
+    r"^$(?![\s\S])|^\+?[0-9][0-9 ().-]{3,38}[0-9]$(?![\s\S])",
+    "a phone number in E.164, like +15551234567 (spaces, dashes, dots and brackets are "
+    "let through; 5 to 20 digits)",
+)
+DisplayGiven = Annotated[
+    str,
+    msgspec.Meta(
+        pattern=DISPLAY_GIVEN,
+        examples=["+15550783881", "+1 555-078-3881", "15550783881"],
+        description="E.164 as Meta's WhatsApp Manager shows it; kept as its digits.",
+    ),
 ]
-"""A secret as Meta issues them: printable ASCII, no spaces, 8 to 512 characters."""
+"""The number as a put gives it: E.164 as Meta shows it (``+1 555-078-3881``, ``+15550783881``)
+or its digits alone; :func:`display_digits` makes it :data:`Display`."""
+SECRET_PATTERN = means(
+    r"^[\x21-\x7e]+$(?![\s\S])", "printable ASCII with no spaces (8 to 512 characters)"
+)
+Secret = Annotated[str, msgspec.Meta(min_length=8, max_length=512, pattern=SECRET_PATTERN)]
+"""A secret as Meta issues them: printable ASCII, no spaces, 8 to 512 characters (the verify
+token is the app's own choice: the same rule)."""
+
+
+def display_digits(given: str) -> str:
+    """The digits of a display number as :data:`DisplayGiven` lets it through (``"+1
+    555-078-3881"`` → ``"15550783881"``); ``ValueError`` saying what is expected when they are
+    not 5 to 20."""
+    digits = "".join(c for c in given if c.isdigit())
+    if given and not 5 <= len(digits) <= 20:
+        raise ValueError(
+            f"display_phone_number {given!r}: expected E.164, like +15551234567 (5 to 20 digits)"
+        )
+    return digits
 
 
 class WhatsAppNumberPut(Contract, frozen=True, kw_only=True, tag="whatsapp.number_put.v1"):
@@ -43,9 +73,11 @@ class WhatsAppNumberPut(Contract, frozen=True, kw_only=True, tag="whatsapp.numbe
     agent: AgentField
     """The org's agent that answers the number's contacts (422 when the org has no such agent
     in the environment)."""
-    display_phone_number: Display = ""
+    display_phone_number: DisplayGiven = ""
+    """E.164 as Meta shows it (``+15550783881``); kept as its digits (:func:`display_digits`)."""
     verify_token: Secret
-    """What Meta's handshake (``hub.verify_token``) must carry; kept as its SHA-256."""
+    """What Meta's handshake (``hub.verify_token``) must carry, 8 characters at least (printable
+    ASCII, no spaces); kept as its SHA-256."""
     app_secret: Secret
     """The App Secret: the key of the webhooks' ``X-Hub-Signature-256``."""
     access_token: Secret

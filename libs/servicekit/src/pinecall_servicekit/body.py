@@ -27,6 +27,7 @@ import msgspec
 from litestar.dto import AbstractDTO
 from litestar.typing import FieldDefinition
 
+from pinecall_contracts.plain import plainly
 from pinecall_servicekit.errors import BadRequest, PinecallError
 
 if TYPE_CHECKING:
@@ -68,7 +69,7 @@ class StrictBody(AbstractDTO[Any]):
             return decoder.decode(value)
         except msgspec.ValidationError as exc:
             name = getattr(kind, "__name__", str(kind))
-            raise self.refused(value, BadRequest(f"not a {name}: {exc}")) from exc
+            raise self.refused(value, BadRequest(f"not a {name}: {plainly(str(exc))}")) from exc
         except msgspec.DecodeError as exc:
             raise self.refused(value, BadRequest(f"malformed JSON: {exc}")) from exc
 

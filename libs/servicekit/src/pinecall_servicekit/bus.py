@@ -33,6 +33,7 @@ from nats.micro.service import Service
 from opentelemetry import propagate, trace
 
 from pinecall_contracts.base import Contract, decode, encode
+from pinecall_contracts.plain import plainly
 from pinecall_contracts.problems import ProblemDetails
 from pinecall_contracts.subjects import Subjects
 from pinecall_servicekit.errors import BadRequest, BusUnavailable, PinecallError, from_problem
@@ -285,7 +286,7 @@ class Bus:
                     try:
                         message = decode(request.data, kind)
                     except msgspec.MsgspecError as exc:
-                        raise BadRequest(f"not a {kind.__name__}: {exc}") from exc
+                        raise BadRequest(f"not a {kind.__name__}: {plainly(str(exc))}") from exc
                     answer = await handler(message, dict(request.headers or {}))
                 except PinecallError as exc:
                     body = msgspec.json.encode(exc.problem(instance=subject))

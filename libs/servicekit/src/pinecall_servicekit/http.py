@@ -40,6 +40,7 @@ from prometheus_client import (
 
 from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_contracts.metrics import LATENCY_BUCKETS_S
+from pinecall_contracts.plain import plainly
 from pinecall_contracts.problems import ProblemDetails
 from pinecall_servicekit.body import StrictBody
 from pinecall_servicekit.db import unstorable
@@ -107,11 +108,14 @@ def _pinecall_error(request: Request[Any, Any, Any], exc: PinecallError) -> Resp
 
 def _validation_error(request: Request[Any, Any, Any], exc: ValidationException) -> Response[bytes]:
     errors = exc.extra if isinstance(exc.extra, list) else None
+    for e in errors or []:  # a pattern said as what it means, never as its regex
+        if isinstance(e, dict) and isinstance(e.get("message"), str):
+            e["message"] = plainly(e["message"])
     return problem_response(
         ProblemDetails(
             title="Malformed request",
             status=400,
-            detail=str(exc.detail),
+            detail=plainly(str(exc.detail)),
             instance=request.url.path,
             code="bad_request",
             errors=[dict(e) for e in errors] if errors else None,

@@ -225,6 +225,9 @@ async def _watch(
                 break
             if done and options["exit_when_done"]:
                 break
+        hurry = asyncio.Event()  # Ctrl-C again: the stop waits for no seal
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, hurry.set)
         if kills is not None:
             kills.cancel()
         if chat_killing is not None:
@@ -241,14 +244,17 @@ async def _watch(
         visitors.read()
         if options["report"] is None and not options["exit_when_done"]:
             return None
+        if threads := watch.threads_open():
+            click.echo(f"up: {len(threads)} WhatsApp threads left open (the reaper ends a "
+                       "thread quiet 2 h; the run's database goes with it)", err=True)  # fmt: skip
         if waiting := watch.unsealed():
             click.echo(
                 f"up: waiting up to {SEALED_WITHIN_S:.0f} s for the logs of {len(waiting)} "
                 f"calls to be sealed (rooms {', '.join(waiting[:5])}"
-                f"{', …' if len(waiting) > 5 else ''})",
+                f"{', …' if len(waiting) > 5 else ''}); Ctrl-C again stops waiting",
                 err=True,
             )
-        unsealed = await watch.wait_sealed(SEALED_WITHIN_S)
+        unsealed, cut = await _sealed(watch, hurry)
         result = await reporting.build(
             watch,
             operator_key=run.operator_key,
@@ -256,13 +262,15 @@ async def _watch(
             dispatcher=at.dispatcher,
             agent=AGENT,
         )
-        result["problems"] += [f"room {room}: its call was never sealed" for room in unsealed]
+        never = "was not sealed when up was stopped again" if cut else "was never sealed"
+        result["problems"] += [f"room {room}: its call {never}" for room in unsealed]
         result["fleets"] = msgspec.to_builtins(watch.roster.fleets) if watch.roster else []
         result["written"], chat_problems = await written.build(
             visitors, watch.ended(), operator_key=run.operator_key, call_log=at.call_log,
             planned=chats, kills=chat_kills,
         )  # fmt: skip
         result["problems"] += chat_problems
+        result["written"]["threads_open"] = threads
         click.echo(f"\n{_table(watch, visitors, options)}")
         return result
     finally:
@@ -273,6 +281,19 @@ async def _watch(
         await asyncio.gather(supervising, *tasks, return_exceptions=True)
         await watch.aclose()
         await bus.close()
+
+
+async def _sealed(watch: Watch, hurry: asyncio.Event) -> tuple[list[str], bool]:
+    """The rooms whose call is still not sealed after :data:`SEALED_WITHIN_S` at most, or once
+    ``hurry`` is set (Ctrl-C again); and whether it was."""
+    sealing = asyncio.ensure_future(watch.wait_sealed(SEALED_WITHIN_S))
+    hurried = asyncio.ensure_future(hurry.wait())
+    await asyncio.wait((sealing, hurried), return_when=asyncio.FIRST_COMPLETED)
+    cut = not sealing.done()
+    for task in (sealing, hurried):
+        task.cancel()
+    await asyncio.gather(sealing, hurried, return_exceptions=True)
+    return watch.unsealed(), cut
 
 
 def _table(watch: Watch, visitors: written.Chats, options: dict[str, Any]) -> str:

@@ -280,9 +280,14 @@ def failed(report: dict[str, Any]) -> bool:
 
 
 def summary(result: dict[str, Any]) -> str:
-    """The report in three lines for the terminal (the whole of it is in ``--report``)."""
+    """The report in three lines for the terminal (the whole of it is in ``--report``). Its
+    tools are the calls' and the chats' (``written.tools``), as the live table's line counts
+    every tool call asked; run twice is the apps' count, which has both."""
     calls, entries, heard = result["calls"], result["entries"], result["first_audio_s"]
-    tools, apps = result["tools"], result["apps"]
+    apps, chats = result["apps"], result.get("written", {}).get("tools", {})
+    tools = {k: result["tools"][k] + chats.get(k, 0)
+             for k in ("asked", "answered_by_the_app", "timed_out")}  # fmt: skip
+    by_chats = f" ({chats['asked']} by chats)" if chats.get("asked") else ""
     loss = apps["loss_to_attached_s"]
     audio = heard["heard_by_the_caller"]
     refused = sum(calls["refused_at_the_endpoint"].values())
@@ -296,8 +301,9 @@ def summary(result: dict[str, Any]) -> str:
         f"up: {entries['logs_verified']} of {entries['logs']} logs verified "
         f"({entries['written']} entries); first audio heard p50 {_s(audio['p50'])}, "
         f"p95 {_s(audio['p95'])}; offers per call {result['offers_per_call']['mean']}\n"
-        f"up: tools: {tools['asked']} asked, {tools['answered_by_the_app']} answered by the app, "
-        f"{tools['timed_out']} timed out, {tools['run_twice']} run twice; apps: "
+        f"up: tools: {tools['asked']} asked{by_chats}, {tools['answered_by_the_app']} answered "
+        f"by the app, {tools['timed_out']} timed out, {result['tools']['run_twice']} run twice; "
+        "apps: "
         f"{apps['kills']} killed, {apps['handed']} calls handed, loss to attached p50 "
         f"{_s(loss['p50'])}, p99 {_s(loss['p99'])}"
     )

@@ -1,8 +1,10 @@
 """What ``up`` runs, in the order it starts it, and the environment each process gets.
 
 1. each environment's LiveKit (the load lab's stand-in, ``lab livekit``, its webhooks to
-   webhook-ingest with ``?world=<environment>``) and the vendor fakes (``lab vendors``), started
-   while the run's database is migrated (:func:`lab`);
+   webhook-ingest with ``?world=<environment>``), the vendor fakes (``lab vendors``) and Meta's
+   WhatsApp Cloud API fake (``lab whatsapp``, its webhooks to the first chat replica; the chat
+   replicas' ``PINECALL_WHATSAPP_GRAPH_URL``), started while the run's database is migrated
+   (:func:`lab`);
 2. roster (its fleets rows on each environment's stand-in) and call-log;
 3. webhook-ingest, dispatcher and reaper, and the chat service's :data:`CHAT_REPLICAS` replicas
    (written calls: ``WS /v1/chat``, their model the vendor fakes' Anthropic);
@@ -81,6 +83,8 @@ class Urls:
     """Every chat replica's (``chat``, ``chat-1``)."""
     page: str = ""
     """``examples/page`` served on loopback (:mod:`pinecall_runtime.up.page`)."""
+    whatsapp: str = ""
+    """The WhatsApp Cloud API fake's (``lab whatsapp``): the chat replicas' Graph URL."""
 
     def named(self) -> dict[str, str]:
         """Every part's URL by its process's name (``livekit-production``, ``roster``…)."""
@@ -96,6 +100,7 @@ class Urls:
             }
             | {("chat" if i == 0 else f"chat-{i}"): u for i, u in enumerate(self.chat)}
             | ({"page": self.page} if self.page else {})
+            | ({"whatsapp": self.whatsapp} if self.whatsapp else {})
         )
 
 
@@ -115,6 +120,7 @@ def urls(roster_replicas: int = 1) -> Urls:
         reaper=url(),
         chat=[url() for _ in range(CHAT_REPLICAS)],
         page=url(),
+        whatsapp=url(),
     )
 
 
@@ -151,6 +157,10 @@ def lab(run: Run, at: Urls, *, tool_share: float) -> list[Supervised]:
         )
     vendors = ["lab", "vendors", "--port", _port(at.vendors), "--tool-share", str(tool_share)]
     lab.append(process("vendors", vendors, {}, at.vendors, "", "lab"))
+    if at.whatsapp and at.chat:  # Meta's side of the written calls: its webhooks to a replica
+        hook = f"{at.chat[0]}/v1/whatsapp/webhook"
+        args = ["lab", "whatsapp", "--port", _port(at.whatsapp), "--webhook", hook]
+        lab.append(process("whatsapp", args, {}, at.whatsapp, "", "lab"))
     page = process("page", ["--port", _port(at.page)], {}, at.page, "/", "lab")
     lab.append(dataclasses.replace(page, module="pinecall_runtime.up.page"))
     return lab
@@ -195,13 +205,17 @@ def platform(
     ]  # fmt: skip
     # written calls: opened, written and their tools run with each environment's fleet key (as
     # that environment's worker does); one token secret, so any replica takes up any chat
-    chat = service | {
-        "PINECALL_DISPATCHER_URL": at.dispatcher,
-        "PINECALL_FLEET_KEYS": ",".join(f"{e}={k}" for e, k in run.fleet_keys.items()),
-        "PINECALL_CHAT_TOKEN_SECRET": secrets.token_urlsafe(32),
-        "PINECALL_ANTHROPIC_URL": at.vendors,
-        "ANTHROPIC_API_KEY": "lab",
-    }
+    chat = (
+        service
+        | {
+            "PINECALL_DISPATCHER_URL": at.dispatcher,
+            "PINECALL_FLEET_KEYS": ",".join(f"{e}={k}" for e, k in run.fleet_keys.items()),
+            "PINECALL_CHAT_TOKEN_SECRET": secrets.token_urlsafe(32),
+            "PINECALL_ANTHROPIC_URL": at.vendors,
+            "ANTHROPIC_API_KEY": "lab",
+        }
+        | ({"PINECALL_WHATSAPP_GRAPH_URL": at.whatsapp} if at.whatsapp else {})
+    )
     chats = [
         http("chat" if i == 0 else f"chat-{i}", "chat", url, chat, "control")
         for i, url in enumerate(at.chat)

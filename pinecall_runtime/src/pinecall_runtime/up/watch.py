@@ -41,6 +41,8 @@ from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.changes import Changes
 from pinecall_servicekit.operator import table
 
+WHATSAPP_ROOM = "whatsapp-"
+"""How a WhatsApp thread's room begins (``<channel>-<call>``, the chat service's)."""
 SILENT_S = 12.0
 """No agent's voice within this many seconds of arrival: a silent caller (issue 8)."""
 
@@ -149,8 +151,24 @@ class Watch:
         }
 
     def unsealed(self) -> list[str]:
-        """Rooms whose call was opened or ended and is not sealed yet."""
-        return [room for (_, room), seen in self.events.items() if "sealed" not in seen]
+        """Rooms whose call was opened or ended and is not sealed yet, but for the WhatsApp
+        threads still open (:meth:`threads_open`): nothing of ``up``'s stop ends those."""
+        return [
+            room
+            for (_, room), seen in self.events.items()
+            if "sealed" not in seen and not _thread_open(room, seen)
+        ]
+
+    def threads_open(self) -> list[str]:
+        """Calls of the WhatsApp threads opened and not ended. A thread is legitimately open
+        when ``up`` stops, as it is across a chat replica's restart in production: its contact
+        may write again, and only the reaper ends it, quiet 2 h (``timeout``, then sealed);
+        ``up`` does not end it for its own stop, nor wait for its seal."""
+        return [
+            seen["opened"].call
+            for (_, room), seen in self.events.items()
+            if _thread_open(room, seen)
+        ]
 
     async def wait_sealed(self, timeout_s: float) -> list[str]:
         """Wait until every call opened is sealed, at most ``timeout_s``; the rooms still not."""
@@ -235,3 +253,9 @@ class Watch:
             f"app, {timed_out} timed out, {said['run_twice']} run twice; apps: "
             f"{said['kills']} killed, {said['handed']} calls handed"
         )
+
+
+def _thread_open(room: str, seen: dict[str, CallEvent]) -> bool:
+    """Whether these are the events of a WhatsApp thread's call opened and not ended (its room
+    is ``whatsapp-<call>``, :class:`pinecall_chat.conversation.Conversations`'s)."""
+    return room.startswith(WHATSAPP_ROOM) and "opened" in seen and "ended" not in seen

@@ -192,7 +192,7 @@ async def build(
                     return f"{call}: its log could not be read: {exc}"
 
         read = await asyncio.gather(*(one(r.call) for r in opened if r.call is not None))
-    verified = entries = timed_out = asked = answered_tools = 0
+    verified = entries = timed_out = asked = answered_tools = tools_timed_out = 0
     rows: dict[int, dict[str, Any]] = {}
     for report, got in zip(opened, read, strict=True):
         if isinstance(got, str):
@@ -205,10 +205,9 @@ async def build(
         problems += [wrong] if wrong else []
         timed_out += record.outcome == "timeout"
         asked += sum(e.kind == "tool.call" for e in call_log_read.entries)
-        answered_tools += sum(
-            e.kind == "tool.result" and e.data.get("error") != "timeout"
-            for e in call_log_read.entries
-        )
+        results = [e.data.get("error") for e in call_log_read.entries if e.kind == "tool.result"]
+        answered_tools += len(results) - results.count("timeout")
+        tools_timed_out += results.count("timeout")
         rows[report.visitor] = {
             "outcome": record.outcome,
             "entries": len(call_log_read.entries),
@@ -231,7 +230,11 @@ async def build(
             "answered": sum(len(r.answered) for r in reports),
             "replayed": sum(r.replayed for r in reports),
         },
-        "tools": {"asked": asked, "answered_by_the_app": answered_tools},
+        "tools": {
+            "asked": asked,
+            "answered_by_the_app": answered_tools,
+            "timed_out": tools_timed_out,
+        },
         "replica_kills": list(kills or []),
         "dials": sum(r.dials for r in reports),
         "cuts": sum(r.cuts for r in reports),

@@ -14,6 +14,8 @@ POST /v1/whatsapp/verify                           service         WhatsAppNumbe
 Scoped as agents are (:func:`pinecall_call_log.definitions._scope`): every request names the
 org (``?org=``, 422 without); an app key acts in its own environment, an operator's names it. A
 number is tied to an agent the org defines in that environment (422 otherwise) and is one org's:
+its ``display_phone_number`` is taken in E.164 as Meta shows it (``+1 555-078-3881``) and kept as
+its digits (422 unless 5 to 20);
 a put of a number another org or environment holds is 409 and writes nothing; a read of one is
 404, as of one that does not exist. No read answers a secret: the verify token is kept as its
 SHA-256, and the app secret and access token go only to the chat service (its service key),
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
+import msgspec
 from litestar import get, post, put
 from litestar.params import FromQuery, JSONBody, PathParameter
 
@@ -37,6 +40,7 @@ from pinecall_contracts.whatsapp import (
     WhatsAppNumberPut,
     WhatsAppNumberSecrets,
     WhatsAppVerify,
+    display_digits,
 )
 from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.errors import Conflict, NotFound, Unprocessable
@@ -61,6 +65,15 @@ async def put_number(
 ) -> WhatsAppNumber:
     """Tie the number to the org's agent with its secrets (the same put again writes nothing)."""
     org_, env = _scope(await key_of(request, DEFINERS), org, environment)
+    try:  # E.164 as Meta shows it, kept as its digits
+        data = msgspec.structs.replace(
+            data, display_phone_number=display_digits(data.display_phone_number)
+        )
+    except ValueError as exc:
+        raise Unprocessable(
+            str(exc),
+            errors=[{"message": str(exc), "key": "display_phone_number", "source": "body"}],
+        ) from None
     store = service_of(request).store
     if await store.definitions.get(org_, env, data.agent) is None:
         raise Unprocessable(

@@ -7,7 +7,9 @@ open); a dial naming no call is admitted at the dispatcher (4422 an agent its or
 define there, 4429 the org at its ``concurrent_calls``, 4503 the dispatcher silent) and opens a
 new written call through call-log (the app holding the agent hears ``call.attached``). Then ``chat.ready`` with the history, and each ``chat.message`` is
 answered in order: ``chat.delta`` as the reply is made, ``chat.reply`` when it is whole. A frame
-refused closes the socket (4400 malformed, 4413 too long, 1009 too big) and writes nothing.
+refused closes the socket (4400 malformed, 4413 too long, 1009 too big) and writes nothing; so
+does a dial whose ``?call=`` is no call id (4400). A close's reason is for the page: never a
+URL or a failure's text of ours (1011 says only to dial again; the replica logs the rest).
 
 Two sockets of one call (a page that dialled twice): the first to write wins; the other is
 closed 4410 when the log refuses its write on its count, nothing of it written.
@@ -23,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 from typing import Any
 
 import msgspec
@@ -39,6 +42,7 @@ from pinecall_clients.errors import (
     DispatcherRefused,
     DispatcherUnavailable,
 )
+from pinecall_contracts.calls import CALL_ID_PATTERN
 from pinecall_contracts.chat import (
     ChatClose,
     ChatDelta,
@@ -53,6 +57,10 @@ _log = logging.getLogger(__name__)
 AnySocket = WebSocket[Any, Any, Any]
 _encode = msgspec.json.encode
 _decoder = msgspec.json.Decoder(ChatMessage)
+_CALL_ID = re.compile(CALL_ID_PATTERN)
+FAILED = "the server failed: dial again with ?call="
+"""The reason of a 1011: what the page does; the failure itself is in the replica's log."""
+CALL_LOG_SILENT = "call-log did not answer: dial again later"
 
 
 class _Closing(Exception):
@@ -77,7 +85,7 @@ async def chat_socket(socket: AnySocket) -> None:
         pass
     except Exception:  # a defect of ours: said in the log, the page told 1011 (dial again)
         _log.exception("chat socket failed")
-        await _close(socket, ChatClose.INTERNAL, "the server failed: dial again with ?call=")
+        await _close(socket, ChatClose.INTERNAL, FAILED)
     finally:
         service.sockets -= 1
 
@@ -101,6 +109,8 @@ async def _dial(service: ChatService, socket: AnySocket) -> WrittenCall:
     except BadToken as exc:
         raise _Closing(ChatClose.BAD_TOKEN, str(exc)) from None
     wanted = socket.query_params.get("call")
+    if wanted is not None and not _CALL_ID.match(wanted):
+        raise _Closing(ChatClose.MALFORMED, "?call= is not a call id (like call_7Qm2x)")
     conversations = service.conversations
     try:
         if wanted is None:
@@ -126,13 +136,23 @@ async def _dial(service: ChatService, socket: AnySocket) -> WrittenCall:
     except NoKey as exc:
         raise _Closing(ChatClose.OUT_OF_SCOPE, str(exc)) from None
     except CallLogRefused as exc:
-        raise _Closing(_refusal(exc, claims), str(exc)) from None
-    except CallLogUnavailable as exc:
-        raise _Closing(ChatClose.UNAVAILABLE, f"call-log did not answer: {exc}") from None
+        raise _Closing(*_said(_refusal(exc, claims), exc.problem.detail)) from None
+    except CallLogUnavailable:
+        raise _Closing(ChatClose.UNAVAILABLE, CALL_LOG_SILENT) from None
     except DispatcherRefused as exc:
-        raise _Closing(_not_admitted(exc, claims), exc.problem.detail or str(exc)) from None
-    except DispatcherUnavailable as exc:
-        raise _Closing(ChatClose.UNAVAILABLE, f"the dispatcher did not answer: {exc}") from None
+        raise _Closing(*_said(_not_admitted(exc, claims), exc.problem.detail)) from None
+    except DispatcherUnavailable:
+        raise _Closing(
+            ChatClose.UNAVAILABLE, "the dispatcher did not answer: dial again later"
+        ) from None
+
+
+def _said(code: ChatClose, detail: str | None) -> tuple[ChatClose, str]:
+    """A refusal's close: the peer's problem detail is said to the page when it is the page's
+    to hear, never a failure of ours (where, besides, an internal URL could be)."""
+    if code == ChatClose.INTERNAL:
+        return code, FAILED
+    return code, detail or code.name.lower().replace("_", " ")
 
 
 def _not_admitted(exc: DispatcherRefused, claims: Claims) -> ChatClose:
@@ -241,11 +261,14 @@ async def _answer(
             raise _Closing(
                 ChatClose.SUPERSEDED, "another session of this call wrote first: dial again"
             ) from None
-        except CallLogUnavailable as exc:
-            raise _Closing(ChatClose.UNAVAILABLE, f"call-log did not answer: {exc}") from None
+        except CallLogUnavailable:
+            raise _Closing(ChatClose.UNAVAILABLE, CALL_LOG_SILENT) from None
         except CallLogRefused as exc:
             raise _Closing(
-                ChatClose.NOT_OPEN if exc.status == 409 else ChatClose.INTERNAL, str(exc)
+                *_said(
+                    ChatClose.NOT_OPEN if exc.status == 409 else ChatClose.INTERNAL,
+                    "the call ended",
+                )
             ) from None
         reply = ChatReply(message=message.id, text="".join(made), replayed=replayed)
         await socket.send_text(_encode(reply).decode())

@@ -56,9 +56,12 @@ def expiry(ttl_s: float, now: float | None = None) -> int:
 
 
 def verify(secret: str, token: str | None, now: float | None = None) -> Claims:
-    """The claims of a live chat token; ``BadToken`` otherwise."""
-    if not secret or not token or token.count(".") != 1:
+    """The claims of a live chat token; ``BadToken`` otherwise, saying which: none given, one
+    malformed (not ``<payload>.<signature>``), one not signed by ``secret``, one expired."""
+    if not token:
         raise BadToken("no chat token: the page's server mints one (POST /v1/chat/tokens)")
+    if not secret or token.count(".") != 1:  # no secret: nothing of ours could be this token
+        raise BadToken("a malformed chat token: not one minted by POST /v1/chat/tokens")
     payload, signature = token.split(".")
     try:
         good = hmac.compare_digest(_unb64(signature), _sign(secret, payload))
@@ -66,7 +69,7 @@ def verify(secret: str, token: str | None, now: float | None = None) -> Claims:
     except (ValueError, msgspec.MsgspecError):
         claims = None
     if claims is None:
-        raise BadToken("not a chat token of this service")
+        raise BadToken("an invalid chat token: not signed by this service (mint another)")
     if claims.exp < (now if now is not None else time.time()):
         raise BadToken("the chat token expired: mint another")
     return claims
