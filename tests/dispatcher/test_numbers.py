@@ -6,13 +6,19 @@ a problem detail and makes nothing, on LiveKit or in the table."""
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import sys
 from collections.abc import AsyncIterator
-from typing import Any
+from pathlib import Path
+from typing import Any, cast
 
 import httpx
 import pytest
 import sqlalchemy as sa
 from google.protobuf.message import Message
+from granian.constants import Interfaces
+from granian.server.embed import Server
 from livekit import api
 from livekit.protocol import sip
 
@@ -25,6 +31,8 @@ from pinecall_loadlab.livekit.callers import LAB_AGENT, LAB_ORG, Unrouted, dial
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.livekit.twirp import TwirpError
 from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, runtime_chain
+from pinecall_servicekit.lifecycle import ExitCode
+from pinecall_servicekit.platform import free_port
 from pinecall_servicekit.testing.apps import Replica
 from pinecall_testkit.call_log import Keys, bearer
 from pinecall_testkit.roster import heartbeat
@@ -232,3 +240,52 @@ async def test_livekit_failing_midway_undoes_the_trunk_and_the_claim(
     r = await put(chain, keys.app, NUMBER, {"agent": LAB_AGENT})
     assert r.status_code == 200, r.text
     assert await on_livekit(chain.lk) == (1, 1)
+
+
+async def cli(env: dict[str, str], *args: str) -> tuple[int, str, str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "pinecall_runtime", "numbers", "phone", *args,
+        env=env, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )  # fmt: skip
+    async with asyncio.timeout(120):
+        out, err = await proc.communicate()
+    assert proc.returncode is not None
+    return proc.returncode, out.decode(), err.decode()
+
+
+async def test_the_operator_puts_lists_shows_and_removes_a_number_with_the_cli(
+    chain: Chain, keys: Keys, tmp_path: Path
+) -> None:
+    """``numbers phone`` against the chain's dispatcher, served on a port (Granian, this loop)."""
+    await heard(chain, keys)
+    port = free_port()
+    app = chain.dispatchers[0].app
+    server = Server(app, address="127.0.0.1", port=port, interface=Interfaces.ASGINL)
+    serving = asyncio.create_task(server.serve())
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")} | {
+        "PINECALL_OPERATOR_KEY": keys.operator,
+        "PINECALL_DISPATCHER_URL": f"http://127.0.0.1:{port}",
+        "PINECALL_STATE_DIR": str(tmp_path / "no-up"),
+    }
+    org = ("--org", LAB_ORG)
+    try:
+        code, out, err = await cli(env, "put", NUMBER, "--agent", LAB_AGENT, *org)
+        assert code == 0, err
+        assert out.startswith(f"{NUMBER} ({LAB_ORG}, production): agent {LAB_AGENT}")
+        code, out, _ = await cli(env, "list", *org, "--json")
+        assert [n["number"] for n in json.loads(out)["numbers"]] == [NUMBER]
+        code, out, err = await cli(env, "put", NUMBER, "--agent", "support-bot", *org)
+        assert (code, err.strip().startswith("Error: [number_taken]")) == (1, True), err
+        code, _, err = await cli(env, "put", "5550123", "--agent", LAB_AGENT, *org)
+        assert code == 2  # a usage error: nothing asked
+        code, out, err = await cli(env, "remove", NUMBER, *org)
+        assert code == 0, err
+        assert await on_livekit(chain.lk) == (0, 0)
+        code, _, err = await cli(env, "show", NUMBER, *org)
+        assert code == ExitCode.NOT_FOUND, err
+    finally:
+        cast(Any, server).stop()
+        await serving
+    env["PINECALL_DISPATCHER_URL"] = f"http://127.0.0.1:{free_port()}"  # nothing listens
+    code, _, err = await cli(env, "list", *org)
+    assert code == ExitCode.UNAVAILABLE, err
