@@ -13,6 +13,9 @@ answering 69.
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
 import click
 import msgspec
 
@@ -33,12 +36,18 @@ from pinecall_runtime.agents import (
 from pinecall_servicekit.lifecycle import ExitCode
 from pinecall_servicekit.operator import CommandError, OperatorSettings, run, table, where_from
 
+T = TypeVar("T")
 _number = _matching(E164_PATTERN, "an E.164 number (+15550100)")
 
 
-def _client(scope: Scope) -> tuple[DispatcherClient, str]:
+async def _asked(scope: Scope, ask: Callable[[DispatcherClient], Awaitable[T]]) -> T:
+    """``ask``'s answer from the dispatcher with ``scope``'s key, or the CLI's named error."""
     url = OperatorSettings.load().dispatcher_url
-    return DispatcherClient(url, scope.key, timeout_s=WITHIN_S), url
+    try:
+        async with DispatcherClient(url, scope.key, timeout_s=WITHIN_S) as client:
+            return await ask(client)
+    except (DispatcherRefused, DispatcherUnavailable) as exc:
+        raise _failed(exc, url) from exc
 
 
 def _failed(exc: DispatcherRefused | DispatcherUnavailable, url: str) -> CommandError:
@@ -78,14 +87,10 @@ async def phone_put(
     number: str, agent: str, org: str, environment: str | None, key: str | None, as_json: bool
 ) -> None:
     """Tie NUMBER to the org's agent: its trunk and dispatch rule made on LiveKit."""
-    scope = _scope(org, environment, key)
-    client, url = _client(scope)
-    try:
-        async with client:
-            made = await client.put_number(number, agent, org=scope.org,
-                                           environment=scope.environment)  # fmt: skip
-    except (DispatcherRefused, DispatcherUnavailable) as exc:
-        raise _failed(exc, url) from exc
+    s = _scope(org, environment, key)
+    made = await _asked(
+        s, lambda c: c.put_number(number, agent, org=s.org, environment=s.environment)
+    )
     click.echo(msgspec.json.encode(made).decode() if as_json else _line(made))
 
 
@@ -97,13 +102,8 @@ async def phone_put(
 @run
 async def phone_list(org: str, environment: str | None, key: str | None, as_json: bool) -> None:
     """The org's phone numbers in the environment."""
-    scope = _scope(org, environment, key)
-    client, url = _client(scope)
-    try:
-        async with client:
-            listed = await client.numbers(org=scope.org, environment=scope.environment)
-    except (DispatcherRefused, DispatcherUnavailable) as exc:
-        raise _failed(exc, url) from exc
+    s = _scope(org, environment, key)
+    listed = await _asked(s, lambda c: c.numbers(org=s.org, environment=s.environment))
     if as_json:
         click.echo(msgspec.json.encode(listed).decode())
         return
@@ -124,13 +124,8 @@ async def phone_show(
     number: str, org: str, environment: str | None, key: str | None, as_json: bool
 ) -> None:
     """One of the org's phone numbers."""
-    scope = _scope(org, environment, key)
-    client, url = _client(scope)
-    try:
-        async with client:
-            found = await client.number(number, org=scope.org, environment=scope.environment)
-    except (DispatcherRefused, DispatcherUnavailable) as exc:
-        raise _failed(exc, url) from exc
+    s = _scope(org, environment, key)
+    found = await _asked(s, lambda c: c.number(number, org=s.org, environment=s.environment))
     click.echo(msgspec.json.encode(found).decode() if as_json else _line(found))
 
 
@@ -145,12 +140,6 @@ async def phone_remove(
     number: str, org: str, environment: str | None, key: str | None, as_json: bool
 ) -> None:
     """Remove NUMBER: its dispatch rule and trunk deleted from LiveKit."""
-    scope = _scope(org, environment, key)
-    client, url = _client(scope)
-    try:
-        async with client:
-            gone = await client.remove_number(number, org=scope.org,
-                                              environment=scope.environment)  # fmt: skip
-    except (DispatcherRefused, DispatcherUnavailable) as exc:
-        raise _failed(exc, url) from exc
+    s = _scope(org, environment, key)
+    gone = await _asked(s, lambda c: c.remove_number(number, org=s.org, environment=s.environment))
     click.echo(msgspec.json.encode(gone).decode() if as_json else f"removed {_line(gone)}")

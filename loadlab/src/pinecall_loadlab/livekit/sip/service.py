@@ -127,15 +127,16 @@ class SipService:
         self, req: lsip.ListSIPInboundTrunkRequest, c: Claims | None, _: web.Request
     ) -> Message:
         _admin(c)
-        found = st.select(self.store.inbound.values(), req.trunk_ids, req.numbers)
-        return lsip.ListSIPInboundTrunkResponse(items=found)
+        items = st.select(self.store.inbound.values(), req.trunk_ids, req.numbers)
+        return lsip.ListSIPInboundTrunkResponse(items=items)
 
     async def list_out(
         self, req: lsip.ListSIPOutboundTrunkRequest, c: Claims | None, _: web.Request
     ) -> Message:
         _admin(c)
-        found = st.select(self.store.outbound.values(), req.trunk_ids, req.numbers)
-        return lsip.ListSIPOutboundTrunkResponse(items=found)
+        return lsip.ListSIPOutboundTrunkResponse(
+            items=st.select(self.store.outbound.values(), req.trunk_ids, req.numbers)
+        )
 
     async def delete_trunk(
         self, req: lsip.DeleteSIPTrunkRequest, c: Claims | None, _: web.Request
