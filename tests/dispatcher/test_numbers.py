@@ -183,6 +183,19 @@ async def test_keys_scope_the_numbers(chain: Chain, keys: Keys) -> None:
     r = await put(chain, keys.operator, NUMBER, {"agent": LAB_AGENT}, environment="production")
     assert r.status_code == 200, r.text
     assert await on_livekit(chain.lk) == (1, 1)
+    for method, path, params, code in [
+        ("GET", "/v1/phone-numbers/5550123", {"org": LAB_ORG}, "invalid_number"),
+        ("DELETE", "/v1/phone-numbers/+1-555", {"org": LAB_ORG}, "invalid_number"),
+        ("DELETE", f"/v1/phone-numbers/{NUMBER}", {}, "unprocessable"),  # names no org
+        ("GET", "/v1/phone-numbers", {}, "unprocessable"),
+    ]:
+        r = await chain.dispatchers[0].request(
+            method, path, params=params, headers=bearer(keys.app)
+        )
+        assert (r.status_code, r.json()["code"]) == (422, code), (method, path)
+        assert r.headers["content-type"].startswith(PROBLEM)
+    assert await on_livekit(chain.lk) == (1, 1)
+    assert await rows(chain) == 1
 
 
 async def test_a_number_taken_is_refused_and_another_orgs_number_is_unknown(
