@@ -72,9 +72,14 @@ async def test_sip_caller_presence_webhooks_and_connection_timeout(
     ]
     sip = events[1].participant
     assert sip.kind == api.ParticipantInfo.Kind.SIP
-    assert dict(sip.attributes) == {
+    attributes = dict(sip.attributes)
+    assert attributes.pop("sip.callID").startswith("SCL_")
+    assert attributes.pop("sip.trunkID").startswith("ST_")
+    assert attributes.pop("sip.ruleID").startswith("SDR_")
+    assert attributes == {
         "sip.phoneNumber": "+15550100",
         "sip.trunkPhoneNumber": "+15550199",
+        "sip.callStatus": "active",
     }
     # the SIP room's dispatch to the plain fleet name stays pending
     ended = standin.events.of(ev.JobRequestEnded, lambda e: e.room == "call-1")

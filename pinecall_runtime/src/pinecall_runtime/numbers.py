@@ -1,4 +1,5 @@
-"""``pinecall-runtime numbers put FILE | list | show ID``: an org's WhatsApp numbers on call-log.
+"""``pinecall-runtime numbers put FILE | list | show ID``: an org's WhatsApp numbers on call-log;
+``numbers phone …``: its phone numbers on the dispatcher (:mod:`pinecall_runtime.phones`).
 
 Shaped as ``agents`` (:mod:`pinecall_runtime.agents`): call-log's HTTP (``PUT/GET
 /v1/whatsapp/numbers``) at ``PINECALL_CALL_LOG_URL``, the operator's key (``--key`` an org's app
@@ -45,6 +46,7 @@ from pinecall_runtime.agents import (
     key_option,
     org_option,
 )
+from pinecall_runtime.phones import phone
 from pinecall_servicekit.operator import CommandError, run, table
 
 
@@ -80,7 +82,11 @@ def _line(n: WhatsAppNumber) -> str:
 
 @click.group()
 def numbers() -> None:
-    """An org's WhatsApp numbers on call-log: tie one to an agent, list them, show one."""
+    """An org's WhatsApp numbers on call-log (put, list, show) and its phone numbers on the
+    dispatcher (phone put, list, show, remove)."""
+
+
+numbers.add_command(phone)
 
 
 @numbers.command(name="put")

@@ -8,6 +8,10 @@ said as a problem of the report. Every failure is a
 time, a 5xx, or an answer that is no reply; ``DispatcherRefused``: a 4xx, with its problem
 detail). A web visitor's token (``POST /v1/tokens``) is the tenant's page's to ask, not ours.
 
+An org's phone numbers (issue 18: ``PUT/GET/DELETE /v1/phone-numbers``) with an operator key
+naming the environment, or an app key of its own: :meth:`put_number`, :meth:`numbers`,
+:meth:`number`, :meth:`remove_number`, each one request (the operator asks again).
+
 With the service key, the chat service asks ``POST /v1/written-calls`` (:meth:`admit_written`)
 before it opens a written call: one request, not retried (the visitor dials again).
 """
@@ -27,8 +31,10 @@ from pinecall_contracts.dispatch import (
     WrittenAdmission,
     WrittenAdmitted,
 )
+from pinecall_contracts.phones import PhoneNumber, PhoneNumberList, PhoneNumberPut
 
 R = TypeVar("R", Journal, OffersSnapshot)
+N = TypeVar("N", PhoneNumber, PhoneNumberList)
 
 
 class DispatcherClient:
@@ -78,6 +84,60 @@ class DispatcherClient:
                 path, content=encode(admission), headers={"content-type": "application/json"}
             ),
             WrittenAdmitted,
+            who="the dispatcher",
+            path=path,
+            unavailable=DispatcherUnavailable,
+            refused=DispatcherRefused,
+        )
+
+    # -- phone numbers ----------------------------------------------------------------------
+
+    @staticmethod
+    def _scope(org: str, environment: str | None) -> dict[str, str]:
+        return {"org": org} | ({"environment": environment} if environment else {})
+
+    async def put_number(
+        self, number: str, agent: str, *, org: str, environment: str | None = None
+    ) -> PhoneNumber:
+        """Tie ``number`` to ``org``'s ``agent`` (its trunk and rule made on LiveKit);
+        ``DispatcherRefused`` 409 ``number_taken``, 422 ``invalid_number`` / ``unknown_agent``."""
+        return await self._number(
+            "PUT",
+            f"/v1/phone-numbers/{number}",
+            PhoneNumber,
+            self._scope(org, environment),
+            encode(PhoneNumberPut(agent=agent)),
+        )
+
+    async def numbers(self, *, org: str, environment: str | None = None) -> PhoneNumberList:
+        """``org``'s phone numbers in the environment."""
+        path = "/v1/phone-numbers"
+        return await self._number("GET", path, PhoneNumberList, self._scope(org, environment))
+
+    async def number(self, number: str, *, org: str, environment: str | None = None) -> PhoneNumber:
+        """One of ``org``'s numbers; ``DispatcherRefused`` 404 for one it does not hold."""
+        path = f"/v1/phone-numbers/{number}"
+        return await self._number("GET", path, PhoneNumber, self._scope(org, environment))
+
+    async def remove_number(
+        self, number: str, *, org: str, environment: str | None = None
+    ) -> PhoneNumber:
+        """Remove one of ``org``'s numbers (its trunk and rule from LiveKit); as it was."""
+        path = f"/v1/phone-numbers/{number}"
+        return await self._number("DELETE", path, PhoneNumber, self._scope(org, environment))
+
+    async def _number(
+        self,
+        method: str,
+        path: str,
+        reply: type[N],
+        params: dict[str, str],
+        body: bytes | None = None,
+    ) -> N:
+        headers = {"content-type": "application/json"} if body is not None else {}
+        return await read_answer(
+            self.http.request(method, path, params=params, content=body, headers=headers),
+            reply,
             who="the dispatcher",
             path=path,
             unavailable=DispatcherUnavailable,

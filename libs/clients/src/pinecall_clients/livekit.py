@@ -1,6 +1,6 @@
-"""One LiveKit's server API as the runtime calls it: Twirp RoomService and AgentDispatchService
-through livekit-api (``shared/reference/livekit-protocol.md`` §4), for the dispatcher, the reaper
-and the sentence job.
+"""One LiveKit's server API as the runtime calls it: Twirp RoomService, AgentDispatchService and
+the SIP service's trunks and rules through livekit-api (``shared/reference/livekit-protocol.md``
+§4; livekit/protocol ``livekit_sip.proto``), for the dispatcher, the reaper and the sentence job.
 
     async with LiveKit(LiveKitAccess(url=url, api_key=key, api_secret=secret)) as lk:
         people = await lk.participants("call-1")     # RoomGone if LiveKit has no such room
@@ -224,6 +224,68 @@ class LiveKit:
         try:
             await self._ask(
                 "DeleteRoom", room, lambda lk: lk.room.delete_room(request), retry_s=retry_s
+            )
+        except RoomGone:
+            return False
+        return True
+
+    # -- SIP: an org's numbers (issue 18) ------------------------------------------------------
+
+    async def inbound_trunks(self, number: str) -> dict[str, str]:
+        """The inbound SIP trunks holding ``number`` (ListSIPInboundTrunk): id → name."""
+        request = api.ListSIPInboundTrunkRequest(numbers=[number])
+        found = await self._ask(
+            "ListSIPInboundTrunk", None, lambda lk: lk.sip.list_inbound_trunk(request)
+        )
+        return {str(t.sip_trunk_id): str(t.name) for t in found.items}
+
+    async def create_inbound_trunk(self, number: str, *, name: str, metadata: str) -> str:
+        """An inbound SIP trunk holding ``number`` (CreateSIPInboundTrunk); its id.
+        ``LiveKitRefused`` when another trunk holds the number."""
+        trunk = api.SIPInboundTrunkInfo(numbers=[number], name=name, metadata=metadata)
+        request = api.CreateSIPInboundTrunkRequest(trunk=trunk)
+        made = await self._ask(
+            "CreateSIPInboundTrunk", None, lambda lk: lk.sip.create_inbound_trunk(request)
+        )
+        return str(made.sip_trunk_id)
+
+    async def create_dispatch_rule(
+        self, trunk_id: str, *, agent_name: str, ring: str, name: str, room_prefix: str
+    ) -> str:
+        """A dispatch rule of ``trunk_id`` (CreateSIPDispatchRule): each caller in a room of
+        their own (Individual, ``<room_prefix>_<caller>_<random>``) dispatched to
+        ``agent_name`` with ``ring`` as the dispatch's metadata; its id."""
+        rule = api.SIPDispatchRuleInfo(
+            name=name,
+            trunk_ids=[trunk_id],
+            rule=api.SIPDispatchRule(
+                dispatch_rule_individual=api.SIPDispatchRuleIndividual(room_prefix=room_prefix)
+            ),
+            room_config=api.RoomConfiguration(
+                agents=[api.RoomAgentDispatch(agent_name=agent_name, metadata=ring)]
+            ),
+        )
+        request = api.CreateSIPDispatchRuleRequest(dispatch_rule=rule)
+        made = await self._ask(
+            "CreateSIPDispatchRule", None, lambda lk: lk.sip.create_dispatch_rule(request)
+        )
+        return str(made.sip_dispatch_rule_id)
+
+    async def delete_trunk(self, trunk_id: str) -> bool:
+        """Delete a SIP trunk (DeleteSIPTrunk); False if LiveKit had none of that id."""
+        request = api.DeleteSIPTrunkRequest(sip_trunk_id=trunk_id)
+        try:
+            await self._ask("DeleteSIPTrunk", None, lambda lk: lk.sip.delete_trunk(request))
+        except RoomGone:  # Twirp not_found, whatever was not found
+            return False
+        return True
+
+    async def delete_dispatch_rule(self, rule_id: str) -> bool:
+        """Delete a SIP dispatch rule (DeleteSIPDispatchRule); False if LiveKit had none."""
+        request = api.DeleteSIPDispatchRuleRequest(sip_dispatch_rule_id=rule_id)
+        try:
+            await self._ask(
+                "DeleteSIPDispatchRule", None, lambda lk: lk.sip.delete_dispatch_rule(request)
             )
         except RoomGone:
             return False

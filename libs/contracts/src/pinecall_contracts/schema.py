@@ -19,6 +19,7 @@ from pinecall_contracts import (
     keys,
     lab,
     livekit,
+    phones,
     problems,
     whatsapp,
     worker,
@@ -122,6 +123,9 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     whatsapp.WhatsAppNumberSecrets,
     whatsapp.WhatsAppVerify,
     whatsapp.WhatsAppItem,
+    phones.PhoneNumberPut,
+    phones.PhoneNumber,
+    phones.PhoneNumberList,
 )
 """Every wire type; a test holds this list to the modules so none is forgotten."""
 

@@ -50,6 +50,9 @@ class OperatorSettings(Settings, frozen=True, kw_only=True):
     """An operator key (``pck_…``) for the ops verbs."""
     call_log_url: HttpUrl = "http://127.0.0.1:8102"
     """Where call-log answers HTTP (``agents``; ``up.json`` names the one ``up`` runs)."""
+    dispatcher_url: HttpUrl = "http://127.0.0.1:8103"
+    """Where the dispatcher answers HTTP (``numbers phone``; ``up.json`` names the one ``up``
+    runs)."""
     state_dir: str = ".state"
     """Where ``up`` writes ``up.json``."""
 
@@ -175,6 +178,7 @@ def _filled(up: UpState) -> dict[str, str]:
         "nats_namespace": up.nats_namespace,
         "operator_key": up.operator_key,
         "call_log_url": up.urls.get("call-log"),
+        "dispatcher_url": up.urls.get("dispatcher"),
     }
     return {f: v for f, v in fill.items() if v is not None}
 

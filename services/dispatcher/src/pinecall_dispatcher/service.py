@@ -27,6 +27,7 @@ from pinecall_dispatcher.agents import Agents
 from pinecall_dispatcher.deaths import Deaths
 from pinecall_dispatcher.livekit import LiveKits
 from pinecall_dispatcher.metrics import Metrics
+from pinecall_dispatcher.numbers import Numbers
 from pinecall_dispatcher.offering import Offering
 from pinecall_dispatcher.placing import Placing
 from pinecall_dispatcher.roster import RosterView
@@ -82,6 +83,8 @@ class DispatcherService:
             self.metrics,
         )
         self.admission = Admission(settings, store, self.roster, calls, self.metrics, self.agents)
+        self.numbers = Numbers(store, self.livekits, self.roster, self.agents)
+        """An org's phone numbers, their trunks and rules on each environment's LiveKit."""
         self.consuming = asyncio.Event()
         """Set once the LiveKit stream's consumer is bound."""
         self._tasks: list[asyncio.Task[None]] = []

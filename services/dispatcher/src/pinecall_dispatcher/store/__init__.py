@@ -1,6 +1,6 @@
 """The dispatcher's Postgres: tables (:mod:`.tables`), a room's life (:mod:`.rooms`), offers under
 the fleet's lock (:mod:`.offers`), admission and quotas (:mod:`.admissions`), the operator's views
-(:mod:`.views`). The only package of the service that speaks SQL; driver errors leave it as
+(:mod:`.views`), phone numbers (:mod:`.numbers`). The only package of the service that speaks SQL; driver errors leave it as
 ``StoreUnavailable``.
 """
 
@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_dispatcher.store.admissions import AdmissionStore
+from pinecall_dispatcher.store.numbers import NumberStore
 from pinecall_dispatcher.store.offers import FleetOffers, OfferStore
 from pinecall_dispatcher.store.rooms import RoomStore
 from pinecall_dispatcher.store.rows import Arrival, RoomRow
@@ -41,6 +42,7 @@ class Store:
         self.offers = OfferStore(engine)
         self.admissions = AdmissionStore(engine)
         self.views = ViewStore(engine)
+        self.numbers = NumberStore(engine)
 
     async def answers(self, timeout_s: float = 2.0) -> bool:
         """Whether Postgres answers a query within ``timeout_s`` seconds (readiness)."""

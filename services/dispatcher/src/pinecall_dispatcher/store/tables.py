@@ -21,7 +21,9 @@ as ``JobOffer(job="sentence", written=…)``. ``journal``: every offer and where
 ``written``: the written calls admitted (issue 17; the chat service asks, ``POST
 /v1/written-calls``): no room, no fleet, no seat, only a place in the org's count, from their
 admission until ``call.ended`` (or ``admitted_until`` when ``call.opened`` never came).
-``quotas``: an org's ``concurrent_calls`` per environment. ``refusals``: the token endpoint's
+``quotas``: an org's ``concurrent_calls`` per environment. ``phone_numbers``: an org's numbers
+(issue 18), each with the LiveKit it was set up on and the trunk and rule made there (both null
+while being made: a number is claimed first, then made on LiveKit). ``refusals``: the token endpoint's
 refusals and the rings refused at placing (intake health: they leave no call record).
 """
 
@@ -117,4 +119,19 @@ REFUSALS = sa.Table(
     sa.Column("agent", sa.String(128), nullable=False),
     sa.Column("org", sa.String(128), nullable=False),
     sa.Column("reason", sa.String(32), nullable=False),
+)
+
+PHONE_NUMBERS = sa.Table(
+    "phone_numbers",
+    METADATA,
+    sa.Column("number", sa.String(16), primary_key=True),
+    sa.Column("org", sa.String(128), nullable=False),
+    sa.Column("environment", sa.String(32), nullable=False),
+    sa.Column("agent", sa.String(128), nullable=False),
+    sa.Column("fleet", sa.String(63), nullable=False),
+    sa.Column("livekit_url", sa.String(512), nullable=False),
+    sa.Column("trunk_id", sa.String(64), nullable=True),
+    sa.Column("rule_id", sa.String(64), nullable=True),
+    sa.Column("created_at", db.UTC_TIMESTAMP, nullable=False, server_default=sa.func.now()),
+    sa.Index("ix_phone_numbers_org", "org", "environment"),
 )
