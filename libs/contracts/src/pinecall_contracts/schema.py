@@ -15,6 +15,7 @@ from pinecall_contracts import (
     appsocket,
     calls,
     dispatch,
+    evals,
     fleet,
     keys,
     lab,
@@ -122,6 +123,9 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     whatsapp.WhatsAppNumberSecrets,
     whatsapp.WhatsAppVerify,
     whatsapp.WhatsAppItem,
+    evals.VoiceEval,
+    evals.EvalTurn,
+    evals.VoiceEvalResult,
 )
 """Every wire type; a test holds this list to the modules so none is forgotten."""
 
