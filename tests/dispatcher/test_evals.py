@@ -18,16 +18,19 @@ from typing import Any
 import httpx
 import msgspec
 import pytest
+import sqlalchemy as sa
 from livekit.agents import JobExecutorType
+from livekit.protocol import models
 
 from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts.agents import AgentDefinition
 from pinecall_contracts.base import decode
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_contracts.evals import EVAL_VOICE, VoiceEvalResult
+from pinecall_dispatcher.store.tables import ROOMS
 from pinecall_loadlab.livekit import StandIn, StandInConfig
 from pinecall_loadlab.livekit import events as ev
-from pinecall_loadlab.livekit.callers import LAB_ORG
+from pinecall_loadlab.livekit.callers import LAB_AGENT, LAB_ORG
 from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, runtime_chain
 from pinecall_loadlab.scenarios.labworkers import settings_for
 from pinecall_loadlab.vendors import Reply, VendorFakes
@@ -167,3 +170,72 @@ async def test_a_script_is_said_to_the_agent_and_each_turns_first_audio_is_answe
     )
     [entry] = [e for e in r.json()["entries"] if e["kind"] == EVAL_VOICE]
     assert msgspec.convert(entry["data"], VoiceEvalResult) == result
+
+
+async def test_the_caller_hangs_up_on_call_ended(
+    chain: Chain,
+    call_log: Replica,
+    keys: Keys,
+    vendor_fakes: VendorFakes,  # noqa: F811
+) -> None:
+    """The call ended on call-log mid-script (an operator's end): the caller hears
+    ``call.ended`` and leaves at once, saying no more lines (seed 000, "A worker that dies")."""
+    vendor_fakes.anthropic.script(Reply(text=ANSWER), Reply(text=ANSWER), Reply(text=ANSWER))
+    placing = chain.service.placing
+    async with call_worker(chain, vendor_fakes):
+        lines = ["Hello, I am calling about my order.", "When will it arrive?", "Thank you."]
+        asked = asyncio.create_task(
+            _eval(chain, keys.operator, agent=LAB_AGENT, org=LAB_ORG, script=lines,
+                  environment="production")
+        )  # fmt: skip
+        await placing.changes.wait_for(
+            lambda: any(
+                e.what == "opened" and e.room.startswith("eval-") for e in placing.handled_calls
+            ),
+            timeout=120,
+        )
+        [opened] = [e for e in placing.handled_calls if e.what == "opened"]
+        r = await call_log.post(
+            f"/v1/calls/{opened.call}/end",
+            json={"outcome": "completed", "reason": "the operator ended it"},
+            headers=bearer(keys.operator),
+        )
+        assert r.status_code == 200, r.text
+        r = await asked
+    assert r.status_code == 200, r.text
+    result = decode(r.content, VoiceEvalResult)
+    assert (result.call, result.outcome, result.call_outcome) == (
+        opened.call,
+        "ended",
+        "completed",
+    )
+    assert len([t for t in result.turns if t.said]) < len(lines)  # it stopped mid-script
+    [left] = chain.lk.events.of(
+        ev.ParticipantLeft, lambda e: e.room == result.room and e.identity.startswith("eval-")
+    )
+    assert left.reason == models.DisconnectReason.CLIENT_INITIATED  # a goodbye, not a loss
+
+
+async def test_bad_input_is_a_problem_and_makes_nothing(chain: Chain, keys: Keys) -> None:
+    """A script with no lines, an unknown agent, another org's agent, an operator naming no
+    environment, an app key naming another: a problem detail each, and no room, no call."""
+    cases = [
+        (keys.app, {"agent": LAB_AGENT, "org": LAB_ORG, "script": []}, 422, "empty_script"),
+        (keys.app, {"agent": "nobody", "org": LAB_ORG, "script": ["Hi."]}, 422, "unknown_agent"),
+        (keys.app, {"agent": LAB_AGENT, "org": "org_other", "script": ["Hi."]}, 422,
+         "unknown_agent"),
+        (keys.operator, {"agent": LAB_AGENT, "org": LAB_ORG, "script": ["Hi."]}, 422,
+         "unprocessable"),
+        (keys.app, {"agent": LAB_AGENT, "org": LAB_ORG, "script": ["Hi."],
+                    "environment": "sandbox"}, 403, "forbidden"),
+        (keys.app, {"agent": LAB_AGENT, "org": LAB_ORG, "script": [""]}, 400, "bad_request"),
+        (keys.production, {"agent": LAB_AGENT, "org": LAB_ORG, "script": ["Hi."]}, 403,
+         "forbidden"),
+    ]  # fmt: skip
+    for key, body, status, code in cases:
+        r = await _eval(chain, key, **body)
+        assert (r.status_code, r.json()["code"]) == (status, code), (body, r.text)
+        assert r.headers["content-type"].startswith("application/problem+json")
+    assert not chain.lk.rooms.rooms  # no room made
+    async with chain.service.store.engine.connect() as conn:  # no call admitted
+        assert (await conn.execute(sa.select(sa.func.count()).select_from(ROOMS))).scalar() == 0

@@ -39,6 +39,8 @@ FRAME_BYTES = 960 * 2
 """One 20 ms frame of s16le mono at 48 kHz."""
 SILENCE = b"\0" * FRAME_BYTES
 AGENT_NAME = "lk.agent_name"
+ENDED_WITHIN_S = 5.0
+"""How long a room gone waits for its call's ``call.ended`` to say why (seconds)."""
 T = TypeVar("T")
 
 
@@ -122,6 +124,9 @@ class Caller:
         try:
             return await self._run(lines, speak, greets=greets)
         except Stopped:
+            with contextlib.suppress(TimeoutError):  # an agent that hangs up deletes the room,
+                async with asyncio.timeout(ENDED_WITHIN_S):  # and its call.ended follows
+                    await self.stop.wait()
             return "ended" if self.stop.is_set() else "room_gone"
 
     async def _run(self, lines: list[str], speak: Any, *, greets: bool) -> EvalOutcome:
