@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -32,7 +31,7 @@ from pinecall_loadlab.livekit import StandIn, StandInConfig
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.callers import LAB_AGENT, LAB_ORG
 from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, runtime_chain
-from pinecall_loadlab.scenarios.labworkers import settings_for
+from pinecall_loadlab.scenarios.labworkers import call_settings
 from pinecall_loadlab.vendors import Reply, VendorFakes
 from pinecall_loadlab.vendors.testing import vendor_fakes, vendors_config  # noqa: F401
 from pinecall_servicekit.testing.apps import Replica
@@ -81,25 +80,7 @@ async def call_worker(chain: Chain, vendors: VendorFakes) -> AsyncIterator[Worke
     """A real worker of ``pinecall`` running the real call (``pinecall_worker.call``) on the
     vendor fakes, in lab rooms, writing to the chain's call-log; THREAD jobs (a process of its
     own warms its job processes for longer than LiveKit's offer on a loaded machine)."""
-    settings = settings_for(
-        chain.lk,
-        chain.config,
-        host="evals-a",
-        seats=2,
-        fleet="pinecall",
-        fleet_key=chain.config.fleet_keys["production"],
-        measures=os.path.join(chain.tmp, "evals-a.sock"),
-        seal_timeout_s=10,
-        health_port=0,
-        call_log_url=chain.urls["call-log"],
-        lab_rooms=True,
-        deepgram_url=vendors.deepgram_url,
-        anthropic_url=vendors.anthropic_url,
-        cartesia_url=vendors.cartesia_url,
-        deepgram_api_key="lab",
-        anthropic_api_key="lab",
-        cartesia_api_key="lab",
-    )
+    settings = call_settings(chain, host="evals-a", seats=2, vendors=vendors, health_port=0)
     worker = Worker(
         settings,
         entrypoint,
@@ -144,7 +125,6 @@ async def test_a_script_is_said_to_the_agent_and_each_turns_first_audio_is_answe
         r = await _eval(chain, keys.app, agent=GREETER, org=LAB_ORG, script=lines)
     assert r.status_code == 200, r.text
     result = decode(r.content, VoiceEvalResult)
-    print(r.text)  # what a tenant reads
     assert (result.outcome, result.answered_by) == ("completed", worker.name)
     assert [t.said for t in result.turns] == ["", *lines]  # the greeting heard out first
     for turn in result.turns:

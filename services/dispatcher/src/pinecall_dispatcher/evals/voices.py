@@ -15,7 +15,8 @@ an outcome.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import aiohttp
 from livekit.plugins import cartesia, deepgram
@@ -23,6 +24,7 @@ from livekit.plugins import cartesia, deepgram
 from pinecall_dispatcher.settings import DispatcherSettings
 from pinecall_servicekit.errors import Unavailable
 
+P = TypeVar("P")
 SAMPLE_RATE = 48000
 """The caller's audio, both ways (s16le mono): the lab room's and WebRTC's rate."""
 
@@ -38,27 +40,22 @@ def _given(**kwargs: Any) -> dict[str, Any]:
 def voice(settings: DispatcherSettings, http: aiohttp.ClientSession) -> cartesia.TTS:
     """Cartesia at the environment's base URL, at :data:`SAMPLE_RATE`, its default voice (the
     caller is not the agent); :class:`NoVoice` without a key."""
-    try:
-        return cartesia.TTS(
-            **_given(base_url=settings.cartesia_url, api_key=settings.cartesia_api_key),
-            sample_rate=SAMPLE_RATE,
-            http_session=http,
-        )
-    except ValueError as exc:
-        raise NoVoice(f"the simulated caller has no voice: {exc}") from None
+    given = _given(base_url=settings.cartesia_url, api_key=settings.cartesia_api_key)
+    return _made("voice", cartesia.TTS, given, http)
 
 
 def ears(settings: DispatcherSettings, http: aiohttp.ClientSession) -> deepgram.STT:
     """Deepgram at the environment's base URL, hearing :data:`SAMPLE_RATE`; :class:`NoVoice`
     without a key."""
+    given = _given(base_url=settings.deepgram_url, api_key=settings.deepgram_api_key)
+    return _made("ears", deepgram.STT, given, http)
+
+
+def _made(what: str, plugin: Callable[..., P], given: dict[str, Any], http: Any) -> P:
     try:
-        return deepgram.STT(
-            **_given(base_url=settings.deepgram_url, api_key=settings.deepgram_api_key),
-            sample_rate=SAMPLE_RATE,
-            http_session=http,
-        )
-    except ValueError as exc:
-        raise NoVoice(f"the simulated caller has no ears: {exc}") from None
+        return plugin(**given, sample_rate=SAMPLE_RATE, http_session=http)
+    except ValueError as exc:  # the plugins' word for a key missing
+        raise NoVoice(f"the simulated caller has no {what}: {exc}") from None
 
 
 async def spoken(tts: cartesia.TTS, text: str) -> bytes:
