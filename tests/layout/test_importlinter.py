@@ -73,3 +73,46 @@ def test_every_service_domain_is_held_pure_and_every_service_is_forbidden_to_it(
 
 
 # -- the two evaluators agree --------------------------------------------------------------------
+
+
+def test_the_simulated_caller_is_forbidden_the_load_lab_and_the_contract_bites() -> None:
+    """Issue 18, acceptance 5: ``/v1/evals/voice`` uses no code of the load lab. The contract
+    names the caller's package, and lint-imports refuses a graph where it imports the lab's
+    callers (and keeps the one where it imports the lab room, a library)."""
+    import grimp
+    from importlinter import api
+    from importlinter.contracts.forbidden import ForbiddenContract
+
+    config = api.read_configuration(str(ROOT / ".importlinter"))
+    [options] = [
+        o for o in config["contracts_options"] if o["id"] == "simulated-caller-imports-no-lab"
+    ]
+    assert options["source_modules"] == ["pinecall_dispatcher.evals"]
+    assert set(options["forbidden_modules"]) == {"pinecall_loadlab", "pinecall_testkit"}
+    contract = ForbiddenContract(
+        name=options["name"], session_options=config["session_options"], contract_options=options
+    )
+
+    def kept(imported: str) -> bool:
+        graph = grimp.ImportGraph()
+        for module in (
+            "pinecall_dispatcher",
+            "pinecall_dispatcher.evals",
+            "pinecall_dispatcher.evals.caller",
+            "pinecall_loadlab",
+            "pinecall_loadlab.callers",
+            "pinecall_testkit",
+            "pinecall_labroom",
+        ):
+            graph.add_module(module)
+        graph.add_import(
+            importer="pinecall_dispatcher.evals.caller",
+            imported=imported,
+            line_number=1,
+            line_contents=f"import {imported}",
+        )
+        return bool(contract.check(graph, verbose=False).kept)
+
+    assert not kept("pinecall_loadlab.callers")
+    assert not kept("pinecall_testkit")
+    assert kept("pinecall_labroom")

@@ -14,6 +14,7 @@ from pinecall_contracts import (
     appsocket,
     calls,
     dispatch,
+    evals,
     fleet,
     keys,
     lab,
@@ -70,6 +71,7 @@ def test_the_schema_lists_every_contract_in_the_modules() -> None:
             appsocket,
             whatsapp,
             phones,
+            evals,
         )
         for _, obj in inspect.getmembers(module, inspect.isclass)
         if issubclass(obj, msgspec.Struct) and obj.__module__ == module.__name__

@@ -40,6 +40,11 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_WRITTEN_HELD_S",
         "PINECALL_KEPT_S",
         "PINECALL_AGENT_CACHE_S",
+        # the dispatcher's simulated caller (and PINECALL_LAB_ROOMS, PINECALL_CARTESIA_URL,
+        # PINECALL_DEEPGRAM_URL: the worker's names)
+        "PINECALL_EVAL_ANSWER_WITHIN_S",
+        "PINECALL_EVAL_SPEAK_WITHIN_S",
+        "PINECALL_EVAL_QUIET_S",
         # call-log
         "PINECALL_DB_POOL_SIZE",
         "PINECALL_CACHE_CALLS",

@@ -15,6 +15,7 @@ from pinecall_contracts import (
     appsocket,
     calls,
     dispatch,
+    evals,
     fleet,
     keys,
     lab,
@@ -126,6 +127,9 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     phones.PhoneNumberPut,
     phones.PhoneNumber,
     phones.PhoneNumberList,
+    evals.VoiceEval,
+    evals.EvalTurn,
+    evals.VoiceEvalResult,
 )
 """Every wire type; a test holds this list to the modules so none is forgotten."""
 

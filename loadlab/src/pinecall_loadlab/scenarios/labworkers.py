@@ -196,6 +196,43 @@ class ProcessWorker:
         self.process.freeze()
 
 
+def call_settings(
+    chain: Chain,
+    *,
+    host: str,
+    seats: int,
+    vendors: VendorFakes,
+    fleet: str = "pinecall",
+    environment: str = "production",
+    **more: Any,
+) -> WorkerSettings:
+    """The settings of a worker of the chain that runs the real call: ``settings_for`` with the
+    chain's call-log, lab rooms and ``vendors``' URLs (``more`` on top)."""
+    if "call-log" not in chain.urls:
+        raise ValueError("a worker of the real call writes its calls: give the chain a call-log")
+    real_call: dict[str, Any] = {
+        "seal_timeout_s": 10,
+        "call_log_url": chain.urls["call-log"],
+        "lab_rooms": True,
+        "deepgram_url": vendors.deepgram_url,
+        "anthropic_url": vendors.anthropic_url,
+        "cartesia_url": vendors.cartesia_url,
+        "deepgram_api_key": "lab",
+        "anthropic_api_key": "lab",
+        "cartesia_api_key": "lab",
+    }
+    return settings_for(
+        chain.lk,
+        chain.config,
+        host=host,
+        seats=seats,
+        fleet=fleet,
+        fleet_key=chain.config.fleet_keys[environment],
+        measures=os.path.join(chain.tmp, f"{host}.sock"),
+        **(real_call | more),
+    )
+
+
 async def start_process(
     chain: Chain,
     stack: contextlib.AsyncExitStack,
@@ -210,27 +247,15 @@ async def start_process(
     """Start ``pinecall-runtime worker start`` as ``<fleet>/<host>.<start>`` with ``seats``, the
     real call on ``vendors``, stopped when ``stack`` closes; returns once LiveKit registered it
     and every dispatcher replica heard the roster say so."""
-    if "call-log" not in chain.urls:
-        raise ValueError("a worker process writes its calls: give the chain a call-log")
-    settings = settings_for(
-        chain.lk,
-        chain.config,
+    settings = call_settings(
+        chain,
         host=host,
         seats=seats,
+        vendors=vendors,
         fleet=fleet,
-        fleet_key=chain.config.fleet_keys[environment],
-        measures=os.path.join(chain.tmp, f"{host}.sock"),
-        seal_timeout_s=10,
+        environment=environment,
         health_port=free_port(),
         roster_url=chain.urls["roster"],
-        call_log_url=chain.urls["call-log"],
-        lab_rooms=True,
-        deepgram_url=vendors.deepgram_url,
-        anthropic_url=vendors.anthropic_url,
-        cartesia_url=vendors.cartesia_url,
-        deepgram_api_key="lab",
-        anthropic_api_key="lab",
-        cartesia_api_key="lab",
     )
     output = Path(chain.tmp) / f"{host}.log"
     process = await stack.enter_async_context(started(settings, output=output, within_s=within_s))

@@ -143,6 +143,18 @@ def _process(
     )
 
 
+def evals_env(vendors: str) -> dict[str, str]:
+    """The dispatcher's simulated caller (``POST /v1/evals/voice``): the workers' voice and ears
+    (the vendor fakes) and their rooms (the lab transport)."""
+    return {
+        "PINECALL_LAB_ROOMS": "true",
+        "PINECALL_CARTESIA_URL": vendors,
+        "CARTESIA_API_KEY": "lab",
+        "PINECALL_DEEPGRAM_URL": f"{vendors}/v1/listen",
+        "DEEPGRAM_API_KEY": "lab",
+    }
+
+
 def lab(run: Run, at: Urls, *, tool_share: float) -> list[Supervised]:
     """Step 1: each environment's stand-in (its webhooks to webhook-ingest) and the vendor
     fakes, whose model asks a tool on ``tool_share`` of the turns; they need no database, so
@@ -197,7 +209,7 @@ def platform(
         http("webhook-ingest", "webhook-ingest", at.webhook_ingest,
              {"PINECALL_LIVEKIT_KEYS": keys}, "control"),
         http("dispatcher", "dispatcher", at.dispatcher,
-             service | {"PINECALL_LIVEKIT_KEYS": keys}, "control"),
+             service | {"PINECALL_LIVEKIT_KEYS": keys} | evals_env(at.vendors), "control"),
         http("reaper", "reaper", at.reaper,
              service | {"PINECALL_LIVEKIT_KEYS": keys, "PINECALL_LIVEKIT_URLS": urls,
                         "PINECALL_REAP_EVERY_S": str(REAP_EVERY_S),

@@ -63,6 +63,7 @@ from pinecall_clients.errors import CallLogError
 from pinecall_contracts.base import encode
 from pinecall_contracts.calls import AgentEntry
 from pinecall_contracts.dispatch import (
+    CallerKind,
     CallRing,
     TokenRequest,
     VisitorToken,
@@ -94,6 +95,13 @@ NO_SEAT = {
     "cordoned": "every worker of {fleet} heard lately is cordoned or draining",
 }
 """The problem's words for each refusal that answers ``fleet_full``."""
+ROOM_PREFIX: dict[CallerKind, str] = {
+    "web": "web",
+    "simulated": "eval",
+    "sip": "sip",
+    "outbound": "out",
+}
+"""A room's name is ``<prefix>-<call>``: who rang it, at a glance in ``logs`` and LiveKit."""
 
 
 class UnknownAgent(Unprocessable):
@@ -137,7 +145,14 @@ class Admission:
 
     async def token(self, request: TokenRequest, key: KeyInfo) -> VisitorToken:
         """The visitor's token, or the first refusal that holds (the module docstring)."""
-        environment = key.environment or ""
+        return await self.admit(request, key.environment or "")
+
+    async def admit(
+        self, request: TokenRequest, environment: str, *, caller: CallerKind = "web"
+    ) -> VisitorToken:
+        """A token of ``caller`` (a web visitor; the runtime's own simulated caller, whose
+        endpoint admits it the same way: seed 000, "Who takes a call") in ``environment``, or
+        the first refusal that holds (the module docstring)."""
         record = await self.roster.fleet_of(environment)
         if record is None or environment not in self.keys:
             raise NotReady(f"no fleet and LiveKit serve {environment}")
@@ -161,12 +176,12 @@ class Admission:
                 + f": offer the caller a call back ({CALLBACKS})"
             )
         call = f"call_{secrets.token_hex(10)}"
-        room = f"web-{call}"
+        room = f"{ROOM_PREFIX[caller]}-{call}"
         until = now + dt.timedelta(seconds=self.settings.admit_s)
         ring = CallRing(
             agent=request.agent,
             org=request.org,
-            caller="web",
+            caller=caller,
             call=call,
             context=request.context,
             config=request.config,
@@ -180,7 +195,7 @@ class Admission:
                     "room": room,
                     "agent": request.agent,
                     "org": request.org,
-                    "caller": "web",
+                    "caller": caller,
                     "state": "admitted",
                     "context": request.context,
                     "config": request.config,
@@ -196,7 +211,7 @@ class Admission:
         self.metrics.admissions.labels(environment, fleet, "admitted").inc()
         # the visitor's call starts its trace here, as a phone's starts at its first webhook
         with _tracer.start_as_current_span(
-            "admit web",
+            f"admit {caller}",
             context=calltrace.call_context(environment, room),
             attributes={calltrace.CALL: call, calltrace.ROOM: room},
         ):

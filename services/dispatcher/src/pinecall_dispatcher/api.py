@@ -13,6 +13,8 @@ GET  /v1/ops/offers[?fleet=]           operator   OffersSnapshot: rooms waiting,
 GET  /v1/ops/calls/{call}/journal      operator   Journal: the call's offers and why; 404 for a
                                                   call it has no record of
 POST /v1/ops/quotas                    operator   Quota (Quota): set an org's concurrent_calls
+POST /v1/evals/voice                   app, op.   VoiceEvalResult (VoiceEval): the simulated
+                                                  caller (:mod:`pinecall_dispatcher.evals`)
 =====================================  =========  ============================================
 
 Every error is a problem detail, and a refused request writes nothing (a refusal at admission is
@@ -39,6 +41,7 @@ from pinecall_contracts.dispatch import (
 )
 from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_contracts.keys import KeyInfo, KeyKind
+from pinecall_dispatcher.evals import api as evals_api
 from pinecall_dispatcher.service import DispatcherService
 from pinecall_servicekit.errors import Unprocessable
 from pinecall_servicekit.http import problems, request_key
@@ -100,4 +103,4 @@ async def set_quota(request: AnyRequest, data: JSONBody[Quota]) -> Quota:
     return await _service(request).store.admissions.set_quota(data)
 
 
-ROUTES = [token, written_call, offers, journal, set_quota]
+ROUTES = [token, written_call, offers, journal, set_quota, *evals_api.ROUTES]

@@ -25,6 +25,7 @@ from pinecall_contracts.livekit import LiveKitEvent
 from pinecall_dispatcher.admission import Admission
 from pinecall_dispatcher.agents import Agents
 from pinecall_dispatcher.deaths import Deaths
+from pinecall_dispatcher.evals import VoiceEvals
 from pinecall_dispatcher.livekit import LiveKits
 from pinecall_dispatcher.metrics import Metrics
 from pinecall_dispatcher.numbers import Numbers
@@ -85,6 +86,8 @@ class DispatcherService:
         self.admission = Admission(settings, store, self.roster, calls, self.metrics, self.agents)
         self.numbers = Numbers(store, self.livekits, self.roster, self.agents)
         """An org's phone numbers, their trunks and rules on each environment's LiveKit."""
+        self.evals = VoiceEvals(settings, self.admission, bus, calls)
+        """The simulated callers of ``POST /v1/evals/voice``."""
         self.consuming = asyncio.Event()
         """Set once the LiveKit stream's consumer is bound."""
         self._tasks: list[asyncio.Task[None]] = []
@@ -134,6 +137,7 @@ class DispatcherService:
         for task in [*self._tasks, *self._soon]:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        await self.evals.aclose()
         await self.offering.aclose()
         await self.livekits.aclose()
 

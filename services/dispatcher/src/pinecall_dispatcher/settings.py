@@ -7,6 +7,8 @@ asserts the same rules. LiveKit's keys per environment are read as webhook-inges
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from pinecall_dispatcher.domain import Rules
 from pinecall_servicekit.livekit_keys import LiveKitSettings
 from pinecall_servicekit.settings import HttpUrl, Port
@@ -14,6 +16,12 @@ from pinecall_servicekit.settings import HttpUrl, Port
 
 class DispatcherSettings(LiveKitSettings, frozen=True, kw_only=True):
     """Where the dispatcher listens, what it reaches, and the rules' numbers."""
+
+    ENV_NAMES: ClassVar = {
+        **LiveKitSettings.ENV_NAMES,
+        "cartesia_api_key": "CARTESIA_API_KEY",
+        "deepgram_api_key": "DEEPGRAM_API_KEY",
+    }
 
     host: str = "127.0.0.1"
     port: Port = 8103
@@ -57,6 +65,25 @@ class DispatcherSettings(LiveKitSettings, frozen=True, kw_only=True):
     no longer holds a seat in the dispatcher's count, nor the org's quota."""
     kept_s: float = 60.0
     """A room kept in offers past this is named by ``doctor`` (seed 000: "past a minute")."""
+
+    lab_rooms: bool = False
+    """``PINECALL_LAB_ROOMS``: the simulated caller (``POST /v1/evals/voice``) joins its room over
+    the load lab's transport, as the worker's job does under the stand-in (no SFU); else over
+    LiveKit's WebRTC (``livekit.rtc``)."""
+    cartesia_url: str | None = None
+    """The simulated caller's voice: Cartesia's base URL, the workers' own (the plugin's default
+    when unset; the lab's fake in the lab)."""
+    cartesia_api_key: str | None = None
+    deepgram_url: str | None = None
+    """The simulated caller's ears: Deepgram's base URL, the workers' own."""
+    deepgram_api_key: str | None = None
+    eval_answer_within_s: float = 30.0
+    """How long the simulated caller rings for an agent to join before it gives up
+    (``unanswered``), in seconds."""
+    eval_speak_within_s: float = 20.0
+    """How long it waits for the agent's first audio after each of its lines (``silent``)."""
+    eval_quiet_s: float = 1.5
+    """The agent quiet this long after it spoke has finished its turn (seconds)."""
 
     def rules(self) -> Rules:
         return Rules(
