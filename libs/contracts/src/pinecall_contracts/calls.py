@@ -326,6 +326,35 @@ class CallbackRequest(Contract, frozen=True, kw_only=True, tag="calls.callback_r
     call: CallIdField | None = None
 
 
+class Callback(Contract, frozen=True, kw_only=True, tag="calls.callback.v1"):
+    """A call back as call-log holds it (``GET /v1/callbacks``): what the dispatcher's
+    follow-ups are made from (issue 18, "Call backs, dialled")."""
+
+    id: int
+    """Its row's id in call-log: a follow-up is made once per id."""
+    environment: EnvironmentField
+    agent: str
+    org: str = ""
+    """The org of its call, or the one org defining the agent in the environment (a page's call
+    back names no call); empty when neither says."""
+    call: str | None = None
+    number: str | None = None
+    contact: str | None = None
+    reason: str = ""
+    seq: int
+    """Its ``callback.requested`` entry's place on the agent's log."""
+    requested_at: Timestamp
+
+
+class CallbackPage(Contract, frozen=True, kw_only=True, tag="calls.callback_page.v1"):
+    """``GET /v1/callbacks?since=<ts>&limit=<n>``: call backs of every environment requested at
+    or after ``since``, oldest first; ``next`` is the ``since`` of the next page (None: the
+    last)."""
+
+    callbacks: list[Callback]
+    next: Timestamp | None = None
+
+
 class AgentEntry(Contract, frozen=True, kw_only=True, tag="calls.agent_entry.v1"):
     """An entry of an agent's log: ``fleet.full`` (a caller refused: the fleet is full),
     ``fleet.refused`` (one refused for another reason: ``data.reason`` ``unheard`` or

@@ -40,6 +40,10 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_WRITTEN_HELD_S",
         "PINECALL_KEPT_S",
         "PINECALL_AGENT_CACHE_S",
+        "PINECALL_FOLLOWUP_EVERY_S",
+        "PINECALL_FOLLOWUP_TRIES",
+        "PINECALL_FOLLOWUP_RETRY_S",
+        "PINECALL_FOLLOWUP_NOT_READY_S",
         # call-log
         "PINECALL_DB_POOL_SIZE",
         "PINECALL_CACHE_CALLS",

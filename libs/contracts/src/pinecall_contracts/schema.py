@@ -66,6 +66,8 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     calls.ToolAnswer,
     calls.ToolResult,
     calls.CallbackRequest,
+    calls.Callback,
+    calls.CallbackPage,
     calls.AgentEntry,
     calls.AgentLog,
     calls.CallEvent,

@@ -8,6 +8,7 @@ asserts the same rules. LiveKit's keys per environment are read as webhook-inges
 from __future__ import annotations
 
 from pinecall_dispatcher.domain import Rules
+from pinecall_dispatcher.followups.rules import FollowupRules
 from pinecall_servicekit.livekit_keys import LiveKitSettings
 from pinecall_servicekit.settings import HttpUrl, Port
 
@@ -57,6 +58,24 @@ class DispatcherSettings(LiveKitSettings, frozen=True, kw_only=True):
     no longer holds a seat in the dispatcher's count, nor the org's quota."""
     kept_s: float = 60.0
     """A room kept in offers past this is named by ``doctor`` (seed 000: "past a minute")."""
+
+    followup_every_s: float = 5.0
+    """Seconds between the dialler's rounds: call backs taken, follow-ups due dialled
+    (:mod:`pinecall_dispatcher.followups.dialler`)."""
+    followup_tries: int = 3
+    """Tries of a follow-up not reached (or failed) before it is given up (issue 18)."""
+    followup_retry_s: float = 1800.0
+    """Seconds after a try not reached before the next (issue 18: "tried again later")."""
+    followup_not_ready_s: float = 3600.0
+    """Seconds a follow-up waits when its line is not ready: not burnt (seed 003: "retried in
+    an hour instead of being burnt")."""
+
+    def followup_rules(self) -> FollowupRules:
+        return FollowupRules(
+            most_tries=self.followup_tries,
+            retry_s=self.followup_retry_s,
+            not_ready_s=self.followup_not_ready_s,
+        )
 
     def rules(self) -> Rules:
         return Rules(

@@ -118,3 +118,51 @@ REFUSALS = sa.Table(
     sa.Column("org", sa.String(128), nullable=False),
     sa.Column("reason", sa.String(32), nullable=False),
 )
+
+FOLLOWUP_STATES = ("waiting", "dialling", "answered", "given_up")
+
+FOLLOWUPS = sa.Table(
+    "followups",
+    METADATA,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("callback_id", sa.BigInteger, nullable=False),
+    sa.Column("environment", sa.String(32), nullable=False),
+    sa.Column("agent", sa.String(128), nullable=False),
+    sa.Column("org", sa.String(128), nullable=False, server_default=""),
+    sa.Column("number", sa.String(32), nullable=True),
+    sa.Column("call", sa.String(128), nullable=True),
+    sa.Column("reason", sa.Text, nullable=False, server_default=""),
+    sa.Column("callback_seq", sa.BigInteger, nullable=False),
+    sa.Column("requested_at", db.UTC_TIMESTAMP, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("tries", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("burnt", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("due_at", db.UTC_TIMESTAMP, nullable=False),
+    sa.Column("given_up", sa.String(32), nullable=True),
+    sa.Column("updated_at", db.UTC_TIMESTAMP, nullable=False),
+    sa.CheckConstraint(f"state IN {FOLLOWUP_STATES!r}", name="followup_state"),
+    sa.Index("uq_followups_callback", "callback_id", unique=True),
+    sa.Index(
+        "ix_followups_due",
+        "environment",
+        "due_at",
+        postgresql_where=sa.text("state = 'waiting'"),
+    ),
+)
+
+FOLLOWUP_TRIES = sa.Table(
+    "followup_tries",
+    METADATA,
+    sa.Column("followup", sa.BigInteger, primary_key=True),
+    sa.Column("attempt", sa.Integer, primary_key=True),
+    sa.Column("environment", sa.String(32), nullable=False),
+    sa.Column("claimed_at", db.UTC_TIMESTAMP, nullable=False),
+    sa.Column("claimed_by", sa.String(128), nullable=False),
+    sa.Column("call", sa.String(128), nullable=True),
+    sa.Column("dialled_at", db.UTC_TIMESTAMP, nullable=True),
+    sa.Column("outcome", sa.String(32), nullable=True),
+    sa.Column("status", sa.String(64), nullable=True),
+    sa.Column("ended_at", db.UTC_TIMESTAMP, nullable=True),
+    sa.Index("ix_followup_tries_call", "call"),
+    sa.Index("ix_followup_tries_ended", "ended_at"),
+)
