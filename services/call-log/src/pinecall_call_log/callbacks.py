@@ -17,7 +17,7 @@ import datetime as dt
 from typing import Annotated
 
 from litestar import get
-from litestar.params import QueryParameter
+from litestar.params import FromQuery, QueryParameter
 
 from pinecall_call_log.api import AnyRequest, key_of, service_of
 from pinecall_contracts.calls import CallbackPage
@@ -30,7 +30,7 @@ Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
 
 @get("/v1/callbacks", responses=problems(400, 401, 403, 422, 503))
 async def list_callbacks(
-    request: AnyRequest, since: dt.datetime, limit: Limit = 500
+    request: AnyRequest, since: FromQuery[dt.datetime], limit: Limit = 500
 ) -> CallbackPage:
     """Call backs of every environment requested at or after ``since``, oldest first."""
     await key_of(request, SERVICE_OR_OPERATOR)

@@ -12,7 +12,7 @@ Every ``every_s`` (5 s) each replica ticks (:meth:`Dialler.tick`):
 4. **dial**: per environment with follow-ups due, the line (:class:`Line`): a fleet unheard
    (``not_ready``) defers them an hour, not burnt; a fleet with no seat free keeps them waiting
    for one; else at most its free seats are claimed (:meth:`FollowupStore.claim`: one replica
-   per try) and dialled as outbound calls of their agent (:class:`Dial`). A dial refused for the
+   per try; one replica at a time per environment, :meth:`FollowupStore.turn`) and dialled as outbound calls of their agent (:class:`Dial`). A dial refused for the
    line (no seat after all, the fleet unheard, the org's quota) is ``not_ready``: an hour later,
    not burnt; one refused for what will not change (the agent gone) gives the follow-up up.
 
@@ -161,17 +161,21 @@ class Dialler:
     async def dial_due(self) -> None:
         """Dial the follow-ups due in every environment whose line has a seat free."""
         for environment in await self.store.due_environments(self.clock()):
-            line = await self.line(environment)
-            if line.state == "not_ready":
-                until = self.clock() + dt.timedelta(seconds=self.rules.not_ready_s)
-                for f in await self.store.defer(environment, self.clock(), until):
-                    await self._note(
-                        f, "callback.deferred", reason="not_ready", until=until.isoformat()
-                    )
-                continue
-            claimed = await self.store.claim(environment, self.clock(), line.seats, self.replica)
-            for f in claimed:
-                await self._dial(f)
+            async with self.store.turn(environment) as mine:
+                if mine:  # else another replica dials into its seats now
+                    await self._dial_environment(environment)
+
+    async def _dial_environment(self, environment: str) -> None:
+        line = await self.line(environment)
+        if line.state == "not_ready":
+            until = self.clock() + dt.timedelta(seconds=self.rules.not_ready_s)
+            for f in await self.store.defer(environment, self.clock(), until):
+                await self._note(
+                    f, "callback.deferred", reason="not_ready", until=until.isoformat()
+                )
+            return
+        for f in await self.store.claim(environment, self.clock(), line.seats, self.replica):
+            await self._dial(f)
 
     async def ended(self, call: str, outcome: str | None, status: str | None = None) -> None:
         """``call.ended`` of ``call``: when it is a try's, its outcome applied (once)."""

@@ -5,13 +5,15 @@ locked ``FOR UPDATE SKIP LOCKED`` (a replica skips what another is claiming), mo
 ``dialling`` with ``tries + 1``, and the try's row ``(followup, attempt)`` is inserted, its primary
 key the try's claim: one replica holds each try. A try's outcome is applied by the update that
 finds it without one, so a ``call.ended`` heard twice (or read back after it was heard) changes
-the follow-up once.
+the follow-up once. An environment's seats are dialled into by one replica at a time
+(:meth:`FollowupStore.turn`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -122,6 +124,23 @@ class FollowupStore:
         async with db.translate_errors("taking call backs"), self.engine.begin() as conn:
             made = (await conn.execute(statement)).all()
         return [_followup(r) for r in made]
+
+    @contextlib.asynccontextmanager
+    async def turn(self, environment: str) -> AsyncIterator[bool]:
+        """Whether this replica has the environment's turn to dial (a session advisory lock,
+        tried, not waited for; let go on exit, or by Postgres when the connection dies): one
+        replica at a time reads an environment's seats free and dials into them, so two never
+        dial one seat twice."""
+        key = sa.func.hashtextextended(f"dispatcher.followups/{environment}", 0)
+        async with db.translate_errors("taking a turn"), self.engine.connect() as conn:
+            held = bool(await conn.scalar(sa.select(sa.func.pg_try_advisory_lock(key))))
+            await conn.commit()
+            try:
+                yield held
+            finally:
+                if held:
+                    await conn.execute(sa.select(sa.func.pg_advisory_unlock(key)))
+                    await conn.commit()
 
     async def due_environments(self, now: dt.datetime) -> list[str]:
         """Environments with a follow-up due now and not dialled."""
