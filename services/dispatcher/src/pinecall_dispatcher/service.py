@@ -235,6 +235,8 @@ class DispatcherService:
 
     async def _following(self) -> None:
         while True:
+            # a round after the first wait: the roster is heard before any seat is counted
+            await asyncio.sleep(self.settings.followup_every_s)  # the dialler's own cadence
             try:
                 await self.dialler.tick()
                 self.metrics.followups(await self.store.followups.counts(utcnow(), WINDOW_S))
@@ -242,7 +244,6 @@ class DispatcherService:
                 _log.warning("follow-ups: %s", exc)
             except Exception:  # a round that fails must not stop the next one
                 _log.exception("follow-ups failed")
-            await asyncio.sleep(self.settings.followup_every_s)  # the dialler's own cadence
 
 
 async def _no_outbound(order: DialOrder) -> str:

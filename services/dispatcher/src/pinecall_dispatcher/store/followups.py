@@ -96,6 +96,15 @@ class FollowupStore:
     async def take(self, callbacks: Sequence[Callback], now: dt.datetime) -> list[Followup]:
         """A follow-up for each call back not taken yet (once per call-log id), due now; the
         ones made by this call."""
+        async with db.translate_errors("taking call backs"), self.engine.connect() as conn:
+            taken = set(
+                await conn.scalars(
+                    sa.select(FOLLOWUPS.c.callback_id).where(
+                        FOLLOWUPS.c.callback_id.in_([c.id for c in callbacks])
+                    )
+                )
+            )
+        callbacks = [c for c in callbacks if c.id not in taken]  # each read again, not made again
         if not callbacks:
             return []
         rows = [
