@@ -40,6 +40,7 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_WRITTEN_HELD_S",
         "PINECALL_KEPT_S",
         "PINECALL_AGENT_CACHE_S",
+        "PINECALL_OUTBOUND_TRUNK",
         # call-log
         "PINECALL_DB_POOL_SIZE",
         "PINECALL_CACHE_CALLS",

@@ -28,6 +28,7 @@ from pinecall_dispatcher.deaths import Deaths
 from pinecall_dispatcher.livekit import LiveKits
 from pinecall_dispatcher.metrics import Metrics
 from pinecall_dispatcher.offering import Offering
+from pinecall_dispatcher.outbound import Outbound
 from pinecall_dispatcher.placing import Placing
 from pinecall_dispatcher.roster import RosterView
 from pinecall_dispatcher.settings import DispatcherSettings
@@ -82,6 +83,10 @@ class DispatcherService:
             self.metrics,
         )
         self.admission = Admission(settings, store, self.roster, calls, self.metrics, self.agents)
+        self.outbound = Outbound(
+            settings, store, self.admission, self.livekits, self.offering, self.metrics
+        )
+        """Outbound calls (``place_outbound``): the endpoint's and the follow-ups'."""
         self.consuming = asyncio.Event()
         """Set once the LiveKit stream's consumer is bound."""
         self._tasks: list[asyncio.Task[None]] = []

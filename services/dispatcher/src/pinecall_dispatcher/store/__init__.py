@@ -1,5 +1,5 @@
 """The dispatcher's Postgres: tables (:mod:`.tables`), a room's life (:mod:`.rooms`), offers under
-the fleet's lock (:mod:`.offers`), admission and quotas (:mod:`.admissions`), the operator's views
+the fleet's lock (:mod:`.offers`), admission and quotas (:mod:`.admissions`), outbound calls (:mod:`.outbound`), the operator's views
 (:mod:`.views`). The only package of the service that speaks SQL; driver errors leave it as
 ``StoreUnavailable``.
 """
@@ -14,9 +14,10 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_dispatcher.store.admissions import AdmissionStore
 from pinecall_dispatcher.store.offers import FleetOffers, OfferStore
+from pinecall_dispatcher.store.outbound import OutboundStore
 from pinecall_dispatcher.store.rooms import RoomStore
 from pinecall_dispatcher.store.rows import Arrival, RoomRow
-from pinecall_dispatcher.store.tables import JOURNAL, REFUSALS, ROOMS, SCHEMA, WRITTEN
+from pinecall_dispatcher.store.tables import JOURNAL, OUTBOUND, REFUSALS, ROOMS, SCHEMA, WRITTEN
 from pinecall_dispatcher.store.views import ViewStore
 from pinecall_servicekit import db
 from pinecall_servicekit.migrations import Migrations
@@ -40,6 +41,7 @@ class Store:
         self.rooms = RoomStore(engine)
         self.offers = OfferStore(engine)
         self.admissions = AdmissionStore(engine)
+        self.outbound = OutboundStore(engine)
         self.views = ViewStore(engine)
 
     async def answers(self, timeout_s: float = 2.0) -> bool:
@@ -64,4 +66,6 @@ class Store:
                 )
             )
             await conn.execute(sa.delete(JOURNAL).where(JOURNAL.c.at < before))
+            # a request id is one call for a week: a retry after that is a new call
+            await conn.execute(sa.delete(OUTBOUND).where(OUTBOUND.c.placed_at < before))
             await conn.execute(sa.delete(REFUSALS).where(REFUSALS.c.at < before))
