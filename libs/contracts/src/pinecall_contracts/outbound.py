@@ -33,6 +33,11 @@ RequestId = Annotated[
 Org = Annotated[str, msgspec.Meta(max_length=128)]
 
 
+def callee_identity(call: str) -> str:
+    """The identity of ``call``'s callee in its room: the SIP participant its job dials."""
+    return f"phone-{call}"
+
+
 class OutboundRequest(Contract, frozen=True, kw_only=True, tag="dispatch.outbound_request.v1"):
     """``POST /v1/calls/outbound`` with an app key: ring ``to`` for ``agent`` of ``org`` in the
     key's environment."""

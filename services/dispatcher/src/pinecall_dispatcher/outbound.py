@@ -50,7 +50,7 @@ from pinecall_clients.errors import LiveKitError
 from pinecall_clients.livekit import LiveKit
 from pinecall_contracts.base import encode
 from pinecall_contracts.dispatch import CallRing
-from pinecall_contracts.outbound import OutboundCall, OutboundRequest
+from pinecall_contracts.outbound import OutboundCall, OutboundRequest, callee_identity
 from pinecall_dispatcher.admission import Admission
 from pinecall_dispatcher.livekit import LiveKits
 from pinecall_dispatcher.metrics import Metrics
@@ -80,11 +80,6 @@ class IdReused(Conflict):
 
 class LiveKitDown(Unavailable):
     code = "livekit_unavailable"
-
-
-def callee_identity(call: str) -> str:
-    """The SIP participant's identity of ``call``'s callee in its room (the job dials it so)."""
-    return f"phone-{call}"
 
 
 class Outbound:
