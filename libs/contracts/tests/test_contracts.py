@@ -18,6 +18,7 @@ from pinecall_contracts import (
     keys,
     lab,
     livekit,
+    outbound,
     problems,
     whatsapp,
     worker,
@@ -68,6 +69,7 @@ def test_the_schema_lists_every_contract_in_the_modules() -> None:
             agents,
             appsocket,
             whatsapp,
+            outbound,
         )
         for _, obj in inspect.getmembers(module, inspect.isclass)
         if issubclass(obj, msgspec.Struct) and obj.__module__ == module.__name__

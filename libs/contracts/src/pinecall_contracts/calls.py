@@ -57,7 +57,9 @@ Seq = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
 Text = Annotated[str, msgspec.Meta(max_length=2000)]
 TimeoutS = Annotated[float, msgspec.Meta(gt=0.0, le=600.0)]
 
-Outcome = Literal["completed", "caller_hangup", "drained", "timeout", "failed", "overflow"]
+Outcome = Literal[
+    "completed", "caller_hangup", "drained", "timeout", "failed", "overflow", "not_reached"
+]
 EndCause = Literal["drain_timeout", "shutdown", "room_gone", "lost_agent", "stale"]
 """Why a call ended ``drained`` (``drained`` covers several causes; older readers refuse an
 outcome value they do not know, so the cause is a field of its own beside the outcome, None for a

@@ -99,6 +99,10 @@ class JobOffer(Contract, frozen=True, kw_only=True, tag="dispatch.offer.v1"):
     call is open on the log by then (UTC); None for the overflow's offer, the last. A job that
     starts close to it opens the call before it joins the room, so a caller never hears two
     agents (``pinecall_worker.domain.opens_first``)."""
+    sip_trunk: str | None = None
+    """An outbound call's (``caller`` ``outbound``): the LiveKit SIP outbound trunk the job
+    dials ``number`` through once it holds the call (``CreateSIPParticipant``); None for every
+    other call."""
     traceparent: str | None = None
     """The W3C ``traceparent`` of the dispatcher's offer: the job's spans go on in the call's
     trace from it (issue 22, "One trace per call"). None from a dispatcher that sends none."""

@@ -44,6 +44,7 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_FOLLOWUP_TRIES",
         "PINECALL_FOLLOWUP_RETRY_S",
         "PINECALL_FOLLOWUP_NOT_READY_S",
+        "PINECALL_OUTBOUND_TRUNK",
         # call-log
         "PINECALL_DB_POOL_SIZE",
         "PINECALL_CACHE_CALLS",
@@ -72,6 +73,7 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_MAX_JOBS",
         "PINECALL_OVERFLOW_SAYS",
         "PINECALL_LIMIT_SAYS",
+        "PINECALL_RINGING_TIMEOUT_S",
         "PINECALL_ROSTER_URL",
         "PINECALL_CALL_LOG_URL",
         "PINECALL_HEALTH_PORT",

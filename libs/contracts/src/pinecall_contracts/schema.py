@@ -19,6 +19,7 @@ from pinecall_contracts import (
     keys,
     lab,
     livekit,
+    outbound,
     problems,
     whatsapp,
     worker,
@@ -124,6 +125,9 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     whatsapp.WhatsAppNumberSecrets,
     whatsapp.WhatsAppVerify,
     whatsapp.WhatsAppItem,
+    outbound.OutboundRequest,
+    outbound.OutboundCall,
+    outbound.Dialled,
 )
 """Every wire type; a test holds this list to the modules so none is forgotten."""
 

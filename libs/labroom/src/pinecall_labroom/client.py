@@ -6,7 +6,8 @@ LiveKit. Wire, as the stand-in serves it at ``<LIVEKIT_URL>/lab/rtc``:
 - the socket opens with a real LiveKit access token (``roomJoin``, room, identity, kind);
 - the server's first text frame is ``{"type": "joined", "room", "participant", "participants",
   "sample_rate": 48000, "channels": 1}``; later ones are ``participant_joined``,
-  ``participant_left`` (with ``reason``, a LiveKit `DisconnectReason` name) and ``removed``;
+  ``participant_left`` (with ``reason``, a LiveKit `DisconnectReason` name),
+  ``participant_attributes_changed`` (a SIP leg's ``sip.callStatus``…) and ``removed``;
 - the client's only text frame is ``{"type": "leave"}`` (a clean goodbye);
 - binary frames are 16-bit little-endian PCM, 48 kHz mono, 10–20 ms each; what arrives is prefixed
   with the sender: ``u8 len | identity (utf-8) | pcm``.
@@ -152,7 +153,7 @@ class LabRoom:
 
     def _on_text(self, event: dict[str, Any]) -> None:
         kind = event.get("type")
-        if kind == "participant_joined":
+        if kind in ("participant_joined", "participant_attributes_changed"):
             p = event["participant"]
             self.participants[p["identity"]] = p
         elif kind == "participant_left":

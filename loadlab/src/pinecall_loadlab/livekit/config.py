@@ -54,6 +54,15 @@ class StandInConfig:
     webhook_backoff_min_s: float = 1.0
     webhook_backoff_max_s: float = 30.0
     webhook_attempt_timeout_s: float = 10.0
+    sip_ring_s: float = 0.2
+    """How long a dialled phone rings before it picks up, unless told otherwise (the lab's
+    choice; `sip.legs.Callee`)."""
+    sip_ringing_timeout_s: float = 30.0
+    """An outbound leg's ringing timeout when the request sets none (livekit-api's
+    `DEFAULT_RINGING_TIMEOUT`, the server's default)."""
+    sip_media_timeout_s: float = 15.0
+    """An answered leg with no media this long is closed (livekit/sip
+    `pkg/media/rtpconn/conn.go`, `MediaTimeout`)."""
     seed: int | None = None
     """Seed of the weighted draw; None draws from the OS."""
     region: str = "lab"

@@ -41,6 +41,14 @@ class BadRequest(Exception):
     """A control request's body does not say what its route needs (400)."""
 
 
+class Answered(Exception):
+    """A control request answered with `status` and the JSON `body` (a refused SIP call)."""
+
+    def __init__(self, status: int, body: dict[str, Any]) -> None:
+        super().__init__(body)
+        self.status, self.body = status, body
+
+
 async def _link_body(request: web.Request, *, seconds: bool) -> tuple[str, float]:
     """``agent_name`` (and ``for_s`` when `seconds`) of a link fault's JSON body."""
     try:
@@ -63,26 +71,35 @@ async def _link_body(request: web.Request, *, seconds: bool) -> tuple[str, float
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
+def guard(lk: StandIn, fn: Callable[[web.Request], Awaitable[Any]]) -> Handler:
+    """`fn` behind the control API's token check, its answer as JSON; `KeyError` → 404,
+    `BadRequest` → 400."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        try:
+            token = request_token(request.headers.get("Authorization"), None)
+            if token is None:
+                return plain_401("permissions denied")
+            lk.keys.verify(token)
+        except AuthError as exc:
+            return plain_401(str(exc))
+        try:
+            return web.json_response(await fn(request))
+        except KeyError as exc:
+            return web.json_response({"error": f"not found: {exc}"}, status=404)
+        except BadRequest as exc:
+            return web.json_response({"error": str(exc)}, status=400)
+        except Answered as exc:
+            return web.json_response(exc.body, status=exc.status)
+
+    return handler
+
+
 def add_routes(app: web.Application, lk: StandIn) -> None:
     """Mount the control API on `app` for stand-in `lk`."""
 
     def guarded(fn: Callable[[web.Request], Awaitable[Any]]) -> Handler:
-        async def handler(request: web.Request) -> web.StreamResponse:
-            try:
-                token = request_token(request.headers.get("Authorization"), None)
-                if token is None:
-                    return plain_401("permissions denied")
-                lk.keys.verify(token)
-            except AuthError as exc:
-                return plain_401(str(exc))
-            try:
-                return web.json_response(await fn(request))
-            except KeyError as exc:
-                return web.json_response({"error": f"not found: {exc}"}, status=404)
-            except BadRequest as exc:
-                return web.json_response({"error": str(exc)}, status=400)
-
-        return handler
+        return guard(lk, fn)
 
     async def workers(_: web.Request) -> list[dict[str, Any]]:
         return [

@@ -122,6 +122,39 @@ class RoomFinished:
 
 
 @dataclass(frozen=True, kw_only=True)
+class SipCallStarted:
+    """A SIP leg began: ``direction`` ``inbound`` (a phone rang a trunk's number and its rule made
+    ``room``) or ``outbound`` (CreateSIPParticipant dialled ``to_number``)."""
+
+    call_id: str
+    direction: str
+    room: str
+    identity: str
+    from_number: str
+    to_number: str
+    trunk_id: str = ""
+    rule_id: str = ""
+    at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SipCallEnded:
+    """An outbound leg ended. ``how``: ``hangup`` (the callee's BYE), ``media_timeout`` (no
+    media for the timeout: a lost BYE or stopped RTP), ``removed`` (the room let it go),
+    ``no_answer`` (rang past the ringing timeout), ``rejected`` (a final SIP failure);
+    ``sip_status`` the final answer's code (200 once answered, 0 if none came)."""
+
+    call_id: str
+    room: str
+    how: str
+    sip_status: int
+    answered: bool
+    reason: int
+    """The participant's `DisconnectReason` value."""
+    at: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, kw_only=True)
 class WebhookDelivered:
     event_id: str
     event: str

@@ -7,7 +7,7 @@ only then the token's ``roomConfig.agents`` dispatches apply (`LK:pkg/service/ro
 
 - server → client text: ``{"type": "joined", "room", "participant", "participants",
   "sample_rate": 48000, "channels": 1}`` first; then ``participant_joined`` / ``participant_left``
-  (with ``reason``) for the others; ``removed`` (with ``reason``) before the server closes;
+  (with ``reason``) / ``participant_attributes_changed`` for the others; ``removed`` (with ``reason``) before the server closes;
 - client → server text: ``{"type": "leave"}``, a clean goodbye (CLIENT_INITIATED);
 - binary: 16-bit little-endian PCM, 48 kHz mono, one 10–20 ms frame per message; relayed at once
   to every other participant as ``u8 len | sender identity (utf-8) | pcm``.
@@ -31,7 +31,7 @@ from aiohttp import WSMsgType, web
 from livekit.protocol import models
 
 from .agent_ws import plain_401
-from .rooms import KINDS, Participant, Reason, Room, RoomManager
+from .rooms import KINDS, Ears, Participant, Reason, Room, RoomManager
 from .tokens import AuthError, KeyRing, request_token
 
 log = logging.getLogger(__name__)
@@ -175,7 +175,7 @@ class LabTransport:
                     log.warning("dropping a %d-byte audio frame from %s", len(pcm), p.info.identity)
                     continue
                 for other in list(room.participants.values()):
-                    if other is not p and isinstance(other.link, LabLink):
+                    if other is not p and isinstance(other.link, Ears):
                         other.link.audio(p.info.identity, pcm)
             elif frame.type == WSMsgType.TEXT and json.loads(frame.data).get("type") == "leave":
                 link.goodbye = True

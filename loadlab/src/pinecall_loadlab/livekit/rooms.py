@@ -18,7 +18,7 @@ import logging
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from livekit.protocol import agent_dispatch, models, webhook
 
@@ -39,12 +39,19 @@ KINDS = {
 
 
 class Link(Protocol):
-    """A participant's connection (the lab transport): told of others' presence and of its own
-    removal by the server."""
+    """A participant's connection (the lab transport, a SIP leg): told of others' presence and
+    of its own removal by the server."""
 
     def presence(self, event: str, info: models.ParticipantInfo) -> None: ...
 
     def removed(self, reason: int) -> None: ...
+
+
+@runtime_checkable
+class Ears(Protocol):
+    """A link that hears: the room's audio from every other participant is relayed to it."""
+
+    def audio(self, sender: str, pcm: bytes) -> None: ...
 
 
 @dataclass(eq=False, kw_only=True)
@@ -265,6 +272,18 @@ class RoomManager:
         self._send(event, room, p.info)
         if not room.participants and not room.closed:
             self._arm(room, room.proto.departure_timeout)
+
+    def set_attributes(self, room: Room, p: Participant, attributes: dict[str, str]) -> None:
+        """Update `p`'s attributes (``""`` deletes a key, as `UpdateParticipant` does) and tell
+        the others ``participant_attributes_changed``; nothing if `p` has left."""
+        if room.participants.get(p.info.identity) is not p:
+            return
+        for key, value in attributes.items():
+            if value:
+                p.info.attributes[key] = value
+            else:
+                p.info.attributes.pop(key, None)
+        self._tell(room, "participant_attributes_changed", p)
 
     def _tell(self, room: Room, event: str, p: Participant) -> None:
         for other in room.participants.values():

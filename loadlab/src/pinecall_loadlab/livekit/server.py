@@ -6,8 +6,9 @@
         lk.freeze(worker_id)  # a ghost
         lk.cut_link(agent_name, for_s=45)  # its socket dropped, its reconnects refused
 
-Routes: ``/agent`` (workers), ``/twirp/…`` (livekit-api), ``/lab/rtc`` (lab-room participants),
-``/lab/control/…`` (faults over HTTP). One node; everything in one event loop.
+Routes: ``/agent`` (workers), ``/twirp/…`` (livekit-api, SIP included: `sip.service`),
+``/lab/rtc`` (lab-room participants), ``/lab/control/…`` (faults over HTTP; the phone network's
+side of SIP: `sip.control`). One node; everything in one event loop.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from .config import StandInConfig
 from .dispatcher import Dispatcher
 from .events import EventLog
 from .rooms import Reason, RoomManager
+from .sip import control as sip_control
+from .sip.service import SipService
 from .tokens import KeyRing
 from .twirp import Twirp
 from .webhooks import WebhookNotifier
@@ -43,12 +46,15 @@ class StandIn:
         self.rooms = RoomManager(self.dispatcher, self.webhooks)
         self.agent_socket = agent_ws.AgentSocket(self.dispatcher, self.node_id)
         self.twirp = Twirp(self.rooms, self.keys)
+        self.sip = SipService(self.config, self.rooms, self.keys)
+        self.twirp.routes.update(self.sip.routes())
         self.lab = labrtc.LabTransport(self.rooms, self.keys)
         self.app = web.Application()
         self.app.router.add_get("/agent", self.agent_socket.handle)
         self.app.router.add_route("*", "/twirp/{service}/{method}", self.twirp.handle)
         self.app.router.add_get("/lab/rtc", self.lab.handle)
         control.add_routes(self.app, self)
+        sip_control.add_routes(self.app, self)
         self._runner: web.AppRunner | None = None
         self.port = self.config.port
 
@@ -73,6 +79,7 @@ class StandIn:
             self.agent_socket.lift(agent_name)  # a held register or hung socket ends with us
         for ws in list(self.agent_socket.sockets) + list(self.lab.sockets):
             await ws.close()
+        await self.sip.aclose()
         await self.rooms.aclose()
         if self._runner is not None:
             await self._runner.cleanup()

@@ -38,19 +38,29 @@ STATUS = {
     "bad_route": 404,
     "malformed": 400,
     "internal": 500,
+    "already_exists": 409,
+    "failed_precondition": 412,
+    "resource_exhausted": 429,
+    "canceled": 408,
+    "deadline_exceeded": 408,
+    "aborted": 409,
+    "unavailable": 503,
 }
 
 
 class TwirpError(Exception):
-    """A Twirp error: `code` (``not_found``…) and `msg`; rendered with the code's HTTP status."""
+    """A Twirp error: `code` (``not_found``…), `msg` and string `meta` (a SIP failure's
+    ``sip_status_code`` and ``sip_status``, as `PR:livekit/sip.go` ``TwirpErrorMeta`` puts
+    them); rendered with the code's HTTP status."""
 
-    def __init__(self, code: str, msg: str) -> None:
+    def __init__(self, code: str, msg: str, meta: dict[str, str] | None = None) -> None:
         super().__init__(msg)
-        self.code, self.msg = code, msg
+        self.code, self.msg, self.meta = code, msg, dict(meta or {})
 
     def response(self) -> web.Response:
         return web.json_response(
-            {"code": self.code, "msg": self.msg, "meta": {}}, status=STATUS.get(self.code, 500)
+            {"code": self.code, "msg": self.msg, "meta": self.meta},
+            status=STATUS.get(self.code, 500),
         )
 
 
@@ -81,6 +91,8 @@ def deterministic_id(prefix: str, request_id: str) -> str:
 
 
 Handler = Callable[[Any, Claims | None, web.Request], Awaitable[Message]]
+Routes = dict[tuple[str, str], tuple[type[Message], Handler]]
+"""``(service, method)`` → (request type, handler): what a service adds to `Twirp.routes`."""
 
 
 class Twirp:
@@ -88,7 +100,7 @@ class Twirp:
 
     def __init__(self, rooms: RoomManager, keys: KeyRing) -> None:
         self.rooms, self.keys = rooms, keys
-        self.routes: dict[tuple[str, str], tuple[type[Message], Handler]] = {
+        self.routes: Routes = {
             ("livekit.RoomService", "CreateRoom"): (rm.CreateRoomRequest, self.create_room),
             ("livekit.RoomService", "ListRooms"): (rm.ListRoomsRequest, self.list_rooms),
             ("livekit.RoomService", "DeleteRoom"): (rm.DeleteRoomRequest, self.delete_room),

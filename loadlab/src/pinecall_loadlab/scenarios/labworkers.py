@@ -206,10 +206,11 @@ async def start_process(
     fleet: str = "pinecall",
     environment: str = "production",
     within_s: float = 180.0,
+    **more: Any,
 ) -> ProcessWorker:
     """Start ``pinecall-runtime worker start`` as ``<fleet>/<host>.<start>`` with ``seats``, the
     real call on ``vendors``, stopped when ``stack`` closes; returns once LiveKit registered it
-    and every dispatcher replica heard the roster say so."""
+    and every dispatcher replica heard the roster say so. ``more`` are its other settings."""
     if "call-log" not in chain.urls:
         raise ValueError("a worker process writes its calls: give the chain a call-log")
     settings = settings_for(
@@ -231,6 +232,7 @@ async def start_process(
         deepgram_api_key="lab",
         anthropic_api_key="lab",
         cartesia_api_key="lab",
+        **more,
     )
     output = Path(chain.tmp) / f"{host}.log"
     process = await stack.enter_async_context(started(settings, output=output, within_s=within_s))

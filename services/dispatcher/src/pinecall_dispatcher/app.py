@@ -11,7 +11,7 @@ from litestar import Litestar
 from litestar.datastructures import State
 
 from pinecall_clients.calllog import CallLogClient
-from pinecall_dispatcher import api
+from pinecall_dispatcher import api, calls_api
 from pinecall_dispatcher.followups.dialler import Dial
 from pinecall_dispatcher.metrics import Metrics
 from pinecall_dispatcher.ops import VERSION, start_ops
@@ -74,7 +74,7 @@ def create_app(
     return service_app(
         service="dispatcher",
         version=VERSION,
-        route_handlers=api.ROUTES,
+        route_handlers=[*api.ROUTES, *calls_api.ROUTES],
         lifespan=[service_lifespan("dispatcher", settings, start, engine=engine)],
         registry=metrics.registry,
         readiness=readiness,

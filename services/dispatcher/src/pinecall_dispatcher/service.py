@@ -20,6 +20,7 @@ import datetime as dt
 import logging
 import os
 import platform
+import re
 import time
 from collections.abc import Callable
 
@@ -29,15 +30,17 @@ from pinecall_clients.roster import RosterClient
 from pinecall_contracts.calls import CallEvent
 from pinecall_contracts.dispatch import OffersSnapshot
 from pinecall_contracts.livekit import LiveKitEvent
+from pinecall_contracts.outbound import E164_PATTERN, OutboundRequest
 from pinecall_dispatcher import domain
-from pinecall_dispatcher.admission import Admission, NotReady
+from pinecall_dispatcher.admission import Admission
 from pinecall_dispatcher.agents import Agents
 from pinecall_dispatcher.deaths import Deaths
-from pinecall_dispatcher.followups.dialler import Dial, Dialler, DialOrder, LineNow
+from pinecall_dispatcher.followups.dialler import Dial, Dialler, DialOrder, LineNow, NotDialable
 from pinecall_dispatcher.followups.views import WINDOW_S, with_followups
 from pinecall_dispatcher.livekit import LiveKits
 from pinecall_dispatcher.metrics import Metrics
 from pinecall_dispatcher.offering import Offering
+from pinecall_dispatcher.outbound import Outbound, place_outbound
 from pinecall_dispatcher.placing import Placing
 from pinecall_dispatcher.roster import RosterView
 from pinecall_dispatcher.settings import DispatcherSettings
@@ -70,8 +73,8 @@ class DispatcherService:
         """``calls`` is call-log with the service key: the agents rung for, admission's
         ``fleet.full``, the death handler's reads, ends and call backs, the call backs the
         dialler takes and its tries on the agents' logs. The roster is read over ``bus`` with the
-        same key. ``dial`` places a follow-up's try (:class:`followups.dialler.Dial`; none: every
-        try finds the line not ready); ``clock`` is the dialler's (a test moves it)."""
+        same key. ``dial`` places a follow-up's try (:class:`followups.dialler.Dial`; by default
+        an outbound call, :meth:`place_followup`); ``clock`` is the dialler's (a test moves it)."""
         self.settings = settings
         self.bus = bus
         self.store = store
@@ -97,11 +100,15 @@ class DispatcherService:
             self.metrics,
         )
         self.admission = Admission(settings, store, self.roster, calls, self.metrics, self.agents)
+        self.outbound = Outbound(
+            settings, store, self.admission, self.livekits, self.offering, self.metrics
+        )
+        """Outbound calls (``place_outbound``): the endpoint's and the follow-ups'."""
         self.dialler = Dialler(
             store.followups,
             calls,
             self.line,
-            dial or _no_outbound,
+            dial or self.place_followup,
             replica=f"{platform.node()}.{os.getpid()}.{id(self):x}",
             rules=settings.followup_rules(),
             clock=clock,
@@ -166,6 +173,18 @@ class DispatcherService:
                 await self.dialler.ended(event.call, event.outcome)
         except PinecallError as exc:
             _log.warning("call %s %s not applied: %s", event.call, event.what, exc)
+
+    async def place_followup(self, order: DialOrder) -> str:
+        """A follow-up's try placed as an outbound call (:func:`outbound.place_outbound`), its
+        try key the request's id: a try dialled again is the same call. A number that is not
+        E.164 is ``NotDialable`` (given up)."""
+        if not re.match(E164_PATTERN, order.to):
+            raise NotDialable(f"{order.to!r} is not an E.164 number (+ and up to 15 digits)")
+        request = OutboundRequest(
+            agent=order.agent, to=order.to, org=order.org, context=order.context, id=order.key
+        )
+        placed = await place_outbound(self.outbound, request, environment=order.environment)
+        return placed.call
 
     async def line(self, environment: str) -> LineNow:
         """The environment's line for a follow-up, as admission reads it (seed 003): its fleet
@@ -244,8 +263,3 @@ class DispatcherService:
                 _log.warning("follow-ups: %s", exc)
             except Exception:  # a round that fails must not stop the next one
                 _log.exception("follow-ups failed")
-
-
-async def _no_outbound(order: DialOrder) -> str:
-    """The dial of a build without outbound calls: the line is never ready for a try."""
-    raise NotReady(f"no outbound call placed for {order.key}: this dispatcher cannot dial")

@@ -59,6 +59,12 @@ class DispatcherSettings(LiveKitSettings, frozen=True, kw_only=True):
     kept_s: float = 60.0
     """A room kept in offers past this is named by ``doctor`` (seed 000: "past a minute")."""
 
+    outbound_trunk: str = "pinecall-outbound"
+    """``PINECALL_OUTBOUND_TRUNK``: the LiveKit SIP outbound trunk an outbound call is dialled
+    through, on each environment's LiveKit, by its name or its id (``ST_…``): the operator makes
+    it with its SIP provider's address, numbers and credentials (``lk sip outbound create``);
+    ``up`` makes it on the stand-in (:mod:`pinecall_dispatcher.outbound`)."""
+
     followup_every_s: float = 5.0
     """Seconds between the dialler's rounds: call backs taken, follow-ups due dialled
     (:mod:`pinecall_dispatcher.followups.dialler`)."""

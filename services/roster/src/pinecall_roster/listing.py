@@ -62,7 +62,9 @@ def headline(view: FleetView, offers: FleetOffers | None, dispatcher: bool) -> s
             f"{counted(offers.followups, 'follow-up')} waiting ({offers.followups_due} due now)"
         )
     if offers is not None and offers.tries:
-        parts.append(f"{offers.not_reached}/{counted(offers.tries, 'call back')} not reached in 10 min")
+        parts.append(
+            f"{offers.not_reached}/{counted(offers.tries, 'call back')} not reached in 10 min"
+        )
     return f"{view.fleet} ({view.environment or '?'}): " + ", ".join(parts)
 
 

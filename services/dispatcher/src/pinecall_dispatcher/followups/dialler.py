@@ -74,6 +74,12 @@ class LineNow:
     seats: int = 0
 
 
+class NotDialable(Unprocessable):
+    """A follow-up's number no call can be placed to (not E.164): given up."""
+
+    code = "not_e164"
+
+
 Line = Callable[[str], Awaitable[LineNow]]
 """The line of an environment now (the roster's rows and the seats promised, as admission
 reads them)."""

@@ -1,6 +1,7 @@
 """The dispatcher's Postgres: tables (:mod:`.tables`), a room's life (:mod:`.rooms`), offers under
-the fleet's lock (:mod:`.offers`), admission and quotas (:mod:`.admissions`), the operator's views
-(:mod:`.views`), follow-ups and their tries (:mod:`.followups`). The only package of the service that speaks SQL; driver errors leave it as
+the fleet's lock (:mod:`.offers`), admission and quotas (:mod:`.admissions`), outbound calls
+(:mod:`.outbound`), the operator's views (:mod:`.views`), follow-ups and their tries
+(:mod:`.followups`). The only package of the service that speaks SQL; driver errors leave it as
 ``StoreUnavailable``.
 """
 
@@ -15,12 +16,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 from pinecall_dispatcher.store.admissions import AdmissionStore
 from pinecall_dispatcher.store.followups import FollowupStore
 from pinecall_dispatcher.store.offers import FleetOffers, OfferStore
+from pinecall_dispatcher.store.outbound import OutboundStore
 from pinecall_dispatcher.store.rooms import RoomStore
 from pinecall_dispatcher.store.rows import Arrival, RoomRow
 from pinecall_dispatcher.store.tables import (
     FOLLOWUP_TRIES,
     FOLLOWUPS,
     JOURNAL,
+    OUTBOUND,
     REFUSALS,
     ROOMS,
     SCHEMA,
@@ -50,6 +53,7 @@ class Store:
         self.rooms = RoomStore(engine)
         self.offers = OfferStore(engine)
         self.admissions = AdmissionStore(engine)
+        self.outbound = OutboundStore(engine)
         self.views = ViewStore(engine)
         self.followups = FollowupStore(engine)
 
@@ -76,6 +80,8 @@ class Store:
                 )
             )
             await conn.execute(sa.delete(JOURNAL).where(JOURNAL.c.at < before))
+            # a request id is one call for a week: a retry after that is a new call
+            await conn.execute(sa.delete(OUTBOUND).where(OUTBOUND.c.placed_at < before))
             await conn.execute(sa.delete(REFUSALS).where(REFUSALS.c.at < before))
             done = sa.select(FOLLOWUPS.c.id).where(
                 FOLLOWUPS.c.state.in_(("answered", "given_up")), FOLLOWUPS.c.updated_at < before

@@ -21,6 +21,8 @@ as ``JobOffer(job="sentence", written=…)``. ``journal``: every offer and where
 ``written``: the written calls admitted (issue 17; the chat service asks, ``POST
 /v1/written-calls``): no room, no fleet, no seat, only a place in the org's count, from their
 admission until ``call.ended`` (or ``admitted_until`` when ``call.opened`` never came).
+``outbound``: the outbound calls placed (issue 18), one row per call, unique on the app's
+request id in its org and environment, so a retried request finds its call and never dials twice.
 ``quotas``: an org's ``concurrent_calls`` per environment. ``refusals``: the token endpoint's
 refusals and the rings refused at placing (intake health: they leave no call record).
 """
@@ -62,6 +64,8 @@ ROOMS = sa.Table(
     sa.Column("outcome", sa.String(32), nullable=True),
     sa.Column("context", JSONB, nullable=False, server_default="{}"),
     sa.Column("config", JSONB, nullable=False, server_default="{}"),
+    # an outbound call's: the LiveKit SIP outbound trunk its job dials through (issue 18)
+    sa.Column("sip_trunk", sa.String(64), nullable=True),
     sa.Column("admitted_until", db.UTC_TIMESTAMP, nullable=True),
     sa.Column("arrived_at", db.UTC_TIMESTAMP, nullable=True),
     sa.Column("offered_at", db.UTC_TIMESTAMP, nullable=True),
@@ -95,6 +99,24 @@ WRITTEN = sa.Table(
     sa.Column("opened_at", db.UTC_TIMESTAMP, nullable=True),
     sa.Column("ended_at", db.UTC_TIMESTAMP, nullable=True),
     sa.Column("outcome", sa.String(32), nullable=True),
+)
+
+OUTBOUND = sa.Table(
+    "outbound",
+    METADATA,
+    sa.Column("call", sa.String(128), primary_key=True),
+    sa.Column("environment", sa.String(32), nullable=False),
+    sa.Column("org", sa.String(128), nullable=False),
+    # the app-minted id of the request; NULL: none named (every request a new call)
+    sa.Column("request", sa.String(64), nullable=True),
+    sa.Column("agent", sa.String(128), nullable=False),
+    sa.Column("number", sa.String(32), nullable=False),
+    sa.Column("context", JSONB, nullable=False, server_default="{}"),
+    sa.Column("fleet", sa.String(63), nullable=False),
+    sa.Column("room", sa.String(256), nullable=False),
+    sa.Column("sip_trunk", sa.String(64), nullable=False),
+    sa.Column("placed_at", db.UTC_TIMESTAMP, nullable=False),
+    sa.UniqueConstraint("environment", "org", "request", name="uq_outbound_request"),
 )
 
 QUOTAS = sa.Table(

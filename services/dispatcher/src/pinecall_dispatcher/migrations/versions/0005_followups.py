@@ -6,7 +6,7 @@ one row per try, keyed ``(followup, attempt)``: the row is the try's claim, so t
 dial one try.
 
 Revision ID: 0005
-Revises: 0002 (the lead re-chains it after 0004 at merge)
+Revises: 0004
 Create Date: 2026-12-03
 """
 
@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision = "0005"
-down_revision = "0002"
+down_revision = "0004"
 branch_labels = None
 depends_on = None
 

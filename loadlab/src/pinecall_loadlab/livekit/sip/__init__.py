@@ -1,0 +1,1 @@
+"""LiveKit SIP on the stand-in: trunks, dispatch rules, inbound calls and outbound legs."""
