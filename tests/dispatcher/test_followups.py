@@ -89,6 +89,15 @@ def services(chain: Chain) -> list[DispatcherService]:
     return [r.app.state.dispatcher for r in chain.dispatchers]
 
 
+async def seated(chain: Chain, seats: int) -> None:
+    """A worker of ``seats`` heard, and every replica's rows read after its heartbeat reached
+    the roster (its fan-out heard), so each replica's line counts its seats."""
+    worker = await chain.pretend("w", seats=seats, load=lambda _s: 0.0)
+    for s in services(chain):
+        await s.roster.said.wait_for(lambda s=s: s.roster.newest(worker) is not None, 30)
+        await s.roster.refresh()
+
+
 async def ask(log: Replica, keys: Keys, number: str, call: str | None = None) -> int:
     """A call back asked as the overflow asks it (its fleet key); its seq on the agent's log."""
     body = {"agent": LAB_AGENT, "number": number, "reason": "the fleet was full"}
@@ -124,7 +133,7 @@ async def test_the_line_not_ready_defers_an_hour_unburnt_then_one_dial_answered(
     [(_, deferred)] = [e for e in await agent_log(call_log, keys) if e[0] == "callback.deferred"]
     assert (deferred["callback"], deferred["reason"]) == (seq, "not_ready")
     assert dt.datetime.fromisoformat(deferred["until"]) == clock.now + dt.timedelta(hours=1)
-    await chain.pretend("w", seats=2, load=lambda _s: 0.0)
+    await seated(chain, 2)
     await dialler.tick()
     clock.move(HOUR - 1)
     await dialler.tick()
@@ -159,7 +168,7 @@ async def test_a_callee_not_reached_is_tried_again_later_then_given_up(
     clock, dial = Clock(), Dialled()
     drive(services(chain), clock, dial)
     dialler = chain.service.dialler
-    await chain.pretend("w", seats=2, load=lambda _s: 0.0)
+    await seated(chain, 2)
     await ask(call_log, keys, "+15550101")
     for attempt in (1, 2, 3):
         await dialler.tick()
@@ -188,7 +197,7 @@ async def test_a_dial_refused_for_want_of_a_seat_is_not_burnt_and_a_full_fleet_w
     clock, dial = Clock(), Dialled(refuse=FleetFull("no worker of pinecall has a seat free"))
     drive(services(chain), clock, dial)
     dialler = chain.service.dialler
-    await chain.pretend("w", seats=1, load=lambda _s: 0.0)
+    await seated(chain, 1)
     await ask(call_log, keys, "+15550102")
     await dialler.tick()  # the dial refused: the line was not ready, an hour later, unburnt
     dial.refuse = None
@@ -212,7 +221,7 @@ async def test_two_replicas_never_dial_one_try_twice(
     clock, dial = Clock(), Dialled()
     both = services(chain)
     drive(both, clock, dial)
-    await chain.pretend("w", seats=40, load=lambda _s: 0.0)
+    await seated(chain, 40)
     for n in range(12):
         await ask(call_log, keys, f"+1555020{n:02d}")
     for _ in range(3):
@@ -253,7 +262,7 @@ async def test_a_follow_up_survives_a_restart_of_every_service(
         runtime_chain(standin, chain_config, call_log=log, dispatchers=2) as second,
     ):
         drive(services(second), clock, dial)
-        await second.pretend("w", seats=2, load=lambda _s: 0.0)
+        await seated(second, 2)
         await second.service.dialler.tick()
         assert dial.orders == []  # still deferred
         clock.move(HOUR)
