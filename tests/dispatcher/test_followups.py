@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
+from livekit import api
 
 from pinecall_dispatcher.admission import FleetFull
 from pinecall_dispatcher.followups.dialler import DialOrder
@@ -274,3 +275,47 @@ async def test_a_follow_up_survives_a_restart_of_every_service(
             "callback.deferred",
             "callback.dialled",
         ]
+
+
+async def test_a_try_is_placed_as_an_outbound_call_once_whatever_it_is_asked_again(
+    chain: Chain, call_log: Replica, keys: Keys
+) -> None:
+    """The dialler's own dial (``place_outbound``), on the stand-in: no outbound trunk is the
+    line not ready (an hour, unburnt); a number that is not E.164 is given up; with a trunk the
+    try is an outbound call, and the same try placed again is the same call."""
+    clock = Clock()
+    for s in services(chain):
+        s.dialler.clock = clock
+    dialler = chain.service.dialler
+    await seated(chain, 2)
+    await ask(call_log, keys, "15550105")  # a number the overflow heard without its +
+    await ask(call_log, keys, "+14155550106")
+    await dialler.tick()
+    log = await agent_log(call_log, keys)
+    given_up = [d for k, d in log if k == "callback.given_up"]
+    deferred = [d for k, d in log if k == "callback.deferred"]
+    assert [d["reason"] for d in given_up] == ["not_e164"]
+    assert [d["reason"] for d in deferred] == ["no_outbound_trunk"]
+    trunk = api.SIPOutboundTrunkInfo(
+        name="pinecall-outbound", address="sip.test.invalid", numbers=["+15550000000"]
+    )
+    await chain.livekit.sip.create_outbound_trunk(api.CreateSIPOutboundTrunkRequest(trunk=trunk))
+    clock.move(HOUR)
+    await dialler.tick()
+    [dialled] = [d for k, d in await agent_log(call_log, keys) if k == "callback.dialled"]
+    assert (dialled["number"], dialled["try"]) == ("+14155550106", 2)
+    key = dialled["key"]
+    again = DialOrder(
+        key=key,
+        environment="production",
+        org=LAB_ORG,
+        agent=LAB_AGENT,
+        to="+14155550106",
+        context={
+            "followup": int(key.split("-")[1]),
+            "try": 2,
+            "callback": dialled["callback"],
+            "reason": "the fleet was full",
+        },
+    )
+    assert await services(chain)[1].place_followup(again) == dialled["call"]  # one call

@@ -219,7 +219,7 @@ class Dialler:
             return
         await self.store.dialled(f, call, self.clock())
         self.dialled.append(key)
-        await self._note(f, "callback.dialled", call=call, number=f.number)
+        await self._note(f, "callback.dialled", call=call, number=f.number, key=key)
 
     async def _ended(self, ended: Ended | None) -> None:
         if ended is None:
