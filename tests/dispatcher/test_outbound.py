@@ -143,18 +143,24 @@ async def test_the_app_key_is_needed(chain: Chain, keys: Keys) -> None:
 
 
 @pytest.fixture
-async def dialling(
-    chain: Chain, keys: Keys, vendor_fakes: VendorFakes
-) -> AsyncIterator[ProcessWorker]:
-    """The outbound trunk on the stand-in, ``caller-bot`` given its greeting, and one real
-    worker process (the real call on the vendor fakes) that rings a phone 2 s at most."""
-    await chain.livekit.sip.create_outbound_trunk(
+async def trunk(chain: Chain) -> str:
+    """The outbound trunk on the stand-in, as an operator makes it; its id."""
+    made = await chain.livekit.sip.create_outbound_trunk(
         api.CreateSIPOutboundTrunkRequest(
             trunk=api.SIPOutboundTrunkInfo(
                 name=TRUNK, address="sip.example.invalid", numbers=["+15550000000"]
             )
         )
     )
+    return str(made.sip_trunk_id)
+
+
+@pytest.fixture
+async def dialling(
+    chain: Chain, keys: Keys, vendor_fakes: VendorFakes, trunk: str
+) -> AsyncIterator[ProcessWorker]:
+    """``caller-bot`` given its greeting, and one real worker process (the real call on the
+    vendor fakes) that rings a phone 2 s at most."""
     assert chain.call_log is not None
     transport = httpx.ASGITransport(app=chain.call_log.app)  # type: ignore[arg-type]
     async with CallLogClient("http://call-log.lab", keys.operator, transport=transport) as log:
@@ -174,12 +180,6 @@ async def call_events(chain_config: ChainConfig) -> AsyncIterator[CallEvents]:
         yield events
 
 
-def dialled_trunk(chain: Chain) -> str:
-    """The id of the stand-in's one outbound trunk."""
-    [trunk] = chain.lk.sip.store.outbound.values()
-    return str(trunk.sip_trunk_id)
-
-
 async def entries(chain: Chain, keys: Keys, call: str) -> list[tuple[str, dict[str, Any]]]:
     assert chain.call_log is not None
     r = await chain.call_log.get(f"/v1/calls/{call}/entries", headers=bearer(keys.operator))
@@ -188,7 +188,7 @@ async def entries(chain: Chain, keys: Keys, call: str) -> list[tuple[str, dict[s
 
 
 async def test_answered_the_greeting_is_the_first_audio_the_callee_hears_and_a_retry_dials_once(
-    chain: Chain, keys: Keys, dialling: ProcessWorker, call_events: CallEvents
+    chain: Chain, keys: Keys, trunk: str, dialling: ProcessWorker, call_events: CallEvents
 ) -> None:
     to = "+14155550123"
     chain.lk.sip.callees[normalize(to)] = Callee(ring_s=0.5, hangup_after_s=6.0)
@@ -215,7 +215,7 @@ async def test_answered_the_greeting_is_the_first_audio_the_callee_hears_and_a_r
     assert made_offer.agent_name == dialling.name  # one offer, the retries made none
     offer = decode(made_offer.metadata, JobOffer)
     assert (offer.call, offer.caller, offer.number, offer.sip_trunk) == (
-        call, "outbound", to, dialled_trunk(chain),
+        call, "outbound", to, trunk,
     )  # fmt: skip
     assert opened.worker == dialling.name
     # the callee heard the agent first, and the agent's first words were its greeting
@@ -235,7 +235,7 @@ async def test_answered_the_greeting_is_the_first_audio_the_callee_hears_and_a_r
 
 NOT_REACHED = {
     "+15005550486": (486, "SIP 486 Busy Here"),
-    "+15005550000": (None, "sip request timed out"),  # rings past the ringing timeout
+    "+15005550000": (None, "canceled: sip request timed out"),  # rings past its timeout
     "+15005550503": (503, "SIP 503 Service Unavailable"),  # the trunk fails
 }
 """The stand-in's test numbers answering busy, never, and with a failure; their SIP status and
@@ -272,8 +272,9 @@ async def test_a_phone_not_reached_ends_the_call_not_reached_with_its_sip_status
 
 
 async def test_the_same_id_with_another_request_is_a_conflict_and_changes_nothing(
-    chain: Chain, keys: Keys, dialling: ProcessWorker
+    chain: Chain, keys: Keys, trunk: str
 ) -> None:
+    await chain.worker("lab", seats=2)
     first = await outbound(chain, keys.app, to="+15005550486", id="cb-2")
     assert first.status_code == 201, first.text
     before = await made(chain)
@@ -293,14 +294,7 @@ async def test_no_outbound_trunk_is_a_problem_and_makes_nothing(chain: Chain, ke
     assert [f.refused for f in snapshot.fleets] == [{"no_trunk": 1}]
 
 
-async def test_an_orgs_quota_holds_outbound_calls_too(chain: Chain, keys: Keys) -> None:
-    await chain.livekit.sip.create_outbound_trunk(
-        api.CreateSIPOutboundTrunkRequest(
-            trunk=api.SIPOutboundTrunkInfo(
-                name=TRUNK, address="sip.example.invalid", numbers=["+15550000000"]
-            )
-        )
-    )
+async def test_an_orgs_quota_holds_outbound_calls_too(chain: Chain, keys: Keys, trunk: str) -> None:
     await chain.worker("lab", seats=4)
     await chain.service.store.admissions.set_quota(
         Quota(org=ORG, environment="production", concurrent_calls=1)
