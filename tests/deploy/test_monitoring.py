@@ -129,9 +129,24 @@ CASES: dict[str, Case] = {
         [_s("pinecall_call_log_write_errors_total", "", "2x20")],
     ),
     "PinecallFollowUpsWaiting": (
-        [_s("pinecall_callbacks_total", 'environment="production"', "0+1x20")],
+        [_s("pinecall_followups", 'environment="production",what="waiting"', "2x20")],
         {"environment": "production"},
-        [_s("pinecall_callbacks_total", 'environment="production"', "0x20")],
+        [_s("pinecall_followups", 'environment="production",what="waiting"', "0x20")],
+    ),
+    "PinecallCallBacksNotReached": (
+        # 3 of 4 call backs ended in 10 min not reached: past half
+        [
+            _s("pinecall_followups", 'environment="production",what="tries"', "4x20"),
+            _s("pinecall_followups", 'environment="production",what="not_reached"', "3x20"),
+        ],
+        {"environment": "production"},
+        # 3 of 3: too few to judge; and 1 of 6 below the line
+        [
+            _s("pinecall_followups", 'environment="production",what="tries"', "3x20"),
+            _s("pinecall_followups", 'environment="production",what="not_reached"', "3x20"),
+            _s("pinecall_followups", 'environment="sandbox",what="tries"', "6x20"),
+            _s("pinecall_followups", 'environment="sandbox",what="not_reached"', "1x20"),
+        ],
     ),
     "PinecallFirstAudioSlow": (
         # every turn's first audio between 5 and 10 s: p95 over the line

@@ -56,6 +56,7 @@ async def test_doctor_says_ok_when_all_is_well(
         ("ok", "workers"),
         ("ok", "offers"),
         ("ok", "admission"),
+        ("ok", "follow-ups"),
         ("ok", "webhooks"),
         ("ok", "migrations"),
     ], [line(f) for f in said.findings]
@@ -183,6 +184,7 @@ async def test_a_service_that_does_not_answer_is_a_finding_never_a_crash(
         ("skip", "workers", "workers"),
         ("skip", "offers", "offers"),
         ("skip", "admission", "admission"),
+        ("skip", "follow-ups", "follow-ups"),
         ("skip", "webhooks", "webhooks"),
         ("ok", "migrations", "migrations"),
     ]

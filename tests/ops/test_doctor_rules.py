@@ -18,7 +18,7 @@ from pinecall_contracts.fleet import (
 from pinecall_runtime.doctor import diagnose
 from pinecall_runtime.doctor.findings import Drop, Evidence, Finding, Unanswered, wrong
 from pinecall_runtime.doctor.fleets import fleets, services, workers
-from pinecall_runtime.doctor.intake import admission, kept_rooms, webhooks
+from pinecall_runtime.doctor.intake import admission, followups, kept_rooms, webhooks
 from pinecall_runtime.doctor.schema import migrations
 from pinecall_servicekit.migrations import MigrationStatus
 
@@ -77,6 +77,7 @@ def test_a_healthy_platform_is_all_ok_and_not_wrong() -> None:
         "workers",
         "offers",
         "admission",
+        "follow-ups",
         "webhooks",
         "migrations",
     ]
@@ -265,6 +266,27 @@ def test_refusals_at_admission_warn_by_fleet_and_reason() -> None:
     assert found[0].what == "5 callers refused at admission in 10 min: 4 not_ready, 1 fleet_full"
     assert found[0].todo.startswith("start workers")
     assert levels(admission(HEALTHY.offers)) == [("ok", "admission")]
+
+
+def test_follow_ups_waiting_inform_and_call_backs_not_reached_past_half_warn() -> None:
+    """Seed 003: "past the failure threshold inside the health window, calls that never rang
+    raise the finding"; the line is half of the call backs ended in 10 min, 4 at least."""
+    waiting = FleetOffers(fleet="pinecall", waiting=0, followups=3, followups_due=1)
+    unreached = FleetOffers(
+        fleet="pinecall-sandbox", waiting=0, tries=4, not_reached=2, environment="sandbox"
+    )
+    found = followups(OffersSnapshot(fleets=[waiting, unreached], kept=[], at=AT))
+    assert levels(found) == [("info", "pinecall"), ("warn", "pinecall-sandbox")]
+    assert found[0].what == "3 follow-ups waiting to be dialled (1 due now)"
+    assert "when pinecall has a seat free" in found[0].todo
+    assert found[1].what == "2 of 4 call backs ended in 10 min not reached (the line is 50%)"
+    assert "capacity or dispatch signal" in found[1].todo
+    below = [
+        FleetOffers(fleet="a", waiting=0, tries=3, not_reached=3),  # too few to judge
+        FleetOffers(fleet="b", waiting=0, tries=9, not_reached=4),  # under half
+    ]
+    assert levels(followups(OffersSnapshot(fleets=below, kept=[], at=AT))) == [("ok", "follow-ups")]
+    assert levels(followups(None)) == [("skip", "follow-ups")]
 
 
 def test_refused_webhooks_warn_with_their_detail_and_duplicates_inform() -> None:

@@ -19,6 +19,7 @@ from pinecall_contracts import (
     keys,
     lab,
     livekit,
+    outbound,
     phones,
     problems,
     whatsapp,
@@ -72,6 +73,7 @@ def test_the_schema_lists_every_contract_in_the_modules() -> None:
             whatsapp,
             phones,
             evals,
+            outbound,
         )
         for _, obj in inspect.getmembers(module, inspect.isclass)
         if issubclass(obj, msgspec.Struct) and obj.__module__ == module.__name__

@@ -73,6 +73,21 @@ def test_one_of_a_thing_is_said_in_the_singular() -> None:
     )
 
 
+def test_follow_ups_waiting_and_call_backs_not_reached_are_in_the_headline() -> None:
+    view = FleetView(
+        fleet="pinecall",
+        environment="production",
+        workers=[row("worker-a", "full", active=1, load=1.0)],
+        totals=FleetTotals(accepting=0, full=1, seats=1, seats_free=0, calls=1),
+    )
+    offers = FleetOffers(fleet="pinecall", waiting=0, followups=2, followups_due=1, tries=3)
+    assert fleet_lines(view, {"pinecall": offers})[0] == (
+        "pinecall (production): 0 accepting, 1 full, 0/1 seat free, 1 call, "
+        "0 rooms waiting in 10 min, 2 follow-ups waiting (1 due now), "
+        "0/3 call backs not reached in 10 min"
+    )
+
+
 def test_a_worker_not_heard_lately_is_not_shown_registered_now() -> None:
     """Seen: LIVEKIT "yes" for a worker that had exited 60 s earlier (its last heartbeat said
     registered)."""

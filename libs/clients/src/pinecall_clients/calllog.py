@@ -21,6 +21,7 @@ tool calls and seal are in its call's (issue 22, "One trace per call").
 
 from __future__ import annotations
 
+import datetime as dt
 from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import urlencode
@@ -43,6 +44,7 @@ from pinecall_contracts.base import Contract, decode, encode
 from pinecall_contracts.calls import (
     AgentEntry,
     AgentLog,
+    CallbackPage,
     CallbackRequest,
     CallCommands,
     CallEnd,
@@ -214,6 +216,15 @@ class CallLogClient:
         return await self.request(
             path, request, AgentEntry, within_s=SEAL_WITHIN_S, call=request.call
         )
+
+    async def callbacks(
+        self, since: dt.datetime, *, limit: int = 500, within_s: float | None = SEAL_WITHIN_S
+    ) -> CallbackPage:
+        """Call backs of every environment requested at or after ``since`` (aware), oldest
+        first, at most ``limit`` (a service or operator key): what the dispatcher's follow-ups
+        are made from."""
+        path = f"/v1/callbacks?{urlencode({'since': since.isoformat(), 'limit': limit})}"
+        return await self.request(path, None, CallbackPage, within_s=within_s, method="GET")
 
     async def entries(
         self, call: str, after: int = 0, *, within_s: float | None = SEAL_WITHIN_S

@@ -1,5 +1,5 @@
 """One LiveKit's server API as the runtime calls it: Twirp RoomService, AgentDispatchService and
-the SIP service's trunks and rules through livekit-api (``shared/reference/livekit-protocol.md``
+the SIP service's trunks (inbound and outbound) and rules through livekit-api (``shared/reference/livekit-protocol.md``
 §4; livekit/protocol ``livekit_sip.proto``), for the dispatcher, the reaper and the sentence job.
 
     async with LiveKit(LiveKitAccess(url=url, api_key=key, api_secret=secret)) as lk:
@@ -53,6 +53,7 @@ __all__ = [
     "Participant",
     "Room",
     "RoomGone",
+    "Trunk",
 ]
 
 
@@ -98,6 +99,17 @@ class Dispatch:
     """When LiveKit made it, Unix nanoseconds (its ``state.created_at``)."""
     jobs: int
     """How many jobs LiveKit made of it so far (0: no worker has taken it)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Trunk:
+    """A SIP outbound trunk as ListSIPOutboundTrunk gives it."""
+
+    id: str
+    """Its ``sip_trunk_id`` (``ST_…``)."""
+    name: str
+    numbers: tuple[str, ...]
+    """The numbers it calls from."""
 
 
 def _kind(kind: int) -> str:
@@ -212,6 +224,21 @@ class LiveKit:
             Participant(identity=p.identity, kind=_kind(p.kind), attributes=dict(p.attributes))
             for p in answer.participants
         ]
+
+    async def create_room(
+        self, room: str, *, agent_name: str, metadata: str, empty_timeout_s: int = 0
+    ) -> str:
+        """Make ``room`` with a dispatch of ``agent_name`` carrying ``metadata`` (CreateRoom with
+        ``agents``: the way a ring is made when nobody joins first, as an outbound call's);
+        its sid. A room already there is answered as it is (LiveKit's CreateRoom). A room
+        nobody joins is closed by LiveKit after ``empty_timeout_s`` (0: LiveKit's default)."""
+        request = api.CreateRoomRequest(
+            name=room,
+            empty_timeout=empty_timeout_s,
+            agents=[api.RoomAgentDispatch(agent_name=agent_name, metadata=metadata)],
+        )
+        made = await self._ask("CreateRoom", room, lambda lk: lk.room.create_room(request))
+        return str(made.sid)
 
     async def delete_room(self, room: str, *, retry_s: float = 0.0) -> bool:
         """Take ``room`` down (DeleteRoom): its participants leave with ROOM_DELETED and LiveKit
@@ -333,6 +360,19 @@ class LiveKit:
         except RoomGone:
             return False
         return True
+
+    # -- SIPService ---------------------------------------------------------------------------
+
+    async def outbound_trunks(self) -> list[Trunk]:
+        """The SIP outbound trunks (ListSIPOutboundTrunk)."""
+        found = await self._ask(
+            "ListSIPOutboundTrunk",
+            None,
+            lambda lk: lk.sip.list_outbound_trunk(api.ListSIPOutboundTrunkRequest()),
+        )
+        return [
+            Trunk(id=t.sip_trunk_id, name=t.name, numbers=tuple(t.numbers)) for t in found.items
+        ]
 
 
 def _answered(what: str, exc: api.ServerError) -> LiveKitError:

@@ -56,7 +56,9 @@ Seq = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
 Text = Annotated[str, msgspec.Meta(max_length=2000)]
 TimeoutS = Annotated[float, msgspec.Meta(gt=0.0, le=600.0)]
 
-Outcome = Literal["completed", "caller_hangup", "drained", "timeout", "failed", "overflow"]
+Outcome = Literal[
+    "completed", "caller_hangup", "drained", "timeout", "failed", "overflow", "not_reached"
+]
 EndCause = Literal["drain_timeout", "shutdown", "room_gone", "lost_agent", "stale"]
 """Why a call ended ``drained`` (``drained`` covers several causes; older readers refuse an
 outcome value they do not know, so the cause is a field of its own beside the outcome, None for a
@@ -323,6 +325,35 @@ class CallbackRequest(Contract, frozen=True, kw_only=True, tag="calls.callback_r
     contact: Text | None = None
     reason: Text = ""
     call: CallIdField | None = None
+
+
+class Callback(Contract, frozen=True, kw_only=True, tag="calls.callback.v1"):
+    """A call back as call-log holds it (``GET /v1/callbacks``): what the dispatcher's
+    follow-ups are made from (issue 18, "Call backs, dialled")."""
+
+    id: int
+    """Its row's id in call-log: a follow-up is made once per id."""
+    environment: EnvironmentField
+    agent: str
+    org: str = ""
+    """The org of its call, or the one org defining the agent in the environment (a page's call
+    back names no call); empty when neither says."""
+    call: str | None = None
+    number: str | None = None
+    contact: str | None = None
+    reason: str = ""
+    seq: int
+    """Its ``callback.requested`` entry's place on the agent's log."""
+    requested_at: Timestamp
+
+
+class CallbackPage(Contract, frozen=True, kw_only=True, tag="calls.callback_page.v1"):
+    """``GET /v1/callbacks?since=<ts>&limit=<n>``: call backs of every environment requested at
+    or after ``since``, oldest first; ``next`` is the ``since`` of the next page (None: the
+    last)."""
+
+    callbacks: list[Callback]
+    next: Timestamp | None = None
 
 
 class AgentEntry(Contract, frozen=True, kw_only=True, tag="calls.agent_entry.v1"):

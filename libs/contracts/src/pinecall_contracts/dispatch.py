@@ -99,6 +99,10 @@ class JobOffer(Contract, frozen=True, kw_only=True, tag="dispatch.offer.v1"):
     call is open on the log by then (UTC); None for the overflow's offer, the last. A job that
     starts close to it opens the call before it joins the room, so a caller never hears two
     agents (``pinecall_worker.domain.opens_first``)."""
+    sip_trunk: str | None = None
+    """An outbound call's (``caller`` ``outbound``): the LiveKit SIP outbound trunk the job
+    dials ``number`` through once it holds the call (``CreateSIPParticipant``); None for every
+    other call."""
     traceparent: str | None = None
     """The W3C ``traceparent`` of the dispatcher's offer: the job's spans go on in the call's
     trace from it (issue 22, "One trace per call"). None from a dispatcher that sends none."""
@@ -221,6 +225,16 @@ class FleetOffers(Contract, frozen=True, kw_only=True, tag="dispatch.fleet_offer
     refused: dict[str, int] = {}
     """Refusals at admission in the last ten minutes, by reason (``not_ready``, ``fleet_full``,
     ``quota``): intake health, since a refusal leaves no call record."""
+    followups: Count = 0
+    """Follow-ups of the fleet's environment waiting to be dialled (due now or later, or a try
+    dialled and not ended): call backs the runtime owes (issue 18)."""
+    followups_due: Count = 0
+    """Of those, the ones due now and not dialled yet (waiting for a seat)."""
+    tries: Count = 0
+    """Follow-up tries that ended in the last ten minutes (answered, not reached or failed)."""
+    not_reached: Count = 0
+    """Of those, the ones whose callee was not reached (seed 003: a rise is a capacity or
+    dispatch signal)."""
 
 
 class OffersRequest(Contract, frozen=True, kw_only=True, tag="dispatch.offers_request.v1"):

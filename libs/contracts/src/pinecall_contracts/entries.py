@@ -37,6 +37,9 @@ call.error        worker    ``{source, what, recoverable}``: a vendor or the ses
 call.sentence     worker    ``{text, job}``: the overflow's sentence, said by the overflow
                             (``job``: ``answer``) or into the room of a worker that died
                             (``sentence``, following on from its count)
+call.dialled      worker    ``{to, answered, sip_status_code, sip_status, trunk,
+                            participant}`` (``outbound.Dialled``): an outbound call's
+                            phone leg, answered or not, with LiveKit SIP's status
 call.ended        service   ``{outcome, reason?}``: ``POST /v1/calls/{call}/end`` or the seal
 call.sealed       service   ``{}``: nothing more is written
 ================  ========  ==========================================================
@@ -60,11 +63,12 @@ TOOL_RESULT: Final = "tool.result"
 CALL_COMMAND: Final = "call.command"
 CALL_ERROR: Final = "call.error"
 CALL_SENTENCE: Final = "call.sentence"
+CALL_DIALLED: Final = "call.dialled"
 CALL_ENDED: Final = "call.ended"
 CALL_SEALED: Final = "call.sealed"
 
 WRITTEN_BY_THE_WORKER: Final = frozenset(
-    {TURN_USER, TURN_AGENT, TURN_TOOL, CALL_ERROR, CALL_SENTENCE}
+    {TURN_USER, TURN_AGENT, TURN_TOOL, CALL_ERROR, CALL_SENTENCE, CALL_DIALLED}
 )
 """The kinds a call's writer sends."""
 WRITTEN_BY_THE_SERVICE: Final = frozenset(

@@ -108,6 +108,15 @@ METRICS: tuple[MetricSpec, ...] = (
         "dispatcher's waiting (rooms that waited for a worker in ten minutes), in_offers (now)",
     ),
     _m(
+        "pinecall_followups",
+        "gauge",
+        "follow-ups or tries",
+        ("environment", "what"),
+        ("dispatcher",),
+        "an environment's follow-ups (call backs to dial): waiting (owed), due (now, waiting for a "
+        "seat); its tries ended in ten minutes (tries) and of them not_reached (seed 003)",
+    ),
+    _m(
         "pinecall_worker_state",
         "gauge",
         "1",

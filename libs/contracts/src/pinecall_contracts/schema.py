@@ -20,6 +20,7 @@ from pinecall_contracts import (
     keys,
     lab,
     livekit,
+    outbound,
     phones,
     problems,
     whatsapp,
@@ -68,6 +69,8 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     calls.ToolAnswer,
     calls.ToolResult,
     calls.CallbackRequest,
+    calls.Callback,
+    calls.CallbackPage,
     calls.AgentEntry,
     calls.AgentLog,
     calls.CallEvent,
@@ -130,6 +133,9 @@ CONTRACTS: tuple[type[msgspec.Struct], ...] = (
     evals.VoiceEval,
     evals.EvalTurn,
     evals.VoiceEvalResult,
+    outbound.OutboundRequest,
+    outbound.OutboundCall,
+    outbound.Dialled,
 )
 """Every wire type; a test holds this list to the modules so none is forgotten."""
 

@@ -13,7 +13,9 @@ import msgspec
 
 from pinecall_contracts.base import Contract
 
-Outcome = Literal["completed", "caller_hangup", "drained", "timeout", "failed", "overflow"]
+Outcome = Literal[
+    "completed", "caller_hangup", "drained", "timeout", "failed", "overflow", "not_reached"
+]
 """How a call ended (seed 002)."""
 
 

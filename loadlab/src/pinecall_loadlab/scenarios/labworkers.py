@@ -243,10 +243,11 @@ async def start_process(
     fleet: str = "pinecall",
     environment: str = "production",
     within_s: float = 180.0,
+    **more: Any,
 ) -> ProcessWorker:
     """Start ``pinecall-runtime worker start`` as ``<fleet>/<host>.<start>`` with ``seats``, the
     real call on ``vendors``, stopped when ``stack`` closes; returns once LiveKit registered it
-    and every dispatcher replica heard the roster say so."""
+    and every dispatcher replica heard the roster say so. ``more`` are its other settings."""
     settings = call_settings(
         chain,
         host=host,
@@ -256,6 +257,7 @@ async def start_process(
         environment=environment,
         health_port=free_port(),
         roster_url=chain.urls["roster"],
+        **more,
     )
     output = Path(chain.tmp) / f"{host}.log"
     process = await stack.enter_async_context(started(settings, output=output, within_s=within_s))

@@ -1,7 +1,8 @@
 """``pinecall-runtime doctor``: what is wrong now, one line per thing, and what to do.
 
 Source: ``shared/DESIGN.md``, "The operator's surface": silent fleets, failing workers, rooms kept
-in offers past a minute, refusals at admission (intake health), dropped webhooks, stale migrations.
+in offers past a minute, refusals at admission (intake health), follow-ups waiting and call
+backs not reached, dropped webhooks, stale migrations.
 
 :mod:`.evidence` asks the platform (the services' ops verbs over NATS, webhook-ingest's drops
 stream, ``$SRV.PING``, each installed service's version table), each question bounded, a
@@ -14,7 +15,7 @@ from __future__ import annotations
 
 from pinecall_runtime.doctor.findings import Evidence, Finding
 from pinecall_runtime.doctor.fleets import fleets, services, workers
-from pinecall_runtime.doctor.intake import admission, kept_rooms, webhooks
+from pinecall_runtime.doctor.intake import admission, followups, kept_rooms, webhooks
 from pinecall_runtime.doctor.schema import migrations
 
 __all__ = ["Evidence", "Finding", "diagnose"]
@@ -28,6 +29,7 @@ def diagnose(evidence: Evidence) -> list[Finding]:
         *workers(evidence.roster),
         *kept_rooms(evidence.offers, evidence.roster),
         *admission(evidence.offers),
+        *followups(evidence.offers),
         *webhooks(evidence.drops),
         *migrations(evidence.migrations),
     ]

@@ -1,4 +1,5 @@
-"""``doctor``'s rules of intake: rooms kept in offers, refusals at admission, dropped webhooks.
+"""``doctor``'s rules of intake: rooms kept in offers, refusals at admission, follow-ups waiting
+and call backs not reached, dropped webhooks.
 
 Source: ``shared/DESIGN.md``, "The operator's surface" and "Where the seeds disagree" (refusals
 are intake health: they leave no call record); seed 000, "Who takes a call" (a room kept in offers
@@ -128,6 +129,47 @@ def admission(offers: OffersSnapshot | None) -> list[Finding]:
             )
         )
     return found or [ok("admission", "no caller refused at admission in 10 min")]
+
+
+NOT_REACHED_SHARE = 0.5
+"""The share of a fleet's call backs ended in the window that were not reached past which
+``doctor`` warns (seed 003: "past the failure threshold inside the health window"), as the
+roster's failing line counts half of a minute's calls."""
+NOT_REACHED_LEAST = 4
+"""Call backs ended in the window below which no share is judged (as the failing line's 4)."""
+
+
+def followups(offers: OffersSnapshot | None) -> list[Finding]:
+    """Follow-ups waiting to be dialled (call backs owed), by fleet; a warning when the call
+    backs not reached in the last ten minutes pass :data:`NOT_REACHED_SHARE` of those ended
+    (at least :data:`NOT_REACHED_LEAST`)."""
+    if offers is None:
+        return [skip("follow-ups", "dispatcher")]
+    found = []
+    for f in offers.fleets:
+        if f.followups:
+            found.append(
+                Finding(
+                    check="follow-ups",
+                    level="info",
+                    subject=f.fleet,
+                    what=f"{counted(f.followups, 'follow-up')} waiting to be dialled "
+                    f"({f.followups_due} due now)",
+                    todo=runbook.FOLLOW_UPS_WAITING.format(fleet=f.fleet, full=runbook.FULL),
+                )
+            )
+        if f.tries >= NOT_REACHED_LEAST and f.not_reached >= NOT_REACHED_SHARE * f.tries:
+            found.append(
+                Finding(
+                    check="follow-ups",
+                    level="warn",
+                    subject=f.fleet,
+                    what=f"{f.not_reached} of {counted(f.tries, 'call back')} ended in 10 min "
+                    f"not reached (the line is {NOT_REACHED_SHARE:.0%})",
+                    todo=runbook.NOT_REACHED,
+                )
+            )
+    return found or [ok("follow-ups", "no follow-up waiting, no call back not reached")]
 
 
 WEBHOOK_TODO = runbook.WEBHOOKS

@@ -66,10 +66,14 @@ WRITE_ERRORS = (
     "which; pinecall-runtime doctor names the service); the workers keep and retry their "
     "batches, so entries wait but are not lost while it mends"
 )
-FOLLOW_UPS = (
-    "callers asked to be called back (callback.requested on the agent's log of {environment}): "
-    "the overflow or a dead worker's handler took them; call them back, and if the fleet was "
-    "full, add workers ({full})"
+FOLLOW_UPS_WAITING = (
+    "the dispatcher dials them as outbound calls of their agent when {fleet} has a seat free; "
+    "those due now wait for a seat: {full}"
+)
+NOT_REACHED = (
+    "calls back that never rang are a capacity or dispatch signal (seed 003): check the outbound "
+    "trunk and the SIP provider (the not_reached calls' SIP status: pinecall-runtime logs CALL), "
+    "and whether callees are called back at an hour they answer"
 )
 FIRST_AUDIO = (
     "callers wait for the agent's first word: the roster counts a worker failing past this line; "

@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 
 from pinecall_runtime.doctor import runbook
+from pinecall_runtime.doctor.intake import NOT_REACHED_LEAST, NOT_REACHED_SHARE
 
 Severity = Literal["critical", "warning", "info"]
 FIRST_AUDIO_LINE_S = 5.0
@@ -154,12 +155,28 @@ ALERTS: tuple[Alert, ...] = (
     Alert(
         name="PinecallFollowUpsWaiting",
         title="follow-ups waiting",
-        expr="sum by (environment) (increase(pinecall_callbacks_total[1h])) > 0",
+        expr='max by (environment) (pinecall_followups{what="waiting"}) > 0',
         hold="0s",
         quick="0s",
         severity="info",
-        summary="callers of {{ $labels.environment }} asked to be called back in the last hour",
-        todo=runbook.FOLLOW_UPS.format(environment="{{ $labels.environment }}", full=runbook.FULL),
+        summary="follow-ups of {{ $labels.environment }} wait to be dialled (callers asked to be "
+        "called back)",
+        todo=runbook.FOLLOW_UPS_WAITING.format(fleet="its fleet", full=runbook.FULL),
+    ),
+    Alert(
+        name="PinecallCallBacksNotReached",
+        title="call backs not reached",
+        expr='max by (environment) (pinecall_followups{what="not_reached"}) >= '
+        f"{NOT_REACHED_SHARE:g} * "
+        'max by (environment) (pinecall_followups{what="tries"}) '
+        'and max by (environment) (pinecall_followups{what="tries"}) >= '
+        f"{NOT_REACHED_LEAST}",
+        hold="0s",
+        quick="0s",
+        severity="warning",
+        summary="call backs of {{ $labels.environment }} not reached: "
+        f"{NOT_REACHED_SHARE:.0%} or more of those ended in 10 min never rang",
+        todo=runbook.NOT_REACHED,
     ),
     Alert(
         name="PinecallFirstAudioSlow",

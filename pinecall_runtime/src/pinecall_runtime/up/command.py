@@ -59,6 +59,8 @@ from pinecall_runtime.monitoring.prometheus import PROMETHEUS, fired, job_of
 from pinecall_runtime.up import report as reporting
 from pinecall_runtime.up import services, supervise, written
 from pinecall_runtime.up.apps import Ledgers, killing, wait_held
+from pinecall_runtime.up.outbound import Outbound
+from pinecall_runtime.up.outbound import summary as outbound_summary
 from pinecall_runtime.up.services import EXAMPLE, Urls, urls
 from pinecall_runtime.up.stage import ENVIRONMENTS, Run, own_platform
 from pinecall_runtime.up.supervise import Processes, Supervised
@@ -76,6 +78,9 @@ the file the example's app sends again as each call's setup, so the two never di
 ORG = "org_up"
 """The org whose agent it is: :func:`define_agent` puts it in every environment before any
 caller rings (the dispatcher refuses a ring for an agent call-log does not hold)."""
+OUTBOUND = 5
+"""Outbound calls a run with callers places when ``--outbound`` is not given: one of each
+number of :data:`pinecall_runtime.up.outbound.PLAN`."""
 SEALED_WITHIN_S = 90.0
 """How long the end waits for every opened call's seal (a worker seals within seconds)."""
 
@@ -156,6 +161,9 @@ async def _watch(
         loop.add_signal_handler(sig, stop.set)
     started = loop.time()
     calls, every, chats = options["calls"], options["every"], options["chats"]
+    dialling = Outbound(run, at.livekit, at.dispatcher, agent=AGENT, org=ORG,
+                        count=_outbound_count(options), rate=options["rate"])  # fmt: skip
+    placing: asyncio.Task[None] | None = None
     bus = await Bus.connect(run.nats_url, run.namespace, name="up")
     app_processes = [p for p in processes if p.tier == services.TIER["apps"]]
     consoles = {p.name for p in app_processes if p.name.startswith("console-")}
@@ -175,10 +183,10 @@ async def _watch(
     try:
         await watch.listen(bus)
         callers = chatting = None
-        if calls != 0 or chats:
+        if calls != 0 or chats or dialling.count:
             click.echo("up: waiting for each fleet's worker to be heard and each app to hold "
                        f"{AGENT}")  # fmt: skip
-            if calls != 0:
+            if calls != 0 or dialling.count:
                 await _every_fleet_heard(watch)
             await wait_held(watch.ledgers, app_processes)
         if chats:
@@ -200,6 +208,11 @@ async def _watch(
             )
             processes.start(callers)
             click.echo(f"up: callers ringing at {options['rate']:g} a second; log {callers.log}")
+            if dialling.count:
+                await dialling.prepare()
+                placing = asyncio.create_task(dialling.place())
+                click.echo(f"up: {dialling.count} outbound calls placed at {options['rate']:g} "
+                           "a second, each request sent twice")  # fmt: skip
             if options["app_restarts"] is not None:
                 apps = [p for p in app_processes if p.name not in consoles]
                 kills = asyncio.create_task(
@@ -211,11 +224,18 @@ async def _watch(
                     await stop.wait()
             watch.read_callers()
             await watch.refresh()
-            click.echo(f"\n{_table(watch, visitors, options)}")
+            click.echo(f"\n{_table(watch, visitors, options, dialling)}")
             if supervising.done():  # a process started again never became ready: raised here
                 supervising.result()
             drivers = [d for d in (callers, chatting) if d is not None]
-            done = bool(drivers) and all(d.proc.poll() is not None for d in drivers)
+            finished = [d.proc.poll() is not None for d in drivers]
+            if placing is not None:  # every outbound call placed, and each ended
+                ended = watch.ended()
+                finished.append(
+                    placing.done()
+                    and all(p.call is None or p.call in ended for p in dialling.placed)
+                )
+            done = bool(finished) and all(finished)
             if callers is not None and callers.proc.poll() is not None and kills is not None:
                 # no call left to hand over
                 kills.cancel()
@@ -271,11 +291,18 @@ async def _watch(
         )  # fmt: skip
         result["problems"] += chat_problems
         result["written"]["threads_open"] = threads
-        click.echo(f"\n{_table(watch, visitors, options)}")
+        if placing is not None:
+            if not placing.done():
+                placing.cancel()
+            await asyncio.gather(placing, return_exceptions=True)
+            outcomes = {c: e.outcome for c, e in watch.ended().items()}
+            result["outbound"] = dialling.counts(await dialling.legs(), outcomes)
+            result["problems"] += dialling.problems(result["outbound"])
+        click.echo(f"\n{_table(watch, visitors, options, dialling)}")
         return result
     finally:
         supervising.cancel()  # the stop is next: nothing is started again from here
-        tasks = [t for t in (kills, chat_killing) if t is not None]
+        tasks = [t for t in (kills, chat_killing, placing) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(supervising, *tasks, return_exceptions=True)
@@ -296,9 +323,20 @@ async def _sealed(watch: Watch, hurry: asyncio.Event) -> tuple[list[str], bool]:
     return watch.unsealed(), cut
 
 
-def _table(watch: Watch, visitors: written.Chats, options: dict[str, Any]) -> str:
-    """The live table, and its chats line under ``--chats``."""
+def _outbound_count(options: dict[str, Any]) -> int:
+    """``--outbound``, or :data:`OUTBOUND` when callers ring and it is not given."""
+    if options["outbound"] is not None:
+        return int(options["outbound"])
+    return OUTBOUND if options["calls"] != 0 else 0
+
+
+def _table(
+    watch: Watch, visitors: written.Chats, options: dict[str, Any], dialling: Outbound
+) -> str:
+    """The live table, its outbound line, and its chats line under ``--chats``."""
     table = watch.table(options["calls"], options["rate"])
+    if dialling.count:
+        table += "\n" + dialling.line({c: e.outcome for c, e in watch.ended().items()})
     if not options["chats"]:
         return table
     visitors.read()
@@ -334,6 +372,13 @@ def _write_state(state_dir: Path, run: Run, at: Urls) -> None:
     default=0,
     show_default=True,
     help="Chat visitors in all, writing to the agent over WS /v1/chat (at --rate).",
+)
+@click.option(
+    "--outbound",
+    type=click.IntRange(min=0),
+    default=None,
+    help=f"Outbound calls placed (POST /v1/calls/outbound, each request sent twice) "
+    f"[default: {OUTBOUND} when callers ring, else 0].",
 )
 @click.option(
     "--rate",
@@ -583,6 +628,8 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
         click.echo(reporting.summary(result))
         if result["written"]["visitors"]:
             click.echo(written.summary(result["written"]))
+        if "outbound" in result:
+            click.echo(outbound_summary(result["outbound"]))
         if reporting.failed(result):
             click.echo("up: problems:\n  " + "\n  ".join(result["problems"][:20]), err=True)
             raise SystemExit(ExitCode.FAILED)

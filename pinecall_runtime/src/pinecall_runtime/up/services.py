@@ -41,6 +41,9 @@ DRAIN_S = 20
 """A worker's and an overflow's drain when ``up`` stops (``PINECALL_DRAIN_TIMEOUT_S``)."""
 SEAL_S = 10
 """A worker's seal of what its drain left (``PINECALL_SEAL_TIMEOUT_S``)."""
+RINGING_S = 6
+"""How long an outbound call's phone rings before it is not reached
+(``PINECALL_RINGING_TIMEOUT_S``; 30 s elsewhere): the run's unanswered number ends within it."""
 CHAT_REPLICAS = 2
 """Replicas of the chat service, behind nothing: each visitor dials one (in turn) and, when its
 socket is cut, the next with ``?call=``, so a written call taken up by another replica than the
@@ -241,6 +244,7 @@ def platform(
             "PINECALL_CALL_LOG_URL": at.call_log,
             "PINECALL_LAB_ROOMS": "true",
             "PINECALL_DRAIN_TIMEOUT_S": str(DRAIN_S),
+            "PINECALL_RINGING_TIMEOUT_S": str(RINGING_S),
             "PINECALL_CARTESIA_URL": at.vendors,
             "CARTESIA_API_KEY": "lab",
             "LIVEKIT_URL": at.livekit[e],

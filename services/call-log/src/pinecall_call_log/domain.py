@@ -168,6 +168,7 @@ OUTCOMES: tuple[Outcome, ...] = (
     "timeout",
     "failed",
     "overflow",
+    "not_reached",
 )
 
 

@@ -70,7 +70,9 @@ from pinecall_contracts.dispatch import (
     WrittenAdmission,
     WrittenAdmitted,
 )
+from pinecall_contracts.fleet import FleetRecord
 from pinecall_contracts.keys import KeyInfo
+from pinecall_contracts.outbound import OutboundRequest
 from pinecall_dispatcher import domain
 from pinecall_dispatcher.agents import Agents
 from pinecall_dispatcher.metrics import Metrics
@@ -102,6 +104,10 @@ ROOM_PREFIX: dict[CallerKind, str] = {
     "outbound": "out",
 }
 """A room's name is ``<prefix>-<call>``: who rang it, at a glance in ``logs`` and LiveKit."""
+
+
+Asked = TokenRequest | WrittenAdmission | OutboundRequest
+"""What asks to be admitted: a visitor's token, a written call, an outbound call."""
 
 
 class UnknownAgent(Unprocessable):
@@ -153,28 +159,9 @@ class Admission:
         """A token of ``caller`` (a web visitor; the runtime's own simulated caller, whose
         endpoint admits it the same way: seed 000, "Who takes a call") in ``environment``, or
         the first refusal that holds (the module docstring)."""
-        record = await self.roster.fleet_of(environment)
-        if record is None or environment not in self.keys:
-            raise NotReady(f"no fleet and LiveKit serve {environment}")
+        record = await self.line(request, environment)
         fleet = record.name
-        if await self.agents.lookup(environment, request.org, request.agent) == "unknown":
-            await self._refused(request, environment, fleet, "unknown_agent")
-            raise unknown_agent(request.agent, request.org, environment)
         now = utcnow()
-        rows = await self.roster.rows(fleet)
-        offered, held = await self.store.offers.promised(fleet, now, self.settings.max_call_seconds)
-        rules = self.settings.rules()
-        verdict = domain.admission(rows, domain.not_counted(rows, offered, held), rules)
-        if verdict == "not_ready":
-            await self._refused(request, environment, fleet, "not_ready")
-            raise NotReady(f"no worker of {fleet} was heard in {self.settings.not_ready_s:.0f} s")
-        if verdict != "admit":
-            await self._on_the_agents_log(request, environment, fleet, verdict)
-            await self._refused(request, environment, fleet, verdict)
-            raise FleetFull(
-                NO_SEAT[verdict].format(fleet=fleet, heard_s=rules.heard_s)
-                + f": offer the caller a call back ({CALLBACKS})"
-            )
         call = f"call_{secrets.token_hex(10)}"
         room = f"{ROOM_PREFIX[caller]}-{call}"
         until = now + dt.timedelta(seconds=self.settings.admit_s)
@@ -206,7 +193,7 @@ class Admission:
                 self.settings.written_held_s,
             )
         except TooManyRequests:
-            await self._refused(request, environment, fleet, "quota")
+            await self.refused(request, environment, fleet, "quota")
             raise
         self.metrics.admissions.labels(environment, fleet, "admitted").inc()
         # the visitor's call starts its trace here, as a phone's starts at its first webhook
@@ -226,12 +213,40 @@ class Admission:
             expires_at=until,
         )
 
+    async def line(self, request: Asked, environment: str) -> FleetRecord:
+        """The fleet of ``environment`` if ``request``'s call may be admitted to it now, or the
+        first refusal of steps 0 to 2 (the module docstring), counted and said: the token
+        endpoint's and an outbound call's (:mod:`.outbound`) one line."""
+        record = await self.roster.fleet_of(environment)
+        if record is None or environment not in self.keys:
+            raise NotReady(f"no fleet and LiveKit serve {environment}")
+        fleet = record.name
+        if await self.agents.lookup(environment, request.org, request.agent) == "unknown":
+            await self.refused(request, environment, fleet, "unknown_agent")
+            raise unknown_agent(request.agent, request.org, environment)
+        now = utcnow()
+        rows = await self.roster.rows(fleet)
+        offered, held = await self.store.offers.promised(fleet, now, self.settings.max_call_seconds)
+        rules = self.settings.rules()
+        verdict = domain.admission(rows, domain.not_counted(rows, offered, held), rules)
+        if verdict == "not_ready":
+            await self.refused(request, environment, fleet, "not_ready")
+            raise NotReady(f"no worker of {fleet} was heard in {self.settings.not_ready_s:.0f} s")
+        if verdict != "admit":
+            await self._on_the_agents_log(request, environment, fleet, verdict)
+            await self.refused(request, environment, fleet, verdict)
+            raise FleetFull(
+                NO_SEAT[verdict].format(fleet=fleet, heard_s=rules.heard_s)
+                + f": offer the caller a call back ({CALLBACKS})"
+            )
+        return record
+
     async def written(self, request: WrittenAdmission) -> WrittenAdmitted:
         """Admit a written call, or refuse it (``UnknownAgent``, ``TooManyRequests``), counted
         under ``written/<channel>``; a call admitted before is admitted again, not counted."""
         environment, counted_as = request.environment, f"written/{request.channel}"
         if await self.agents.lookup(environment, request.org, request.agent) == "unknown":
-            await self._refused(request, environment, counted_as, "unknown_agent")
+            await self.refused(request, environment, counted_as, "unknown_agent")
             raise unknown_agent(request.agent, request.org, environment)
         now = utcnow()
         until = now + dt.timedelta(seconds=self.settings.admit_s)
@@ -250,7 +265,7 @@ class Admission:
                 self.settings.written_held_s,
             )
         except TooManyRequests:
-            await self._refused(request, environment, counted_as, "quota")
+            await self.refused(request, environment, counted_as, "quota")
             raise
         if new:
             self.metrics.admissions.labels(environment, counted_as, "admitted").inc()
@@ -286,13 +301,15 @@ class Admission:
             .to_jwt()
         )
 
-    async def _refused(
+    async def refused(
         self,
-        request: TokenRequest | WrittenAdmission,
+        request: Asked,
         environment: str,
         fleet: str,
         reason: str,
     ) -> None:
+        """Count a refusal of ``request`` for ``reason`` (line health: it leaves no call
+        record): the metric, the refusals table ``doctor`` reads, a log line."""
         self.metrics.admissions.labels(environment, fleet, reason).inc()
         await self.store.admissions.refused(
             utcnow(), environment, fleet, request.agent, request.org, reason
@@ -300,7 +317,7 @@ class Admission:
         _log.warning("admission of %s in %s refused: %s", request.agent, environment, reason)
 
     async def _on_the_agents_log(
-        self, request: TokenRequest, environment: str, fleet: str, reason: str
+        self, request: Asked, environment: str, fleet: str, reason: str
     ) -> None:
         """``fleet.full`` (full) or ``fleet.refused`` with ``reason`` on the agent's log,
         through call-log (its owner), with the service key naming the environment."""

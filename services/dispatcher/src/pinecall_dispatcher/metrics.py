@@ -13,13 +13,17 @@
 - ``pinecall_ring_to_offer_seconds{fleet}``: from a room's arrival (its caller's ring) to its
   first offer to a worker;
 - ``pinecall_offer_to_open_seconds{fleet}``: from a room's last offer to its opening by the
-  worker offered it (``call.opened``, or its agent joining the room, whichever came first).
+  worker offered it (``call.opened``, or its agent joining the room, whichever came first);
+- ``pinecall_followups{environment, what}``: follow-ups owed (``waiting``: due or not, or a try
+  out) and ``due`` now (waiting for a seat), and tries ended in ten minutes (``tries``) and of
+  them ``not_reached`` (seed 003: a rise is a capacity or dispatch signal), read by each round of
+  the dialler.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -29,6 +33,7 @@ from pinecall_contracts.dispatch import FleetOffers
 from pinecall_contracts.ids import is_overflow
 from pinecall_contracts.metrics import LATENCY_BUCKETS_S
 from pinecall_dispatcher import domain
+from pinecall_dispatcher.store.followups import Counts
 from pinecall_dispatcher.store.rows import RoomRow
 
 
@@ -46,6 +51,24 @@ class _Waiting(Collector):
         yield family
 
 
+class _Followups(Collector):
+    def __init__(self) -> None:
+        self.counts: Mapping[str, Counts] = {}
+
+    def collect(self) -> Iterator[Metric]:
+        family = GaugeMetricFamily(
+            "pinecall_followups",
+            "follow-ups owed and due now, tries ended and not reached in ten minutes",
+            labels=["environment", "what"],
+        )
+        for environment, c in sorted(self.counts.items()):
+            family.add_metric([environment, "waiting"], float(c.waiting))
+            family.add_metric([environment, "due"], float(c.due))
+            family.add_metric([environment, "tries"], float(c.tries))
+            family.add_metric([environment, "not_reached"], float(c.not_reached))
+        yield family
+
+
 class Metrics:
     """Counters of one replica and the fleets' rooms waiting as the last sweep read them."""
 
@@ -53,6 +76,8 @@ class Metrics:
         self.registry = CollectorRegistry()
         self._waiting = _Waiting()
         self.registry.register(self._waiting)
+        self._followups = _Followups()
+        self.registry.register(self._followups)
         self.offers = Counter(
             "pinecall_offers",
             "rooms offered to a worker or given to the overflow",
@@ -104,6 +129,9 @@ class Metrics:
 
     def waiting(self, fleets: list[FleetOffers]) -> None:
         self._waiting.fleets = fleets
+
+    def followups(self, counts: Mapping[str, Counts]) -> None:
+        self._followups.counts = counts
 
 
 def _between(start: dt.datetime | None, end: dt.datetime | None) -> float:

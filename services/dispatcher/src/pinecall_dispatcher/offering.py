@@ -6,7 +6,8 @@
    the update that finds the count it read, and journaled. Rooms that ring while a batch is being
    decided are decided together in the next one (one transaction for many, under a burst).
 2. **Dispatch.** A room that just arrived is dispatched only if its caller is still in it (read
-   after its row was written, so a hang-up handled meanwhile is never missed). A re-offer first
+   after its row was written, so a hang-up handled meanwhile is never missed); an outbound
+   call's callee is not in it until its job dials, so its room is read as a re-offer's is. A re-offer first
    asks the room's dispatches (ListDispatch): a room that is gone ends there (a dispatch would make
    it again), and every earlier dispatch of the call is deleted, so a late accept never puts two
    agents in one room. Then CreateDispatch to the worker's LiveKit name, or to
@@ -95,6 +96,7 @@ def job_offer(row: RoomRow, reoffer_s: float, traceparent: str | None = None) ->
         context=row.context,
         config=row.config,
         reoffer_at=reoffer_at,
+        sip_trunk=row.sip_trunk,
         traceparent=traceparent,
     )
 
@@ -313,7 +315,7 @@ class Offering:
     async def _dispatch(self, row: RoomRow, ring: _Ring | None) -> tuple[str, LiveKit] | Outcome:
         """Make ``row``'s dispatch: ``(dispatch id, its LiveKit)``, or why it was not made."""
         try:
-            if ring is not None:
+            if ring is not None and ring.arrival.caller != "outbound":
                 livekit = ring.livekit
                 people = {p.identity for p in await livekit.participants(row.room)}
                 if ring.arrival.caller_identity not in people:
@@ -326,7 +328,8 @@ class Offering:
                     )
                     return "caller_gone"
             else:
-                livekit = await self._livekit(row)
+                # a re-offer; or an outbound call, whose callee joins only once its job dials
+                livekit = ring.livekit if ring is not None else await self._livekit(row)
                 for d in await livekit.dispatches(row.room):
                     earlier = offer_of(d.metadata)
                     if earlier is not None and earlier.call == row.call:

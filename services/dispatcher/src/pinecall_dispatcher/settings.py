@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import ClassVar
 
 from pinecall_dispatcher.domain import Rules
+from pinecall_dispatcher.followups.rules import FollowupRules
 from pinecall_servicekit.livekit_keys import LiveKitSettings
 from pinecall_servicekit.settings import HttpUrl, Port
 
@@ -84,6 +85,30 @@ class DispatcherSettings(LiveKitSettings, frozen=True, kw_only=True):
     """How long it waits for the agent's first audio after each of its lines (``silent``)."""
     eval_quiet_s: float = 1.5
     """The agent quiet this long after it spoke has finished its turn (seconds)."""
+
+    outbound_trunk: str = "pinecall-outbound"
+    """``PINECALL_OUTBOUND_TRUNK``: the LiveKit SIP outbound trunk an outbound call is dialled
+    through, on each environment's LiveKit, by its name or its id (``ST_…``): the operator makes
+    it with its SIP provider's address, numbers and credentials (``lk sip outbound create``);
+    ``up`` makes it on the stand-in (:mod:`pinecall_dispatcher.outbound`)."""
+
+    followup_every_s: float = 5.0
+    """Seconds between the dialler's rounds: call backs taken, follow-ups due dialled
+    (:mod:`pinecall_dispatcher.followups.dialler`)."""
+    followup_tries: int = 3
+    """Tries of a follow-up not reached (or failed) before it is given up (issue 18)."""
+    followup_retry_s: float = 1800.0
+    """Seconds after a try not reached before the next (issue 18: "tried again later")."""
+    followup_not_ready_s: float = 3600.0
+    """Seconds a follow-up waits when its line is not ready: not burnt (seed 003: "retried in
+    an hour instead of being burnt")."""
+
+    def followup_rules(self) -> FollowupRules:
+        return FollowupRules(
+            most_tries=self.followup_tries,
+            retry_s=self.followup_retry_s,
+            not_ready_s=self.followup_not_ready_s,
+        )
 
     def rules(self) -> Rules:
         return Rules(

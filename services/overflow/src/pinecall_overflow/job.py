@@ -7,6 +7,8 @@ caller's number onto the agent's log as ``callback.requested`` (``POST /v1/callb
 number from the JobOffer, else the SIP participant's ``sip.phoneNumber``), ends the call
 ``overflow``, deletes the room and seals the call (seed 000, "Full, at the endpoint"). A web
 visitor has no number: the page was offered a call back at the endpoint, and none is written.
+An outbound call (issue 18) is not dialled by the overflow: it ends ``not_reached``, with no
+sentence and no call back (:func:`not_dialled`).
 
 Either job speaks in **the agent's voice** (issue 16: "the overflow reads the agent from
 here"): the offer's agent is read from call-log with the fleet key (``GET /v1/agents/{agent}``,
@@ -35,9 +37,9 @@ from livekit.agents import JobContext
 from opentelemetry import trace
 
 from pinecall_clients.calllog import CallLogClient
-from pinecall_clients.errors import AgentUnknown, CallLogError
-from pinecall_clients.livekit import LiveKitAccess
-from pinecall_contracts.calls import CallbackRequest
+from pinecall_clients.errors import AgentUnknown, CallLogError, CallLogRefused
+from pinecall_clients.livekit import LiveKit, LiveKitAccess
+from pinecall_contracts.calls import CallbackRequest, CallOpen
 from pinecall_contracts.dispatch import JobOffer, Number
 from pinecall_contracts.ids import overflow_name
 from pinecall_jobs import (
@@ -119,6 +121,42 @@ def callback(offer: JobOffer, log: CallLogClient) -> Callable[[list[Caller]], Aw
     return call_back
 
 
+NOT_DIALLED = "no seat for the call: the phone was not dialled"
+"""The reason of an outbound call the overflow was given (``not_reached``)."""
+
+
+async def not_dialled(
+    ctx: JobContext, offer: JobOffer, sentence: Sentence, log: CallLogClient
+) -> None:
+    """An outbound call given to the overflow (no worker could hold it): nobody was dialled, so
+    nobody hears a sentence and nobody is called back; the call is opened naming the overflow,
+    ended ``not_reached`` and sealed, and its empty room deleted (the app, or the follow-ups'
+    dialler, tries again later: ``pinecall_dispatcher.outbound``)."""
+    try:
+        try:
+            await log.open(
+                CallOpen(
+                    call=offer.call,
+                    agent=offer.agent,
+                    org=offer.org,
+                    environment=offer.environment,
+                    room=offer.room,
+                    worker=sentence.worker,
+                    context=offer.context | {"caller": offer.caller},
+                )
+            )
+        except CallLogRefused as exc:  # another holds it (a 409): that one dials
+            _log.warning("call %s: %s; the overflow leaves it", offer.call, exc)
+            return
+        await log.end(offer.call, "not_reached", reason=NOT_DIALLED)
+        await log.seal(offer.call)
+        async with LiveKit(sentence.livekit) as livekit:
+            await livekit.delete_room(offer.room, retry_s=10.0)
+        _log.info("call %s: outbound, given to the overflow: not dialled", offer.call)
+    finally:
+        ctx.shutdown("an outbound call the overflow does not dial")
+
+
 async def entrypoint(settings: OverflowSettings, ctx: JobContext) -> None:
     """The job: read its offer and run it; a job whose metadata is not an offer ends at once."""
     try:
@@ -136,7 +174,9 @@ async def entrypoint(settings: OverflowSettings, ctx: JobContext) -> None:
         async with CallLogClient(settings.call_log_url, settings.fleet_key or "") as log:
             sentence = sentence_of(settings, await agent_voice(offer, log))
             try:
-                if offer.job == "answer":
+                if offer.job == "answer" and offer.caller == "outbound":
+                    await not_dialled(ctx, offer, sentence, log)
+                elif offer.job == "answer":
                     await say_sentence(
                         ctx,
                         offer,

@@ -39,7 +39,8 @@ def headline(view: FleetView, offers: FleetOffers | None, dispatcher: bool) -> s
     """``pinecall (production): 1 accepting, 1 full, 1 failing, 5/16 seats free, 11 calls,
     2 refused at admission (2 not_ready), 1 room waiting in 10 min``. Counts of failing,
     cordoned, draining and silent workers and of refusals appear only when not 0; rooms waiting
-    only when a dispatcher answered (``dispatcher``)."""
+    only when a dispatcher answered (``dispatcher``); follow-ups waiting (call backs owed, and
+    those due now waiting for a seat) and call backs not reached in 10 min only when not 0."""
     t = view.totals
     parts = [f"{t.accepting} accepting", f"{t.full} full"]
     for state in ("failing", "cordoned", "draining", "silent"):
@@ -56,6 +57,14 @@ def headline(view: FleetView, offers: FleetOffers | None, dispatcher: bool) -> s
         )
     if dispatcher:
         parts.append(f"{counted(offers.waiting if offers else 0, 'room')} waiting in 10 min")
+    if offers is not None and offers.followups:
+        parts.append(
+            f"{counted(offers.followups, 'follow-up')} waiting ({offers.followups_due} due now)"
+        )
+    if offers is not None and offers.tries:
+        parts.append(
+            f"{offers.not_reached}/{counted(offers.tries, 'call back')} not reached in 10 min"
+        )
     return f"{view.fleet} ({view.environment or '?'}): " + ", ".join(parts)
 
 

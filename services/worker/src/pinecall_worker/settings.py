@@ -80,6 +80,10 @@ class WorkerSettings(Settings, frozen=True, kw_only=True):
     minutes), the same name and number as the reaper's backstop; an agent's own
     ``max_call_seconds`` may only shorten it. At the limit the agent says :attr:`limit_says` and
     the call ends ``timeout``."""
+    ringing_timeout_s: float = 30.0
+    """``PINECALL_RINGING_TIMEOUT_S``: how long an outbound call's phone rings before it is
+    given up ``not_reached`` (LiveKit SIP's ``ringing_timeout``, whose default is 30 s), in
+    seconds."""
     limit_says: str = "We have reached the time limit for this call. Thank you for calling."
     """``PINECALL_LIMIT_SAYS``: the last sentence of a call at its limit."""
     overflow_says: str = (

@@ -1,7 +1,8 @@
 """The call log's Postgres: tables (:mod:`.tables`), calls and entries (:mod:`.calls`), tool
 calls, the agent log and callbacks (:mod:`.agents`), the calls not sealed yet (:mod:`.unsealed`), the agents' definitions
 and their versions (:mod:`.definitions`), what an app socket is handed and the app's
-commands (:mod:`.held`), WhatsApp numbers (:mod:`.numbers`).
+commands (:mod:`.held`), WhatsApp numbers (:mod:`.numbers`), call backs read for the
+dispatcher's follow-ups (:mod:`.callbacks`).
 The only package of the service that speaks SQL; driver errors leave it as ``StoreUnavailable``.
 """
 
@@ -12,6 +13,7 @@ from pathlib import Path
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_call_log.store.agents import AgentStore, ToolState
+from pinecall_call_log.store.callbacks import CallbackStore
 from pinecall_call_log.store.calls import CallStore
 from pinecall_call_log.store.definitions import DefinitionStore
 from pinecall_call_log.store.held import HeldStore, WaitingTool
@@ -23,6 +25,7 @@ from pinecall_servicekit.migrations import Migrations
 __all__ = [
     "AgentStore",
     "CallStore",
+    "CallbackStore",
     "DefinitionStore",
     "HeldStore",
     "NumberStore",
@@ -50,3 +53,4 @@ class Store:
         self.definitions = DefinitionStore(engine)
         self.held = HeldStore(engine)
         self.numbers = NumberStore(engine)
+        self.callbacks = CallbackStore(engine)

@@ -18,7 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert
-from sqlalchemy.ext.asyncio import AsyncEngine
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pinecall_contracts.dispatch import Quota
 from pinecall_contracts.words import counted
@@ -79,6 +79,43 @@ def live_rooms(org: str, environment: str, now: dt.datetime, max_call_seconds: f
     )
 
 
+async def hold_quota(
+    conn: AsyncConnection,
+    org: str,
+    environment: str,
+    now: dt.datetime,
+    max_call_seconds: float,
+    written_held_s: float,
+) -> None:
+    """Take ``org``'s lock in ``environment`` for the rest of ``conn``'s transaction, and raise
+    ``TooManyRequests`` (429) if the org holds its ``concurrent_calls`` there (no quota row: no
+    limit). What the transaction writes next is counted by the next one to take the lock."""
+    await conn.execute(
+        sa.select(
+            sa.func.pg_advisory_xact_lock(sa.func.hashtextextended(f"quota:{environment}:{org}", 0))
+        )
+    )
+    quota = (
+        await conn.execute(
+            sa.select(QUOTAS.c.concurrent_calls).where(
+                QUOTAS.c.org == org, QUOTAS.c.environment == environment
+            )
+        )
+    ).scalar()
+    if quota is None:
+        return
+    held = (
+        await conn.execute(
+            sa.select(live_calls(org, environment, now, max_call_seconds, written_held_s))
+        )
+    ).scalar_one()
+    if held >= quota:
+        raise TooManyRequests(
+            f"{org} holds {counted(held, 'call')} in {environment}, and its "
+            f"concurrent_calls quota there is {quota}"
+        )
+
+
 class AdmissionStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
@@ -129,33 +166,7 @@ class AdmissionStore:
     ) -> None:
         org, environment = row["org"], row["environment"]
         async with db.translate_errors("admitting a call"), self.engine.begin() as conn:
-            await conn.execute(
-                sa.select(
-                    sa.func.pg_advisory_xact_lock(
-                        sa.func.hashtextextended(f"quota:{environment}:{org}", 0)
-                    )
-                )
-            )
-            quota = (
-                await conn.execute(
-                    sa.select(QUOTAS.c.concurrent_calls).where(
-                        QUOTAS.c.org == org, QUOTAS.c.environment == environment
-                    )
-                )
-            ).scalar()
-            if quota is not None:
-                held = (
-                    await conn.execute(
-                        sa.select(
-                            live_calls(org, environment, now, max_call_seconds, written_held_s)
-                        )
-                    )
-                ).scalar_one()
-                if held >= quota:
-                    raise TooManyRequests(
-                        f"{org} holds {counted(held, 'call')} in {environment}, and its "
-                        f"concurrent_calls quota there is {quota}"
-                    )
+            await hold_quota(conn, org, environment, now, max_call_seconds, written_held_s)
             await conn.execute(statement)
 
     async def written_event(self, call: str, what: str, now: dt.datetime, outcome: str) -> None:

@@ -59,6 +59,7 @@ class RoomRow:
     outcome: str | None
     context: dict[str, Any] = field(default_factory=dict)
     config: dict[str, Any] = field(default_factory=dict)
+    sip_trunk: str | None = None
     admitted_until: dt.datetime | None = None
     arrived_at: dt.datetime | None = None
     offered_at: dt.datetime | None = None

@@ -21,9 +21,12 @@ as ``JobOffer(job="sentence", written=…)``. ``journal``: every offer and where
 ``written``: the written calls admitted (issue 17; the chat service asks, ``POST
 /v1/written-calls``): no room, no fleet, no seat, only a place in the org's count, from their
 admission until ``call.ended`` (or ``admitted_until`` when ``call.opened`` never came).
+``outbound``: the outbound calls placed (issue 18), one row per call, unique on the app's
+request id in its org and environment, so a retried request finds its call and never dials twice.
 ``quotas``: an org's ``concurrent_calls`` per environment. ``phone_numbers``: an org's numbers
 (issue 18), each with the LiveKit it was set up on and the trunk and rule made there (both null
-while being made: a number is claimed first, then made on LiveKit). ``refusals``: the token endpoint's
+while being made: a number is claimed first, then made on LiveKit). ``followups`` and
+``followup_tries``: call backs to dial and each try, claimed by one replica. ``refusals``: the token endpoint's
 refusals and the rings refused at placing (intake health: they leave no call record).
 """
 
@@ -64,6 +67,8 @@ ROOMS = sa.Table(
     sa.Column("outcome", sa.String(32), nullable=True),
     sa.Column("context", JSONB, nullable=False, server_default="{}"),
     sa.Column("config", JSONB, nullable=False, server_default="{}"),
+    # an outbound call's: the LiveKit SIP outbound trunk its job dials through (issue 18)
+    sa.Column("sip_trunk", sa.String(64), nullable=True),
     sa.Column("admitted_until", db.UTC_TIMESTAMP, nullable=True),
     sa.Column("arrived_at", db.UTC_TIMESTAMP, nullable=True),
     sa.Column("offered_at", db.UTC_TIMESTAMP, nullable=True),
@@ -97,6 +102,24 @@ WRITTEN = sa.Table(
     sa.Column("opened_at", db.UTC_TIMESTAMP, nullable=True),
     sa.Column("ended_at", db.UTC_TIMESTAMP, nullable=True),
     sa.Column("outcome", sa.String(32), nullable=True),
+)
+
+OUTBOUND = sa.Table(
+    "outbound",
+    METADATA,
+    sa.Column("call", sa.String(128), primary_key=True),
+    sa.Column("environment", sa.String(32), nullable=False),
+    sa.Column("org", sa.String(128), nullable=False),
+    # the app-minted id of the request; NULL: none named (every request a new call)
+    sa.Column("request", sa.String(64), nullable=True),
+    sa.Column("agent", sa.String(128), nullable=False),
+    sa.Column("number", sa.String(32), nullable=False),
+    sa.Column("context", JSONB, nullable=False, server_default="{}"),
+    sa.Column("fleet", sa.String(63), nullable=False),
+    sa.Column("room", sa.String(256), nullable=False),
+    sa.Column("sip_trunk", sa.String(64), nullable=False),
+    sa.Column("placed_at", db.UTC_TIMESTAMP, nullable=False),
+    sa.UniqueConstraint("environment", "org", "request", name="uq_outbound_request"),
 )
 
 QUOTAS = sa.Table(
@@ -134,4 +157,52 @@ PHONE_NUMBERS = sa.Table(
     sa.Column("rule_id", sa.String(64), nullable=True),
     sa.Column("created_at", db.UTC_TIMESTAMP, nullable=False, server_default=sa.func.now()),
     sa.Index("ix_phone_numbers_org", "org", "environment"),
+)
+
+FOLLOWUP_STATES = ("waiting", "dialling", "answered", "given_up")
+
+FOLLOWUPS = sa.Table(
+    "followups",
+    METADATA,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("callback_id", sa.BigInteger, nullable=False),
+    sa.Column("environment", sa.String(32), nullable=False),
+    sa.Column("agent", sa.String(128), nullable=False),
+    sa.Column("org", sa.String(128), nullable=False, server_default=""),
+    sa.Column("number", sa.String(32), nullable=True),
+    sa.Column("call", sa.String(128), nullable=True),
+    sa.Column("reason", sa.Text, nullable=False, server_default=""),
+    sa.Column("callback_seq", sa.BigInteger, nullable=False),
+    sa.Column("requested_at", db.UTC_TIMESTAMP, nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("tries", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("burnt", sa.Integer, nullable=False, server_default="0"),
+    sa.Column("due_at", db.UTC_TIMESTAMP, nullable=False),
+    sa.Column("given_up", sa.String(32), nullable=True),
+    sa.Column("updated_at", db.UTC_TIMESTAMP, nullable=False),
+    sa.CheckConstraint(f"state IN {FOLLOWUP_STATES!r}", name="followup_state"),
+    sa.Index("uq_followups_callback", "callback_id", unique=True),
+    sa.Index(
+        "ix_followups_due",
+        "environment",
+        "due_at",
+        postgresql_where=sa.text("state = 'waiting'"),
+    ),
+)
+
+FOLLOWUP_TRIES = sa.Table(
+    "followup_tries",
+    METADATA,
+    sa.Column("followup", sa.BigInteger, primary_key=True),
+    sa.Column("attempt", sa.Integer, primary_key=True),
+    sa.Column("environment", sa.String(32), nullable=False),
+    sa.Column("claimed_at", db.UTC_TIMESTAMP, nullable=False),
+    sa.Column("claimed_by", sa.String(128), nullable=False),
+    sa.Column("call", sa.String(128), nullable=True),
+    sa.Column("dialled_at", db.UTC_TIMESTAMP, nullable=True),
+    sa.Column("outcome", sa.String(32), nullable=True),
+    sa.Column("status", sa.String(64), nullable=True),
+    sa.Column("ended_at", db.UTC_TIMESTAMP, nullable=True),
+    sa.Index("ix_followup_tries_call", "call"),
+    sa.Index("ix_followup_tries_ended", "ended_at"),
 )

@@ -13,7 +13,8 @@ Modules: ``session`` (the pipeline; imports every vendor plugin, so the worker's
 preloads them), ``record`` (the call's log: open, one writer, flush cadence, end, seal),
 ``agent`` (what the call runs on: its agent's version, over the worker's defaults), ``tools``
 (the agent's tools, answered by its app through call-log), ``steer`` (the app's commands and the
-call's limit), ``answer`` and ``sentence`` (the two jobs).
+call's limit), ``dial`` (an outbound call's phone leg, dialled once the job holds the call),
+``answer`` and ``sentence`` (the two jobs).
 """
 
 from __future__ import annotations

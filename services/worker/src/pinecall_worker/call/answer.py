@@ -3,7 +3,9 @@
 The call runs on the agent it opened with (:mod:`.agent`): the job opens the call first (at most
 :data:`OPEN_WAIT_S`; past it, the worker's defaults answer) and builds the session on the
 version's prompt, voice, model, language and tools (:mod:`.tools`, beside livekit-agents'
-``EndCallTool``); its greeting, when it has one, is said first. The app's commands and the call's
+``EndCallTool``); its greeting, when it has one, is said first. An outbound call is held on the
+log first, then dialled (:mod:`.dial`), and its session built once the callee answered, so the
+greeting is the first thing the callee hears. The app's commands and the call's
 limit steer it from outside (:mod:`.steer`).
 
 How a call ends, and the outcome the log gets (the first that happens wins):
@@ -20,6 +22,8 @@ the call reached its limit (``max_call_seconds``:      timeout
 the caller left the room                              caller_hangup
 the session closed on an error (a vendor failed       failed
 past livekit-agents' tolerance), or the job crashed
+an outbound call's phone not answered (busy, no       not_reached, the SIP status
+answer, failed: :mod:`.dial`)
 the job was shut down from outside: the worker's      drained, cause ``shutdown``
 drain past its timeout, LiveKit's JobTermination
 (a deleted dispatch)
@@ -59,6 +63,7 @@ from pinecall_contracts import entries
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_jobs.tools import app_tools
 from pinecall_worker.call.agent import call_agent
+from pinecall_worker.call.dial import dial_callee
 from pinecall_worker.call.record import Recorder
 from pinecall_worker.call.session import model_client, session_for
 from pinecall_worker.call.steer import Steering
@@ -157,11 +162,13 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
     # first, so a job that crashes from here on still ends its call failed on the log
     ctx.add_shutdown_callback(on_shutdown)
     started = time.time()
+    outbound = offer.caller == "outbound" and offer.number is not None
     recorder.start()
     # a job close to its re-offer opens the call before it joins: the room may be another's
     reoffer_at = offer.reoffer_at.timestamp() if offer.reoffer_at else None
-    if opens_first(reoffer_at, started):
-        _log.info("call %s: started close to its re-offer; opening it before joining", offer.call)
+    # an outbound call is held before anything else: a job the log refuses never dials (.dial)
+    if outbound or opens_first(reoffer_at, started):
+        _log.info("call %s: opening it before joining", offer.call)
         if not await recorder.open_settled():
             ctx.shutdown(f"the call was not opened: {recorder.refused}")
             return  # another agent holds the call: the caller never hears this one
@@ -181,6 +188,8 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
     if recorder.refused is not None:
         ctx.shutdown(f"the call was not opened: {recorder.refused}")
         return  # another agent holds the call: the caller never hears this one
+    if outbound and not await dial_callee(ctx, offer, recorder, settings.ringing_timeout_s):
+        return  # not reached: the call ends so, its room goes with the job
     runs = call_agent(settings, recorder.record)
     vad = ctx.proc.userdata.get("vad")
     if vad is None:

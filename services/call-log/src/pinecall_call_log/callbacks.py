@@ -1,0 +1,45 @@
+"""Call backs listed for the dispatcher's follow-ups (issue 18, "Call backs, dialled").
+
+==========================================  ================  ================================
+route                                       key               answer
+==========================================  ================  ================================
+GET  /v1/callbacks?since=<ts>&limit=<n>     service, operator CallbackPage (every environment)
+==========================================  ================  ================================
+
+A call back is written by ``POST /v1/callbacks`` (:mod:`.api`); the dispatcher, which owns
+follow-ups (``shared/DESIGN.md``, "Services"), reads them here with its service key and dials
+each. ``since`` is an aware RFC 3339 time (422 naive or malformed); the page is oldest first.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Annotated
+
+from litestar import get
+from litestar.params import FromQuery, QueryParameter
+
+from pinecall_call_log.api import AnyRequest, key_of, service_of
+from pinecall_contracts.calls import CallbackPage
+from pinecall_servicekit.errors import Unprocessable
+from pinecall_servicekit.http import problems
+from pinecall_servicekit.keys import SERVICE_OR_OPERATOR
+
+Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
+
+
+@get("/v1/callbacks", responses=problems(400, 401, 403, 422, 503))
+async def list_callbacks(
+    request: AnyRequest, since: FromQuery[dt.datetime], limit: Limit = 500
+) -> CallbackPage:
+    """Call backs of every environment requested at or after ``since``, oldest first."""
+    await key_of(request, SERVICE_OR_OPERATOR)
+    if since.tzinfo is None:
+        raise Unprocessable(
+            "since is a time with its offset (RFC 3339, e.g. 2026-12-03T12:00:00+00:00)",
+            errors=[{"message": "no offset", "key": "since", "source": "query"}],
+        )
+    return await service_of(request).store.callbacks.since(since, limit)
+
+
+ROUTES = [list_callbacks]

@@ -1,0 +1,321 @@
+"""Follow-ups, dialled (issue 18, "Call backs, dialled"; seed 003): every call back on call-log
+becomes a follow-up the dispatcher dials as an outbound call of its agent when the fleet has a
+seat free; the line not ready defers it an hour, not burnt; a callee not reached is tried again
+later, and given up after the last try; each try once whatever replica or restart; each try and
+its outcome on the agent's log.
+
+The chain is real (roster, webhook-ingest, dispatcher replicas, call-log, the stand-in, lab
+workers' heartbeats); the dial is the dialler's seam (:class:`followups.dialler.Dial`), here a
+recorder that answers a call id as the outbound endpoint does; the clock is the dialler's, moved
+by the test. The background round is an hour apart here, so each round is the test's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import datetime as dt
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from livekit import api
+
+from pinecall_dispatcher.admission import FleetFull
+from pinecall_dispatcher.followups.dialler import DialOrder
+from pinecall_dispatcher.service import DispatcherService
+from pinecall_loadlab.livekit import StandIn
+from pinecall_loadlab.livekit.callers import LAB_AGENT, LAB_ORG
+from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, chain_call_log, runtime_chain
+from pinecall_servicekit.errors import PinecallError
+from pinecall_servicekit.testing.apps import Replica
+from pinecall_testkit.call_log import Keys, bearer
+
+from .conftest import SHORT
+
+HOUR = 3600.0
+
+
+@pytest.fixture
+def dispatcher_numbers() -> dict[str, Any]:
+    return SHORT | {"followup_every_s": HOUR, "followup_retry_s": 600.0}
+
+
+class Clock:
+    """The dialler's clock, moved by the test."""
+
+    def __init__(self) -> None:
+        self.now = dt.datetime.now(dt.UTC)
+
+    def __call__(self) -> dt.datetime:
+        return self.now
+
+    def move(self, seconds: float) -> None:
+        self.now += dt.timedelta(seconds=seconds)
+
+
+@dataclasses.dataclass
+class Dialled:
+    """The outbound seam's stand-in: each order kept; ``refuse`` raised instead while set."""
+
+    orders: list[DialOrder] = dataclasses.field(default_factory=list)
+    refuse: PinecallError | None = None
+
+    async def __call__(self, order: DialOrder) -> str:
+        await asyncio.sleep(0)  # another replica's round may run meanwhile, as over HTTP
+        if self.refuse is not None:
+            raise self.refuse
+        self.orders.append(order)
+        return f"call_{order.key}"
+
+    def keys(self) -> list[str]:
+        return [o.key for o in self.orders]
+
+
+def drive(services: list[DispatcherService], clock: Clock, dial: Dialled) -> None:
+    for service in services:
+        service.dialler.clock = clock
+        service.dialler.dial = dial
+
+
+@pytest.fixture
+async def chain(
+    standin: StandIn, chain_config: ChainConfig, call_log: Replica
+) -> AsyncIterator[Chain]:
+    async with runtime_chain(standin, chain_config, call_log=call_log, dispatchers=2) as c:
+        yield c
+
+
+def services(chain: Chain) -> list[DispatcherService]:
+    return [r.app.state.dispatcher for r in chain.dispatchers]
+
+
+async def seated(chain: Chain, seats: int) -> None:
+    """A worker of ``seats`` heard, and every replica's rows read after its heartbeat reached
+    the roster (its fan-out heard), so each replica's line counts its seats."""
+    worker = await chain.pretend("w", seats=seats, load=lambda _s: 0.0)
+    for s in services(chain):
+        await s.roster.said.wait_for(lambda s=s: s.roster.newest(worker) is not None, 30)
+        await s.roster.refresh()
+
+
+async def ask(log: Replica, keys: Keys, number: str, call: str | None = None) -> int:
+    """A call back asked as the overflow asks it (its fleet key); its seq on the agent's log."""
+    body = {"agent": LAB_AGENT, "number": number, "reason": "the fleet was full"}
+    r = await log.post(
+        "/v1/callbacks",
+        json=body | ({"call": call} if call else {}),
+        headers=bearer(keys.production),
+    )
+    assert r.status_code == 200, r.text
+    return int(r.json()["seq"])
+
+
+async def agent_log(log: Replica, keys: Keys) -> list[tuple[str, dict[str, Any]]]:
+    r = await log.get(
+        f"/v1/agents/{LAB_AGENT}/log",
+        params={"environment": "production"},
+        headers=bearer(keys.operator),
+    )
+    assert r.status_code == 200, r.text
+    return [
+        (e["kind"], e["data"]) for e in r.json()["entries"] if e["kind"].startswith("callback.")
+    ]
+
+
+async def test_the_line_not_ready_defers_an_hour_unburnt_then_one_dial_answered(
+    chain: Chain, call_log: Replica, keys: Keys
+) -> None:
+    clock, dial = Clock(), Dialled()
+    drive(services(chain), clock, dial)
+    dialler = chain.service.dialler
+    seq = await ask(call_log, keys, "+15550100", call="call_full_1")
+    await dialler.tick()  # no worker heard in 90 s: the line is not ready
+    [(_, deferred)] = [e for e in await agent_log(call_log, keys) if e[0] == "callback.deferred"]
+    assert (deferred["callback"], deferred["reason"]) == (seq, "not_ready")
+    assert dt.datetime.fromisoformat(deferred["until"]) == clock.now + dt.timedelta(hours=1)
+    await seated(chain, 2)
+    await dialler.tick()
+    clock.move(HOUR - 1)
+    await dialler.tick()
+    assert dial.orders == []  # a seat now, but not an hour yet
+    clock.move(1)
+    await asyncio.gather(*(s.dialler.tick() for s in services(chain)))
+    await dialler.tick()
+    [order] = dial.orders  # dialled once, by one replica
+    assert (order.key, order.environment, order.org, order.agent, order.to) == (
+        "followup-1-1",
+        "production",
+        LAB_ORG,
+        LAB_AGENT,
+        "+15550100",
+    )
+    assert order.context["callback"] == seq
+    await dialler.ended(f"call_{order.key}", "completed")
+    await dialler.ended(f"call_{order.key}", "completed")  # heard twice: applied once
+    assert [k for k, _ in await agent_log(call_log, keys)] == [
+        "callback.requested",
+        "callback.deferred",
+        "callback.dialled",
+        "callback.answered",
+    ]
+    [fleet] = (await chain.service.offers()).fleets
+    assert (fleet.followups, fleet.tries, fleet.not_reached) == (0, 1, 0)
+
+
+async def test_a_callee_not_reached_is_tried_again_later_then_given_up(
+    chain: Chain, call_log: Replica, keys: Keys
+) -> None:
+    clock, dial = Clock(), Dialled()
+    drive(services(chain), clock, dial)
+    dialler = chain.service.dialler
+    await seated(chain, 2)
+    await ask(call_log, keys, "+15550101")
+    for attempt in (1, 2, 3):
+        await dialler.tick()
+        assert dial.keys()[-1] == f"followup-1-{attempt}"
+        await dialler.ended(f"call_followup-1-{attempt}", "not_reached", "486 Busy Here")
+        await dialler.tick()
+        assert len(dial.orders) == attempt  # not again before retry_s
+        clock.move(600)
+    await dialler.tick()
+    assert len(dial.orders) == 3  # given up: never dialled again
+    kinds = await agent_log(call_log, keys)
+    assert [k for k, _ in kinds] == [
+        "callback.requested",
+        *["callback.dialled", "callback.not_reached"] * 3,
+        "callback.given_up",
+    ]
+    assert kinds[2][1]["status"] == "486 Busy Here"
+    assert (kinds[-1][1]["reason"], kinds[-1][1]["tries"]) == ("not_reached", 3)
+    [fleet] = (await chain.service.offers()).fleets
+    assert (fleet.followups, fleet.tries, fleet.not_reached) == (0, 3, 3)
+
+
+async def test_a_dial_refused_for_want_of_a_seat_is_not_burnt_and_a_full_fleet_waits(
+    chain: Chain, call_log: Replica, keys: Keys
+) -> None:
+    clock, dial = Clock(), Dialled(refuse=FleetFull("no worker of pinecall has a seat free"))
+    drive(services(chain), clock, dial)
+    dialler = chain.service.dialler
+    await seated(chain, 1)
+    await ask(call_log, keys, "+15550102")
+    await dialler.tick()  # the dial refused: the line was not ready, an hour later, unburnt
+    dial.refuse = None
+    clock.move(HOUR)
+    await dialler.tick()
+    assert dial.keys() == ["followup-1-2"]  # the second try, the first never counted
+    await dialler.ended("call_followup-1-2", "not_reached")
+    clock.move(600)
+    await dialler.tick()
+    await dialler.ended("call_followup-1-3", "not_reached")
+    clock.move(600)
+    await dialler.tick()
+    assert dial.keys() == ["followup-1-2", "followup-1-3", "followup-1-4"]  # three burnt
+    kinds = [k for k, _ in await agent_log(call_log, keys)]
+    assert kinds[:3] == ["callback.requested", "callback.deferred", "callback.dialled"]
+
+
+async def test_two_replicas_never_dial_one_try_twice(
+    chain: Chain, call_log: Replica, keys: Keys
+) -> None:
+    clock, dial = Clock(), Dialled()
+    both = services(chain)
+    drive(both, clock, dial)
+    await seated(chain, 40)
+    for n in range(12):
+        await ask(call_log, keys, f"+1555020{n:02d}")
+    for _ in range(3):
+        await asyncio.gather(*(s.dialler.tick() for s in both for _ in range(2)))
+    tries = dial.keys()
+    assert len(tries) == len(set(tries)) == 12  # every follow-up dialled, each once
+    assert all(key.endswith("-1") for key in tries)  # one try each
+    # the claim itself: rounds of both replicas at once never take one follow-up twice
+    for n in range(12):
+        await ask(call_log, keys, f"+1555030{n:02d}")
+    await both[0].dialler.take()
+    claimed = await asyncio.gather(
+        *(s.store.followups.claim("production", clock(), 3, s.dialler.replica) for s in both * 4)
+    )
+    ids = [f.id for batch in claimed for f in batch]
+    assert len(ids) == len(set(ids)) == 12  # each once, none lost
+    # a replica that claimed and died before its dial: its try is dialled by another, same key
+    dial.orders.clear()
+    clock.move(both[1].dialler.stale_s)
+    await both[1].dialler.tick()
+    assert sorted(dial.keys()) == sorted(f"followup-{n}-1" for n in ids)
+
+
+async def test_a_follow_up_survives_a_restart_of_every_service(
+    standin: StandIn, chain_config: ChainConfig, keys: Keys
+) -> None:
+    clock, dial = Clock(), Dialled()
+    async with (
+        chain_call_log(chain_config) as log,
+        runtime_chain(standin, chain_config, call_log=log) as first,
+    ):
+        drive(services(first), clock, dial)
+        await ask(log, keys, "+15550104")
+        await first.service.dialler.tick()  # no worker: deferred an hour
+    # every service anew on the same Postgres and NATS: call-log, roster, ingest, dispatcher
+    async with (
+        chain_call_log(chain_config) as log,
+        runtime_chain(standin, chain_config, call_log=log, dispatchers=2) as second,
+    ):
+        drive(services(second), clock, dial)
+        await seated(second, 2)
+        await second.service.dialler.tick()
+        assert dial.orders == []  # still deferred
+        clock.move(HOUR)
+        for _ in range(2):
+            await asyncio.gather(*(s.dialler.tick() for s in services(second)))
+        assert dial.keys() == ["followup-1-1"]
+        assert [k for k, _ in await agent_log(log, keys)] == [
+            "callback.requested",
+            "callback.deferred",
+            "callback.dialled",
+        ]
+
+
+async def test_a_try_is_placed_as_an_outbound_call_once_whatever_it_is_asked_again(
+    chain: Chain, call_log: Replica, keys: Keys
+) -> None:
+    """The dialler's own dial (``place_outbound``), on the stand-in: no outbound trunk is the
+    line not ready (an hour, unburnt); a number that is not E.164 is given up; with a trunk the
+    try is an outbound call, and the same try placed again is the same call."""
+    clock = Clock()
+    for s in services(chain):
+        s.dialler.clock = clock
+    dialler = chain.service.dialler
+    await seated(chain, 2)
+    await ask(call_log, keys, "15550105")  # a number the overflow heard without its +
+    await ask(call_log, keys, "+14155550106")
+    await dialler.tick()
+    log = await agent_log(call_log, keys)
+    given_up = [d for k, d in log if k == "callback.given_up"]
+    deferred = [d for k, d in log if k == "callback.deferred"]
+    assert [d["reason"] for d in given_up] == ["not_e164"]
+    assert [d["reason"] for d in deferred] == ["no_outbound_trunk"]
+    trunk = api.SIPOutboundTrunkInfo(
+        name="pinecall-outbound", address="sip.test.invalid", numbers=["+15550000000"]
+    )
+    await chain.livekit.sip.create_outbound_trunk(api.CreateSIPOutboundTrunkRequest(trunk=trunk))
+    clock.move(HOUR)
+    await dialler.tick()
+    [dialled] = [d for k, d in await agent_log(call_log, keys) if k == "callback.dialled"]
+    assert (dialled["number"], dialled["try"]) == ("+14155550106", 2)
+    key = dialled["key"]
+    again = DialOrder(
+        key=key,
+        environment="production",
+        org=LAB_ORG,
+        agent=LAB_AGENT,
+        to="+14155550106",
+        context={
+            "followup": int(key.split("-")[1]),
+            "try": 2,
+            "callback": dialled["callback"],
+            "reason": "the fleet was full",
+        },
+    )
+    assert await services(chain)[1].place_followup(again) == dialled["call"]  # one call
