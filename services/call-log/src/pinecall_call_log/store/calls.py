@@ -4,8 +4,9 @@ Every change to a call's log runs in one transaction that first locks the call's
 COMMITTED: two replicas retrying one batch at once queue on that row, and the second reads the
 head the first committed, so it finds a replay and writes nothing (platform notes, "Postgres, the
 append-only call log"). A batch's common case moves the head and writes its entries in one statement
-(:data:`.head.WRITE_AT_HEAD`); anything else (a replay, a gap, a race lost, a sealed or unknown
-call) goes on in the same transaction, which locks the head ``SELECT … FOR UPDATE`` and follows
+(:data:`.head.WRITE_AT_HEAD`), its own transaction (autocommit: no BEGIN and COMMIT round trips);
+anything else (a replay, a gap, a race lost, a sealed or unknown call), where that statement
+changed nothing, goes on in a transaction that locks the head ``SELECT … FOR UPDATE`` and follows
 :func:`domain.judge`. The keys of ``entries`` back it up.
 """
 
@@ -54,6 +55,10 @@ class CallStore:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self._autocommit = db.autocommit(engine)
+        """The same pool, each statement its own transaction: a batch's common case is one
+        statement (:data:`.head.WRITE_AT_HEAD`), atomic alone, and reads, need no BEGIN and
+        COMMIT (or ROLLBACK) around them (two round trips of three; issue 20's profile)."""
 
     async def open(
         self, o: CallOpen, now: dt.datetime, agent: AgentVersion | None = None
@@ -146,7 +151,7 @@ class CallStore:
             return record_of(await lock_head(conn, call)), True
 
     async def record(self, call: str) -> CallRecord | None:
-        async with db.translate_errors("reading a call"), self.engine.connect() as conn:
+        async with db.translate_errors("reading a call"), self._autocommit.connect() as conn:
             row = (await conn.execute(sa.select(CALLS).where(CALLS.c.call_id == call))).first()
         return None if row is None else record_of(row)
 
@@ -161,13 +166,14 @@ class CallStore:
         """A writer's batch, by :func:`domain.judge`: written whole, answered as a replay, or
         ``Conflict`` (409) naming both counts. ``NotFound`` / ``Conflict`` for an unknown or
         sealed call. ``digests`` are :func:`domain.digest` of ``entries``."""
-        async with db.translate_errors("writing entries"), self.engine.begin() as conn:
-            if entries:
-                # the common case in one statement (head.WRITE_AT_HEAD); committed by this
-                # transaction, so a replica that dies before it commits takes the batch with it
+        if entries:
+            # the common case in one statement (head.WRITE_AT_HEAD), its own transaction: a
+            # replica that dies before Postgres commits it takes the batch with it
+            async with db.translate_errors("writing entries"), self._autocommit.connect() as conn:
                 written = await write_at_head(conn, call, after, entries, digests, now)
-                if written is not None:
-                    return written
+            if written is not None:
+                return written
+        async with db.translate_errors("writing entries"), self.engine.begin() as conn:
             head = await lock_head(conn, call)
             verdict = domain.judge(int(head.written), after, len(entries))
             if isinstance(verdict, domain.Conflict):
@@ -251,7 +257,7 @@ class CallStore:
 
     async def read(self, call: str, after: int = 0, limit: int = 10_000) -> CallLog:
         """Entries of ``call`` with seq above ``after``, in seq order; ``NotFound`` if unknown."""
-        async with db.translate_errors("reading a log"), self.engine.connect() as conn:
+        async with db.translate_errors("reading a log"), self._autocommit.connect() as conn:
             head = (await conn.execute(sa.select(CALLS).where(CALLS.c.call_id == call))).first()
             if head is None:
                 raise NotFound(f"no call {call}")
@@ -277,7 +283,10 @@ class CallStore:
         ``limit``) and the call's state; ``NotFound`` if unknown. Seqs are taken under the
         call's head lock and committed with it, so a command is never seen before one with a
         lower seq: a follower reading on from the last seq it saw misses none."""
-        async with db.translate_errors("reading a call's commands"), self.engine.connect() as conn:
+        async with (
+            db.translate_errors("reading a call's commands"),
+            self._autocommit.connect() as conn,
+        ):
             head = (await conn.execute(sa.select(CALLS).where(CALLS.c.call_id == call))).first()
             if head is None:
                 raise NotFound(f"no call {call}")
