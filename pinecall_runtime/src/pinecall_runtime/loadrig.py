@@ -26,7 +26,6 @@ from pinecall_servicekit.dburl import with_database
 from pinecall_servicekit.operator import OperatorSettings
 from pinecall_servicekit.platform import ensure_platform, free_port
 
-
 READY_WITHIN_S = 180.0
 """How long a replica may take to answer ``/readyz``: its imports alone take 3.6 s of CPU, and
 two of them starting on a shared two-core machine at a load average of 12 took over 60 s."""

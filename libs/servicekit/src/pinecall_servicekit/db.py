@@ -75,11 +75,12 @@ def create_engine(
 def autocommit(engine: AsyncEngine) -> AsyncEngine:
     """``engine``'s pool with each statement its own transaction (psycopg's autocommit).
 
-    For what is one statement, or reads only: at READ COMMITTED each statement of a transaction
-    takes its own snapshot anyway, so the BEGIN psycopg sends before a statement and the ROLLBACK
-    or COMMIT after it are two round trips that buy nothing (a reading ``engine.connect()`` is
-    three round trips, this one; issue 20's profile of call-log). Never for ``FOR UPDATE`` or
-    several writes that stand or fall together: ``begin()`` on it starts no transaction.
+    For reads: at READ COMMITTED each statement of a transaction takes its own snapshot anyway,
+    so the BEGIN psycopg sends before a statement and the ROLLBACK after it are two round trips
+    that buy nothing (a reading ``engine.connect()`` is three round trips, this one; issue 20's
+    profile of call-log). Never for writes: a statement still waiting on a lock when its process
+    dies commits once the lock is let go, where in a transaction it dies with the process
+    (call-log's ``tests/test_kill.py``); nor ``FOR UPDATE``: ``begin()`` on it starts none.
     SQLAlchemy sets autocommit on each connection it lends and resets it when it is returned
     (``isolation_level="AUTOCOMMIT"``, docs "Setting Transaction Isolation Levels including DBAPI
     Autocommit")."""

@@ -4,10 +4,10 @@ Every change to a call's log runs in one transaction that first locks the call's
 COMMITTED: two replicas retrying one batch at once queue on that row, and the second reads the
 head the first committed, so it finds a replay and writes nothing (platform notes, "Postgres, the
 append-only call log"). A batch's common case moves the head and writes its entries in one statement
-(:data:`.head.WRITE_AT_HEAD`), its own transaction (autocommit: no BEGIN and COMMIT round trips);
-anything else (a replay, a gap, a race lost, a sealed or unknown call), where that statement
-changed nothing, goes on in a transaction that locks the head ``SELECT … FOR UPDATE`` and follows
-:func:`domain.judge`. The keys of ``entries`` back it up.
+(:data:`.head.WRITE_AT_HEAD`); anything else (a replay, a gap, a race lost, a sealed or unknown
+call) goes on in the same transaction, which locks the head ``SELECT … FOR UPDATE`` and follows
+:func:`domain.judge`. The keys of ``entries`` back it up. Reads run in autocommit
+(:func:`~pinecall_servicekit.db.autocommit`): one round trip, not three.
 """
 
 from __future__ import annotations
@@ -56,9 +56,8 @@ class CallStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
         self._autocommit = db.autocommit(engine)
-        """The same pool, each statement its own transaction: a batch's common case is one
-        statement (:data:`.head.WRITE_AT_HEAD`), atomic alone, and reads, need no BEGIN and
-        COMMIT (or ROLLBACK) around them (two round trips of three; issue 20's profile)."""
+        """The same pool, each statement its own transaction, for reads: no BEGIN and ROLLBACK
+        around them (two round trips of three; issue 20's profile)."""
 
     async def open(
         self, o: CallOpen, now: dt.datetime, agent: AgentVersion | None = None
@@ -166,14 +165,15 @@ class CallStore:
         """A writer's batch, by :func:`domain.judge`: written whole, answered as a replay, or
         ``Conflict`` (409) naming both counts. ``NotFound`` / ``Conflict`` for an unknown or
         sealed call. ``digests`` are :func:`domain.digest` of ``entries``."""
-        if entries:
-            # the common case in one statement (head.WRITE_AT_HEAD), its own transaction: a
-            # replica that dies before Postgres commits it takes the batch with it
-            async with db.translate_errors("writing entries"), self._autocommit.connect() as conn:
-                written = await write_at_head(conn, call, after, entries, digests, now)
-            if written is not None:
-                return written
         async with db.translate_errors("writing entries"), self.engine.begin() as conn:
+            if entries:
+                # the common case in one statement (head.WRITE_AT_HEAD); committed by this
+                # transaction, so a replica that dies before it commits takes the batch with it.
+                # Never in autocommit: a statement waiting on the head's lock when its replica
+                # dies would still write once the lock is let go (tests/test_kill.py)
+                written = await write_at_head(conn, call, after, entries, digests, now)
+                if written is not None:
+                    return written
             head = await lock_head(conn, call)
             verdict = domain.judge(int(head.written), after, len(entries))
             if isinstance(verdict, domain.Conflict):
