@@ -26,6 +26,10 @@ from pinecall_servicekit.dburl import with_database
 from pinecall_servicekit.operator import OperatorSettings
 from pinecall_servicekit.platform import ensure_platform, free_port
 
+READY_WITHIN_S = 180.0
+"""How long a replica may take to answer ``/readyz``: its imports alone take 3.6 s of CPU, and
+two of them starting on a shared two-core machine at a load average of 12 took over 60 s."""
+
 
 @dataclass(frozen=True, slots=True)
 class Rig:
@@ -74,7 +78,7 @@ def replicas(settings: OperatorSettings, count: int, env: dict[str, str]) -> Ite
                 )
                 urls.append(f"http://127.0.0.1:{port}")
             for u, p in zip(urls, procs, strict=True):
-                wait_ready(u, p)
+                wait_ready(u, p, READY_WITHIN_S)
             yield Rig(urls=urls, key=key, procs=procs, database_url=url, database=name)
         finally:
             for p in procs:

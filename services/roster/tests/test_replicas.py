@@ -6,11 +6,16 @@ revocation heard), never a sleep; the timeouts only bound a failure.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
+import pytest
+import sqlalchemy as sa
+
 from pinecall_contracts.ids import WorkerKey
 from pinecall_roster.service import RosterService
+from pinecall_servicekit.errors import Unauthorized
 from pinecall_testkit.roster import Keys, Replica, bearer, heartbeat
 
 Start = Callable[[], AbstractAsyncContextManager[Replica]]
@@ -147,3 +152,40 @@ async def test_the_newest_registration_replaces_a_dead_one_on_every_replica(
         )
         for r in (a, b):
             assert list(await fleet_rows(r, keys)) == ["pinecall/worker-a.200"]
+
+
+async def test_requests_missing_a_key_share_one_read_of_it_and_a_revoked_key_is_not_kept(
+    replica: Start, keys: Keys
+) -> None:
+    async with replica() as a:
+        ring = service(a).keyring
+        engine = service(a).store.engine.sync_engine
+        read: list[str] = []
+
+        def executed(conn: object, cursor: object, statement: str, *rest: object) -> None:
+            if "roster.keys" in statement:
+                read.append(statement)
+
+        sa.event.listen(engine, "before_cursor_execute", executed)
+        try:
+            ring.forget(keys.production_id)  # its 5 s ran out
+            found = await asyncio.gather(
+                *[ring.verify(keys.production, kinds=("fleet",)) for _ in range(20)]
+            )
+            assert {k.id for k in found} == {keys.production_id}
+            assert len(read) == 1, "each request missing the key read it"
+            assert ring.remembers(keys.production_id)
+            # a secret that is not the key's is refused, whatever was remembered of the key
+            wrong = keys.production[:-4] + ("AAAA" if keys.production[-4:] != "AAAA" else "BBBB")
+            with pytest.raises(Unauthorized):
+                await ring.verify(wrong, kinds=("fleet",))
+            r = await a.post(
+                f"/v1/ops/keys/{keys.production_id}/revoke", headers=bearer(keys.operator)
+            )
+            assert r.status_code == 200
+            assert not ring.remembers(keys.production_id)
+            with pytest.raises(Unauthorized):
+                await ring.verify(keys.production, kinds=("fleet",))
+            assert not ring.remembers(keys.production_id), "a revoked key was remembered"
+        finally:
+            sa.event.remove(engine, "before_cursor_execute", executed)

@@ -72,6 +72,21 @@ def create_engine(
     )
 
 
+def autocommit(engine: AsyncEngine) -> AsyncEngine:
+    """``engine``'s pool with each statement its own transaction (psycopg's autocommit).
+
+    For reads: at READ COMMITTED each statement of a transaction takes its own snapshot anyway,
+    so the BEGIN psycopg sends before a statement and the ROLLBACK after it are two round trips
+    that buy nothing (a reading ``engine.connect()`` is three round trips, this one; issue 20's
+    profile of call-log). Never for writes: a statement still waiting on a lock when its process
+    dies commits once the lock is let go, where in a transaction it dies with the process
+    (call-log's ``tests/test_kill.py``); nor ``FOR UPDATE``: ``begin()`` on it starts none.
+    SQLAlchemy sets autocommit on each connection it lends and resets it when it is returned
+    (``isolation_level="AUTOCOMMIT"``, docs "Setting Transaction Isolation Levels including DBAPI
+    Autocommit")."""
+    return engine.execution_options(isolation_level="AUTOCOMMIT")
+
+
 async def answers(engine: AsyncEngine, timeout_s: float = 2.0) -> bool:
     """Whether Postgres answers a query on ``engine`` within ``timeout_s`` seconds (readiness)."""
     try:

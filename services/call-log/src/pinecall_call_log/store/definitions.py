@@ -45,6 +45,8 @@ class DefinitionStore:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self._reads = db.autocommit(engine)
+        """An agent read at each call's open: one statement, no BEGIN and ROLLBACK around it."""
 
     async def put(
         self,
@@ -86,7 +88,7 @@ class DefinitionStore:
         self, org: str, environment: str, name: str, version: int | None = None
     ) -> AgentVersion | None:
         """The agent's ``version`` (None: the latest); None when there is no such version."""
-        async with db.translate_errors("reading an agent"), self.engine.connect() as conn:
+        async with db.translate_errors("reading an agent"), self._reads.connect() as conn:
             if version is None:
                 row = await _latest(conn, org, environment, name)
             else:
