@@ -48,7 +48,9 @@ def _at(value: str | None, option: str) -> float | None:
 @click.option("--core-workers", type=click.IntRange(min=0), default=2, show_default=True)
 @click.option("--node-delay", type=SECONDS, default=190.0, show_default=True, help="Median seconds from a pending pod to its new node (log-normal).")  # fmt: skip
 @click.option("--down-window", type=SECONDS, default=600.0, show_default=True, help="The HPA's scale-down stabilization window, seconds.")  # fmt: skip
-@click.option("--node-lost", metavar=CLOCK, help="Lose the busiest scaled worker's node then.")
+@click.option(
+    "--node-lost", metavar=CLOCK, help="Lose a scaled worker's node (drawn at random) then."
+)
 @click.option("--release", metavar=CLOCK, help="Roll every worker Deployment then.")
 @click.option("--burst", metavar=CLOCK, help="A burst of callers from then.")
 @click.option("--burst-rate", type=COUNT, default=100.0, show_default=True, help="The burst's extra callers a minute.")  # fmt: skip

@@ -199,6 +199,7 @@ class Cluster:
 
     def _keda(self) -> Proc:
         while True:
+            yield self.env.timeout(self.p.keda_poll_s)  # first once the roster heard the core
             self.wanted, _, _ = roster.wanted_workers(
                 self.roster.standings(self.env.now),
                 prefix=SCALED,
@@ -207,7 +208,6 @@ class Cluster:
                 target=roster.WANTED_TARGET,  # read now: a test may swap it
             )
             self._hpa(self.wanted)
-            yield self.env.timeout(self.p.keda_poll_s)
 
     def _hpa(self, wanted: int) -> None:
         now, current = self.env.now, self.replicas
@@ -280,10 +280,11 @@ class Cluster:
         self.reconcile()
 
     def node_lost(self) -> None:
-        """The busiest scaled worker's node is lost (the worst node to lose)."""
+        """A scaled worker's node is lost: one drawn at random among those LiveKit holds (the
+        busiest would bias LiveKit choosing: at its 0.7 line LiveKit never draws it again)."""
         up = [w for w in self.workers if w.scaled and w.registered and not w.gone]
         if up:
-            self.vanish(max(up, key=lambda w: w.active))
+            self.vanish(up[int(self.rng.integers(len(up)))])
 
     def release(self) -> None:
         """A new release: every Deployment rolled, ``maxSurge: 1, maxUnavailable: 0``."""

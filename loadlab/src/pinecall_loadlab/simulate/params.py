@@ -18,7 +18,7 @@ from pinecall_contracts.agents import MAX_CALL_SECONDS
 class Fault(msgspec.Struct, frozen=True, kw_only=True):
     """A fault at ``at_s`` seconds into the day.
 
-    ``kind``: ``node_lost`` (the busiest scaled worker's machine vanishes: its calls are lost,
+    ``kind``: ``node_lost`` (a scaled worker's machine, drawn at random, vanishes: its calls are lost,
     LiveKit keeps it as a ghost), ``kill`` (worker ``worker``'s process dies: its calls are lost,
     LiveKit forgets it at once), ``vanish`` (worker ``worker``'s machine vanishes), ``release``
     (every worker Deployment rolled), ``burst`` (``calls_per_min`` more callers a minute for
