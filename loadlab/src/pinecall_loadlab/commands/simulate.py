@@ -44,6 +44,7 @@ def _at(value: str | None, option: str) -> float | None:
     "--mode", type=click.Choice(["both", "runtime", "livekit"]), default="both", show_default=True
 )
 @click.option("--most", type=click.IntRange(min=0), default=35, show_default=True, help="Scaled workers' ceiling (chart workers.scaled.production.most).")  # fmt: skip
+@click.option("--least", type=click.IntRange(min=0), default=0, show_default=True, help="Scaled workers kept at the least (KEDA's minReplicaCount).")  # fmt: skip
 @click.option("--core-seats", type=click.IntRange(min=1), default=2, show_default=True, help="Seats of each core worker.")  # fmt: skip
 @click.option("--core-workers", type=click.IntRange(min=0), default=2, show_default=True)
 @click.option("--node-delay", type=SECONDS, default=190.0, show_default=True, help="Median seconds from a pending pod to its new node (log-normal).")  # fmt: skip
@@ -64,6 +65,7 @@ def simulate(
     seed: int,
     mode: str,
     most: int,
+    least: int,
     core_seats: int,
     core_workers: int,
     node_delay: float,
@@ -96,6 +98,7 @@ def simulate(
         raise click.BadParameter(f"{plot.resolve().parent} is not a folder", param_hint="'--plot'")
     params = Params(
         most=most,
+        least=least,
         core_seats=core_seats,
         core_workers=core_workers,
         node_median_s=node_delay,

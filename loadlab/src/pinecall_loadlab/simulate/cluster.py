@@ -212,7 +212,7 @@ class Cluster:
     def _hpa(self, wanted: int) -> None:
         now, current = self.env.now, self.replicas
         within = current > 0 and abs(wanted / current - 1) <= self.p.hpa_tolerance
-        rec = current if within else wanted
+        rec = max(self.p.least, current if within else wanted)
         self._recs.append((now, rec))
         while self._recs[0][0] < now - self.p.down_window_s:
             self._recs.popleft()

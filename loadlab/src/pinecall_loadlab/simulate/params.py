@@ -55,6 +55,9 @@ class Params(msgspec.Struct, frozen=True, kw_only=True):
     """A scaled worker's seats: chart ``workers.scaled.production.seats`` (32, vCPU × 4)."""
     most: int = 35
     """The scaled workers' ceiling: chart ``workers.scaled.production.most`` (35)."""
+    least: int = 0
+    """The scaled workers kept however few calls there are (KEDA's ``minReplicaCount``; the
+    chart's 0: the pool empties at night)."""
     heartbeat_s: float = 5.0
     """A worker's heartbeat period (DESIGN.md, "heartbeat")."""
     job_start_s: float = 2.0

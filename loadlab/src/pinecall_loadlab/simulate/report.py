@@ -91,7 +91,7 @@ class Minute(msgspec.Struct, kw_only=True, array_like=False):
     free: int
     wanted: int
     scaled_running: int
-    """Scaled workers LiveKit holds."""
+    """Scaled workers LiveKit holds (draining ones included: a release drains many at once)."""
     scaled_pods: int
     """Scaled pods that exist (waiting for a node, starting, running, draining)."""
     nodes: int
