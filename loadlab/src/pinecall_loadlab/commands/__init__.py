@@ -1,7 +1,7 @@
 """The ``lab`` commands of ``pinecall-runtime`` (mounted from this distribution's entry point):
 ``livekit``, ``vendors`` and ``whatsapp`` (the stand-ins on their own), ``callers``, ``chats``, ``app`` (a tenant's app
-with a ledger, :mod:`pinecall_loadlab.apps.command`), and ``run`` (an experiment), a module
-each.
+with a ledger, :mod:`pinecall_loadlab.apps.command`), ``run`` (an experiment) and ``simulate``
+(a day on a virtual clock), a module each.
 
 Heavy imports happen inside each command, so listing the CLI does not load the lab.
 """
@@ -15,6 +15,7 @@ from pinecall_loadlab.callers_command import callers
 from pinecall_loadlab.chats_command import chats
 from pinecall_loadlab.commands.livekit import livekit
 from pinecall_loadlab.commands.run import run
+from pinecall_loadlab.commands.simulate import simulate
 from pinecall_loadlab.commands.vendors import vendors, vendors_config
 from pinecall_loadlab.commands.whatsapp import whatsapp
 
@@ -24,7 +25,7 @@ def lab() -> None:
     """The load lab: stand-ins and experiments (never part of production)."""
 
 
-for command in (livekit, vendors, whatsapp, callers, chats, app, run):
+for command in (livekit, vendors, whatsapp, callers, chats, app, run, simulate):
     lab.add_command(command)
 
 __all__ = ["lab", "vendors_config"]
