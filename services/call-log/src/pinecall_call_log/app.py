@@ -7,7 +7,7 @@ from functools import partial
 from litestar import Litestar
 from litestar.datastructures import State
 
-from pinecall_call_log import api, definitions, numbers
+from pinecall_call_log import api, definitions, numbers, recordings
 from pinecall_call_log.metrics import registry_for
 from pinecall_call_log.ops import start_ops
 from pinecall_call_log.service import CallLogService
@@ -41,7 +41,13 @@ def create_app(settings: CallLogSettings | None = None) -> Litestar:
     return service_app(
         service="call-log",
         version=VERSION,
-        route_handlers=[*api.ROUTES, *definitions.ROUTES, *numbers.ROUTES, *route.ROUTES],
+        route_handlers=[
+            *api.ROUTES,
+            *definitions.ROUTES,
+            *numbers.ROUTES,
+            *recordings.ROUTES,
+            *route.ROUTES,
+        ],
         lifespan=[service_lifespan("call-log", settings, start, engine=engine)],
         registry=registry_for(lambda: held.now),
         readiness=readiness,
