@@ -90,6 +90,10 @@ class AgentDefinition(Contract, frozen=True, kw_only=True, tag="agents.definitio
     max_call_seconds: int = MAX_CALL_SECONDS
     """The longest a call of this agent runs, in seconds: 1 to :data:`MAX_CALL_SECONDS` (422
     outside it); the same name as the reaper's ceiling."""
+    record: bool = False
+    """Whether its calls are recorded (issue 19): both sides, in the environment's bucket
+    (``PINECALL_RECORDINGS_*``); off unless the org says so, since a recording needs the
+    caller's consent, which is the org's to get."""
 
 
 class AgentVersion(Contract, frozen=True, kw_only=True, tag="agents.version.v1"):

@@ -40,6 +40,15 @@ call.sentence     worker    ``{text, job}``: the overflow's sentence, said by th
 call.dialled      worker    ``{to, answered, sip_status_code, sip_status, trunk,
                             participant}`` (``outbound.Dialled``): an outbound call's
                             phone leg, answered or not, with LiveKit SIP's status
+call.recording_  worker    ``{key, upload_id, channels}``: the call's recording began as
+started                     this S3 multipart upload (``pinecall_contracts.recordings``);
+                            whoever finishes a dead job's call completes it from here
+call.recording    worker    ``{url, seconds, bytes, sha256, channels, job, complete}``: a
+                            recording in the bucket (``url`` ``s3://bucket/key``);
+                            ``complete`` false when only the parts a dead job uploaded
+                            were kept (``seconds`` says how much)
+call.recording_   worker    ``{reason, key?, kept_s}``: a recording that could not be
+failed                      completed (never silently missing; ``doctor`` counts them)
 call.ended        service   ``{outcome, reason?}``: ``POST /v1/calls/{call}/end`` or the seal
 call.sealed       service   ``{}``: nothing more is written
 ================  ========  ==========================================================
@@ -64,11 +73,24 @@ CALL_COMMAND: Final = "call.command"
 CALL_ERROR: Final = "call.error"
 CALL_SENTENCE: Final = "call.sentence"
 CALL_DIALLED: Final = "call.dialled"
+CALL_RECORDING_STARTED: Final = "call.recording_started"
+CALL_RECORDING: Final = "call.recording"
+CALL_RECORDING_FAILED: Final = "call.recording_failed"
 CALL_ENDED: Final = "call.ended"
 CALL_SEALED: Final = "call.sealed"
 
 WRITTEN_BY_THE_WORKER: Final = frozenset(
-    {TURN_USER, TURN_AGENT, TURN_TOOL, CALL_ERROR, CALL_SENTENCE, CALL_DIALLED}
+    {
+        TURN_USER,
+        TURN_AGENT,
+        TURN_TOOL,
+        CALL_ERROR,
+        CALL_SENTENCE,
+        CALL_DIALLED,
+        CALL_RECORDING_STARTED,
+        CALL_RECORDING,
+        CALL_RECORDING_FAILED,
+    }
 )
 """The kinds a call's writer sends."""
 WRITTEN_BY_THE_SERVICE: Final = frozenset(

@@ -82,6 +82,15 @@ PINECALL_VARIABLES: frozenset[str] = frozenset(
         "PINECALL_ROSTER_URL",
         "PINECALL_CALL_LOG_URL",
         "PINECALL_HEALTH_PORT",
+        # the recordings' bucket (issue 19): the worker and the overflow write it, call-log
+        # signs its URLs
+        "PINECALL_RECORDINGS_BUCKET",
+        "PINECALL_RECORDINGS_PREFIX",
+        "PINECALL_RECORDINGS_ENDPOINT",
+        "PINECALL_RECORDINGS_REGION",
+        "PINECALL_RECORDINGS_ACCESS_KEY_ID",
+        "PINECALL_RECORDINGS_SECRET_ACCESS_KEY",
+        "PINECALL_RECORDINGS_URL_TTL_S",
         # the dispatcher and the reaper: their own key for what they read and post of the
         # roster and call-log (never the operator's)
         "PINECALL_SERVICE_KEY",

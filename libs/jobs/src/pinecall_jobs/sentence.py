@@ -34,6 +34,7 @@ from typing import Any
 from livekit.agents import Agent, AgentSession, JobContext, tts
 from livekit.plugins import cartesia
 
+from pinecall_clients.bucket import BucketAccess
 from pinecall_clients.calllog import SEAL_WITHIN_S, CallLogClient, CallLogWriter
 from pinecall_clients.errors import CallLogRefused, CallLogUnavailable, CallUnknown
 from pinecall_clients.livekit import LiveKit, LiveKitAccess
@@ -41,6 +42,7 @@ from pinecall_contracts import entries
 from pinecall_contracts.calls import CallOpen, EndCause, Outcome
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_jobs.errors import CallTaken
+from pinecall_jobs.recording import keep_uploaded, unfinished
 from pinecall_jobs.room import Caller, JobRoom
 
 _log = logging.getLogger(__name__)
@@ -68,6 +70,9 @@ class Sentence:
     """Makes the job's text to speech (one per job; closed with it): :func:`cartesia_voice`."""
     lab_rooms: bool = False
     """Under the LiveKit stand-in: join over the lab transport instead of ``ctx.connect()``."""
+    recordings: BucketAccess | None = None
+    """The environment's recordings' bucket: a dead job's recording left unfinished on the log
+    (``call.recording_started``) is completed from the parts it uploaded (issue 19)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,6 +134,8 @@ async def say_sentence(
         try:
             if writer is not None:
                 writer.add(SAID, {"text": sentence.says, "job": offer.job})
+                if sentence.recordings is not None and not opened:
+                    await _keep_recordings(log, writer, sentence.recordings)
                 await _drain_once_more(writer)
                 if then is not None:
                     await then(callers)
@@ -148,6 +155,13 @@ async def say_sentence(
         )
     finally:
         ctx.shutdown(f"the {offer.job} job ended")
+
+
+async def _keep_recordings(log: CallLogClient, writer: CallLogWriter, access: BucketAccess) -> None:
+    """Complete each recording the call's log says began and nothing says ended (a dead job's),
+    and write how much of it was kept (:func:`pinecall_jobs.recording.keep_uploaded`)."""
+    for started in unfinished((await log.entries(writer.call)).entries):
+        writer.add(*await keep_uploaded(access, started))
 
 
 async def _delete_room(access: LiveKitAccess, room: str) -> None:

@@ -28,6 +28,8 @@ PUT/GET /v1/whatsapp/numbers…              app, op., service WhatsApp numbers 
 POST /v1/calls/{call}/log-token            app, operator     LogToken
 GET  /v1/calls/{call}/stream?log_token=    the log token     Server-Sent Events (Last-Event-ID,
                                                              ?last_event_id=; 204 sealed)
+GET  /v1/calls/{call}/recording?org=       app, operator     RecordingLinks: signed URLs that
+                                                             expire (:mod:`.recordings`)
 WS   /v1/apps/socket                       app               the app socket (:mod:`.sockets`)
 =========================================  ================  ==================================
 

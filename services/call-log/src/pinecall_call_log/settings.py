@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from pinecall_servicekit.settings import Port, Settings
+from pinecall_servicekit.recordings import RecordingsSettings
+from pinecall_servicekit.settings import Port
 
 
-class CallLogSettings(Settings, frozen=True, kw_only=True):
-    """Where the call log listens and the numbers it keeps."""
+class CallLogSettings(RecordingsSettings, frozen=True, kw_only=True):
+    """Where the call log listens, the numbers it keeps, and the recordings' bucket whose URLs
+    it signs (:class:`RecordingsSettings`)."""
 
     host: str = "127.0.0.1"
     port: Port = 8102

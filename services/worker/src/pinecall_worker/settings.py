@@ -9,13 +9,15 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 from pinecall_contracts.ids import WorkerName, WorkerNameError, build_worker_name
+from pinecall_servicekit.recordings import RecordingsSettings
 from pinecall_servicekit.retries import say_retries
-from pinecall_servicekit.settings import HttpUrl, Settings, SettingsError
+from pinecall_servicekit.settings import HttpUrl, SettingsError
 from pinecall_servicekit.telemetry import configure_tracing
 
 
-class WorkerSettings(Settings, frozen=True, kw_only=True):
-    """What ``worker start`` needs (seed 000, "Scaling": a worker is a fleet key and LiveKit)."""
+class WorkerSettings(RecordingsSettings, frozen=True, kw_only=True):
+    """What ``worker start`` needs (seed 000, "Scaling": a worker is a fleet key and LiveKit),
+    and where its calls' recordings go (:class:`RecordingsSettings`)."""
 
     ENV_NAMES: ClassVar = {
         "livekit_url": "LIVEKIT_URL",

@@ -40,6 +40,8 @@ class CallAgent:
     """Seconds from the call's open to its last sentence."""
     version: int | None = None
     """The agent's version (None: the worker's defaults)."""
+    record: bool = False
+    """Whether the call is recorded (the agent's ``record``; the worker's defaults do not)."""
 
 
 def call_agent(settings: WorkerSettings, record: CallRecord | None) -> CallAgent:
@@ -72,4 +74,5 @@ def call_agent(settings: WorkerSettings, record: CallRecord | None) -> CallAgent
         tools=tuple(agent.tools),
         max_call_seconds=min(float(agent.max_call_seconds), settings.max_call_seconds),
         version=kept.version,
+        record=agent.record,
     )

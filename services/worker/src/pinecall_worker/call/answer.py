@@ -61,7 +61,9 @@ from opentelemetry import context as otel_context
 from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts import entries
 from pinecall_contracts.dispatch import JobOffer
+from pinecall_jobs.recording import CallRecording
 from pinecall_jobs.tools import app_tools
+from pinecall_worker.call import recording as recordings
 from pinecall_worker.call.agent import call_agent
 from pinecall_worker.call.dial import dial_callee
 from pinecall_worker.call.record import Recorder
@@ -131,7 +133,8 @@ def follow(session: Any, recorder: Recorder) -> None:
 async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> None:
     """Answer the caller of ``offer``'s call in the job's room, on the agent the call opened
     with; returns once the session runs (the job ends when the call does: its shutdown writes
-    the end)."""
+    the end). A call whose agent records is recorded from the session's start
+    (:mod:`.recording`)."""
     client = CallLogClient(settings.call_log_url, settings.fleet_key or "")
     recorder = Recorder(
         client,
@@ -143,6 +146,7 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
     # what the shutdown closes, last first: the steering, the caller's watch, the session, its
     # model client
     held = contextlib.AsyncExitStack()
+    recording: CallRecording | None = None  # the call's, once its session runs and it records
 
     job_context = otel_context.get_current()  # the job's span, in its call's trace
 
@@ -151,6 +155,7 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
         token = otel_context.attach(job_context)
         try:
             await held.aclose()
+            await recordings.finish(recording, recorder)  # on the log before the end and seal
             if reason == "job crashed":
                 await recorder.finish("failed", reason)
             else:
@@ -221,6 +226,11 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
         wire_session(session, room)
         watching = asyncio.create_task(_watch_caller(room, recorder, ended))
         held.push_async_callback(_cancelled, watching)
+    elif runs.record:  # the session's room audio, made here so the recorder wraps it first
+        held.push_async_callback(await recordings.room_audio(ctx, session))
+    if runs.record:  # before the session starts: the caller's first words are recorded too
+        recording = await recordings.record(settings, offer, session, recorder)
+    if settings.lab_rooms or runs.record:
         await session.start(agent)
     else:
         await session.start(agent, room=ctx.room)

@@ -11,6 +11,7 @@ import logging
 
 from livekit.agents import JobContext
 
+from pinecall_clients.bucket import BucketAccess
 from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.errors import CallLogError
 from pinecall_clients.livekit import LiveKitAccess
@@ -34,6 +35,7 @@ async def sentence_job(ctx: JobContext, settings: WorkerSettings, offer: JobOffe
         ),
         voice=cartesia_voice(settings.cartesia_url, settings.cartesia_api_key),
         lab_rooms=settings.lab_rooms,
+        recordings=BucketAccess.of(settings),
     )
     async with CallLogClient(settings.call_log_url, settings.fleet_key or "") as log:
         try:

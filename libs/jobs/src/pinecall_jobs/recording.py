@@ -1,0 +1,321 @@
+"""A call's recording, made in the job's own process and uploaded to the bucket as it goes
+(issue 19; seed 000, "Where a call is recorded": the session records, no egress).
+
+**The file.** livekit-agents' own recorder (``livekit.agents.voice.recorder_io.RecorderIO``,
+what ``AgentSession.start(record=True)`` uses for LiveKit Cloud) wraps the session's audio input
+and output and encodes both on one timeline in a thread of the job's process: an OGG/Opus file
+(PyAV's libopus), 48 kHz, two channels, **the caller left, the agent right**. A player mixes the
+two into the call as it was heard; anyone reading one side (a transcript, a dispute) takes its
+channel alone. The recorder writes every 2.5 s (``WRITE_INTERVAL``) to a local file in a
+temporary folder; it is deleted once the recording is completed or given up.
+
+**The upload, and what a crash loses.** S3 takes a multipart upload whose parts are at least
+5 MiB except the last, at most 10 000 of them, and a part uploaded again under its number
+replaces it (``pinecall_clients.bucket``). At the recorder's ~48–96 kb/s, 5 MiB is 7–15 minutes
+of a call, so uploading only whole parts would lose everything of a call under that length to a
+crash. So the open part (everything after the last 5 MiB boundary) is uploaded again under its
+number as it grows: every :data:`EVERY_S` seconds while it is young, then once its age has grown
+by a :data:`SHARE`'th, which keeps the bytes sent under ``SHARE`` times the recording's own rate
+while a part is open (each send of a part of age *a* costs *a* of audio, sent every *a*/``SHARE``
+seconds). Once the open part passes 5 MiB it is frozen and the next one opens. A job that dies
+loses at most ``max(EVERY_S, age_of_open_part / SHARE)`` seconds of the end of its call, plus
+the recorder's 2.5 s not yet written (at most ~4 minutes, on a part 15 minutes old; ``EVERY_S``
++ 2.5 s on a call under its first 5 MiB); the parts it uploaded stay in the upload, which its
+``call.recording_started`` entry names, and :func:`keep_uploaded` completes them.
+
+**The end.** :meth:`CallRecording.finish` closes the recorder, uploads the last part, completes
+the upload and answers ``call.recording`` (bytes and sha256 of the file, which is the object,
+seconds read back from its OGG stream); a part or the completion refused (after stamina's
+retries, :data:`FINISH_WITHIN_S` in all) aborts the upload and answers ``call.recording_failed``
+with the reason. Never silently missing: no bucket configured, or an upload that could not
+start, is a ``call.recording_failed`` too. A recording that fails never touches the call: the
+recorder only reads the audio the session hears and plays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import io
+import logging
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import av
+import msgspec
+from livekit.agents import AgentSession
+from livekit.agents.voice import io as voice_io
+from livekit.agents.voice.recorder_io import RecorderIO
+
+from pinecall_clients.bucket import MIN_PART_BYTES, Bucket, BucketAccess, BucketError, Part
+from pinecall_contracts import entries
+from pinecall_contracts.recordings import (
+    Recording,
+    RecordingFailed,
+    RecordingJob,
+    RecordingStarted,
+)
+
+_log = logging.getLogger(__name__)
+
+EVERY_S = 5.0
+"""Seconds between uploads of the open part while it is young (a crash loses about this)."""
+SHARE = 4.0
+"""The open part is sent again once its age grew by 1/SHARE: bytes sent ≤ SHARE × the rate."""
+FINISH_WITHIN_S = 30.0
+"""Seconds the last part and the completion get, retries included (inside the seal's 60 s)."""
+
+
+def seconds_of(data: bytes) -> float:
+    """The length in seconds of an OGG/Opus recording's bytes: its last packet's end, read from
+    the stream's timestamps (no decoding). A file cut short (a dead job's parts) reads to its
+    last whole page. ``av.error.FFmpegError`` when it is no OGG at all."""
+    end = 0.0
+    with av.open(io.BytesIO(data), mode="r", format="ogg") as container:
+        stream = container.streams.audio[0]
+        base = stream.time_base
+        assert base is not None
+        for packet in container.demux(stream):
+            if packet.pts is not None:
+                end = max(end, float((packet.pts + (packet.duration or 0)) * base))
+    return end
+
+
+def recording_of(
+    access: BucketAccess, key: str, data: bytes, *, job: RecordingJob, complete: bool
+) -> Recording:
+    """``call.recording`` of the object ``key`` whose bytes are ``data``."""
+    return Recording(
+        url=access.url(key),
+        seconds=round(seconds_of(data), 3),
+        bytes=len(data),
+        sha256=hashlib.sha256(data).hexdigest(),
+        job=job,
+        complete=complete,
+    )
+
+
+class _Silence(voice_io.AudioInput):
+    """An input that never yields: the caller's channel of a job that has no ears (the sentence
+    job), silent in its recording."""
+
+    def __init__(self) -> None:
+        super().__init__(label="Silence")
+        self._never = asyncio.Event()
+
+    async def __anext__(self) -> Any:
+        await self._never.wait()
+        raise StopAsyncIteration
+
+
+class CallRecording:
+    """One job's recording of its call: :meth:`begin` once the session started, :meth:`finish`
+    once it closed. ``access`` None: no bucket, and :meth:`finish` says so."""
+
+    def __init__(
+        self,
+        access: BucketAccess | None,
+        *,
+        environment: str,
+        org: str,
+        call: str,
+        job: RecordingJob,
+        every_s: float = EVERY_S,
+    ) -> None:
+        self.access, self.job, self.every_s = access, job, every_s
+        self.key = access.key(environment, org, call, job) if access is not None else None
+        self.call = call
+        self.started: RecordingStarted | None = None
+        self._failed: str | None = None if access is not None else "no bucket is configured"
+        self._bucket: Bucket | None = None
+        self._recorder: RecorderIO | None = None
+        self._folder: Path | None = None
+        self._frozen: list[Part] = []
+        self._open_from = 0  # the file offset the open part starts at
+        self._open_since = 0.0
+        self._sent_at = 0.0
+        self._sent_bytes = -1
+        self._pump: asyncio.Task[None] | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def path(self) -> Path | None:
+        return self._folder / f"{self.job}.ogg" if self._folder is not None else None
+
+    async def begin(self, session: AgentSession[Any]) -> RecordingStarted | None:
+        """Start the upload and the recorder on ``session``'s audio (started already: its
+        input and output are wrapped). The ``call.recording_started`` to write, or None when
+        it cannot record (said by :meth:`finish`)."""
+        if self.access is None or self.key is None:
+            return None
+        if session.output.audio is None:
+            self._failed = "the session has no audio output to record"
+            return None
+        self._bucket = Bucket(self.access)
+        try:
+            await self._bucket.__aenter__()
+            upload_id = await self._bucket.start_upload(self.key)
+        except BucketError as exc:
+            self._failed = f"the upload could not start: {exc}"
+            await self._close_bucket()
+            return None
+        self.started = RecordingStarted(key=self.key, upload_id=upload_id, job=self.job)
+        self._folder = Path(tempfile.mkdtemp(prefix="pinecall-recording-"))
+        recorder = RecorderIO(agent_session=session)
+        session.input.audio = recorder.record_input(session.input.audio or _Silence())
+        session.output.audio = recorder.record_output(session.output.audio)
+        assert self.path is not None
+        await recorder.start(output_path=self.path)
+        self._recorder = recorder
+        self._open_since = self._sent_at = time.monotonic()
+        self._pump = asyncio.create_task(self._pumping())
+        return self.started
+
+    async def _pumping(self) -> None:
+        while True:
+            await asyncio.sleep(self.every_s)
+            age = time.monotonic() - self._open_since
+            if time.monotonic() - self._sent_at < max(self.every_s, age / SHARE):
+                continue
+            try:
+                await self._send(last=False)
+            except BucketError as exc:  # the next round sends it again; the end says if not
+                _log.warning(
+                    "call %s: a part of its recording was not uploaded: %s", self.call, exc
+                )
+
+    async def _send(self, *, last: bool) -> None:
+        """Upload the open part again (all of it, from its start); freeze it at 5 MiB."""
+        assert self._bucket is not None
+        assert self.started is not None
+        assert self.path is not None
+        async with self._lock:
+            size = self.path.stat().st_size if self.path.exists() else 0
+            if size == self._sent_bytes and not last:
+                return
+            with self.path.open("rb") as file:
+                file.seek(self._open_from)
+                data = file.read(size - self._open_from)
+            if not data and (self._frozen or not last):
+                return
+            number = len(self._frozen) + 1
+            part = await self._bucket.put_part(
+                self.started.key, self.started.upload_id, number, data
+            )
+            self._sent_at, self._sent_bytes = time.monotonic(), size
+            if len(data) >= MIN_PART_BYTES and not last:
+                self._frozen.append(part)
+                self._open_from, self._open_since = size, time.monotonic()
+            elif last:
+                self._frozen.append(part)
+
+    async def finish(self) -> tuple[str, dict[str, Any]]:
+        """Close the recorder, upload the rest, complete; the entry to write: its kind
+        (``call.recording`` or ``call.recording_failed``) and data. Never raises for the bucket:
+        what it refused is the failure's reason."""
+        try:
+            if self._failed is not None or self.started is None:
+                failed = RecordingFailed(reason=self._failed or "not started", key=self.key,
+                                         job=self.job)  # fmt: skip
+                return entries.CALL_RECORDING_FAILED, entry_data(failed)
+            try:
+                async with asyncio.timeout(FINISH_WITHIN_S):
+                    return entries.CALL_RECORDING, entry_data(await self._complete())
+            except (BucketError, TimeoutError) as exc:
+                reason = f"{exc!r}" if isinstance(exc, TimeoutError) else str(exc)
+                _log.error("call %s: its recording was not completed: %s", self.call, reason)
+                with contextlib.suppress(BucketError, TimeoutError):
+                    async with asyncio.timeout(5):
+                        assert self._bucket is not None
+                        await self._bucket.abort(self.started.key, self.started.upload_id)
+                failed = RecordingFailed(reason=reason, key=self.key, job=self.job)
+                return entries.CALL_RECORDING_FAILED, entry_data(failed)
+        finally:
+            await self._close()
+
+    async def _complete(self) -> Recording:
+        assert self._bucket is not None
+        assert self.started is not None
+        assert self.path is not None
+        assert self.access is not None
+        assert self._recorder is not None
+        if self._pump is not None:
+            self._pump.cancel()
+            await asyncio.gather(self._pump, return_exceptions=True)
+        await self._recorder.aclose()
+        await self._send(last=True)
+        await self._bucket.complete(self.started.key, self.started.upload_id, self._frozen)
+        data = self.path.read_bytes()
+        return recording_of(self.access, self.started.key, data, job=self.job, complete=True)
+
+    async def _close(self) -> None:
+        if self._pump is not None:
+            self._pump.cancel()
+            await asyncio.gather(self._pump, return_exceptions=True)
+        if self._recorder is not None and self._recorder.recording:
+            await self._recorder.aclose()
+        await self._close_bucket()
+        if self._folder is not None:
+            shutil.rmtree(self._folder, ignore_errors=True)
+
+    async def _close_bucket(self) -> None:
+        bucket, self._bucket = self._bucket, None
+        if bucket is not None:
+            await bucket.__aexit__(None, None, None)
+
+
+def entry_data(said: Recording | RecordingFailed | RecordingStarted) -> dict[str, Any]:
+    """``said`` as an entry's ``data``: its fields, without the contract's tag or a None."""
+    data: dict[str, Any] = msgspec.to_builtins(said)
+    return {k: v for k, v in data.items() if k != "type" and v is not None}
+
+
+def unfinished(log: list[Any]) -> list[RecordingStarted]:
+    """The recordings a call's entries (``Entry`` of ``CallLog.entries``) say began and nothing
+    says ended (no ``call.recording`` nor ``call.recording_failed`` of their key)."""
+    started: dict[str, RecordingStarted] = {}
+    for entry in log:
+        if entry.kind == entries.CALL_RECORDING_STARTED:
+            said = RecordingStarted(
+                key=entry.data["key"],
+                upload_id=entry.data["upload_id"],
+                job=entry.data.get("job", "answer"),
+            )
+            started[said.key] = said
+        elif entry.kind == entries.CALL_RECORDING_FAILED and entry.data.get("key"):
+            started.pop(entry.data["key"], None)
+        elif entry.kind == entries.CALL_RECORDING and entry.data.get("url"):
+            started.pop(entry.data["url"].split("/", 3)[-1], None)
+    return list(started.values())
+
+
+async def keep_uploaded(
+    access: BucketAccess, started: RecordingStarted
+) -> tuple[str, dict[str, Any]]:
+    """Complete the upload a dead job left (``started``) with the parts it uploaded, or abort it
+    when it uploaded none; the entry that says how much was kept (``call.recording`` with
+    ``complete`` false, or ``call.recording_failed`` with ``kept_s`` 0). Leaves no unfinished
+    upload behind either way; an upload already gone (completed or aborted by another) is said
+    as failed with the bucket's answer."""
+    async with Bucket(access) as bucket:
+        try:
+            parts = await bucket.parts(started.key, started.upload_id)
+            if not parts:
+                await bucket.abort(started.key, started.upload_id)
+                reason = "the job that recorded ended before it uploaded any of it"
+                failed = RecordingFailed(reason=reason, key=started.key, job=started.job)
+                return entries.CALL_RECORDING_FAILED, entry_data(failed)
+            await bucket.complete(started.key, started.upload_id, parts)
+            data = await bucket.get(started.key)
+        except BucketError as exc:
+            with contextlib.suppress(BucketError):
+                await bucket.abort(started.key, started.upload_id)
+            reason = f"the parts a dead job uploaded were not kept: {exc}"
+            failed = RecordingFailed(reason=reason, key=started.key, job=started.job)
+            return entries.CALL_RECORDING_FAILED, entry_data(failed)
+    kept = recording_of(access, started.key, data, job=started.job, complete=False)
+    return entries.CALL_RECORDING, entry_data(kept)
