@@ -116,3 +116,59 @@ def test_the_simulated_caller_is_forbidden_the_load_lab_and_the_contract_bites()
     assert not kept("pinecall_loadlab.callers")
     assert not kept("pinecall_testkit")
     assert kept("pinecall_labroom")
+
+
+def test_the_simulator_may_import_of_the_services_only_their_domains_and_the_contract_bites() -> (
+    None
+):
+    """Issue 23, acceptance 1: ``lab simulate`` runs the production rules, imported. The contract
+    refuses a graph where the simulator imports a service's other modules or an I/O library,
+    and keeps the one where it imports the dispatcher's, the roster's and the worker's domain."""
+    import grimp
+    from importlinter import api
+    from importlinter.contracts.forbidden import ForbiddenContract
+
+    config = api.read_configuration(str(ROOT / ".importlinter"))
+    [options] = [o for o in config["contracts_options"] if o["id"] == "simulator-runs-the-domain"]
+    assert options["source_modules"] == ["pinecall_loadlab.simulate"]
+    services = {package for service in SERVICES for package in packages_of(service)}
+    assert services <= set(options["forbidden_modules"])
+    contract = ForbiddenContract(
+        name=options["name"], session_options=config["session_options"], contract_options=options
+    )
+
+    def kept(*imported: str) -> bool:
+        graph = grimp.ImportGraph()
+        for module in (
+            "pinecall_loadlab",
+            "pinecall_loadlab.simulate",
+            "pinecall_loadlab.simulate.choosing",
+            "pinecall_dispatcher",
+            "pinecall_dispatcher.domain",
+            "pinecall_dispatcher.placing",
+            "pinecall_roster",
+            "pinecall_roster.domain",
+            "pinecall_worker",
+            "pinecall_worker.domain",
+        ):
+            graph.add_module(module)
+        for module in options["forbidden_modules"]:
+            if module not in graph.modules:
+                graph.add_module(module, is_squashed=not module.startswith("pinecall"))
+        for module in (
+            "pinecall_dispatcher.domain",
+            "pinecall_roster.domain",
+            "pinecall_worker.domain",
+            *imported,
+        ):
+            graph.add_import(
+                importer="pinecall_loadlab.simulate.choosing",
+                imported=module,
+                line_number=1,
+                line_contents=f"import {module}",
+            )
+        return bool(contract.check(graph, verbose=False).kept)
+
+    assert kept()
+    assert not kept("pinecall_dispatcher.placing")
+    assert not kept("sqlalchemy")
