@@ -16,7 +16,7 @@ import pytest
 from pinecall_clients.bucket import Bucket, BucketAccess
 from pinecall_contracts.recordings import RecordingStarted
 from pinecall_jobs.recording import keep_uploaded
-from pinecall_loadlab.s3 import S3Fake
+from pinecall_loadlab.vendors.s3 import S3Fake
 
 KEY = "recordings/production/org_acme/call_1/answer.ogg"
 

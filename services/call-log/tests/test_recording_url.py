@@ -17,7 +17,7 @@ import pytest
 from pinecall_call_log.app import create_app
 from pinecall_call_log.settings import CallLogSettings
 from pinecall_clients.bucket import Bucket, BucketAccess
-from pinecall_loadlab.s3 import S3Fake
+from pinecall_loadlab.vendors.s3 import S3Fake
 from pinecall_testkit.call_log import Keys, Replica, bearer, entry, opening, running
 
 BUCKET = "recordings"

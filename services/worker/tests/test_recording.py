@@ -1,6 +1,6 @@
 """A call recorded in its own job, to a real S3 server (issue 19, acceptance 1 and 3): the real
 worker against the LiveKit stand-in and the vendor fakes, a real call-log replica process, and
-moto's S3 server on loopback (``pinecall_loadlab.s3``) as the environment's bucket.
+moto's S3 server on loopback (``pinecall_loadlab.vendors.s3``) as the environment's bucket.
 
 1. A call whose agent records: ``call.recording_started`` then ``call.recording`` before the
    call's end; the object in the bucket is that entry's bytes and sha256, decodes as two
@@ -26,9 +26,9 @@ from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts.agents import AgentDefinition
 from pinecall_labroom import LabRoom
 from pinecall_loadlab.callers import LINES, Say, WaitForAgent, play
-from pinecall_loadlab.recordings import HOLDS, decode, holds_lines, voiced_seconds
-from pinecall_loadlab.s3 import S3Fake
 from pinecall_loadlab.vendors import Reply, ToolUse, VendorFakes
+from pinecall_loadlab.vendors.recordings import HOLDS, decode, holds_lines, voiced_seconds
+from pinecall_loadlab.vendors.s3 import S3Fake
 from pinecall_testkit.call_log import Process
 from pinecall_testkit.roster import Keys
 from pinecall_testkit.worker import CallEvents, kinds, of_kind, offer_call, read_log, serving

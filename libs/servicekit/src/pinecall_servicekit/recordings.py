@@ -4,7 +4,7 @@ service that writes or signs them (the worker, the overflow, call-log; issue 19)
 AWS S3 takes the keys of an IAM user; GCS answers the same API at
 ``https://storage.googleapis.com`` with HMAC keys (``PINECALL_RECORDINGS_ACCESS_KEY_ID`` and
 ``…_SECRET_ACCESS_KEY``), which is what the chart's values take; the lab runs moto's S3 server
-on loopback (``pinecall_loadlab.s3``).
+on loopback (``pinecall_loadlab.vendors.s3``).
 """
 
 from __future__ import annotations

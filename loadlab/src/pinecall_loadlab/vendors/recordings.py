@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import av
 import numpy as np
 
-from .callers.speech import line_pcm
+from pinecall_loadlab.callers.speech import line_pcm
 
 RATE = 48_000
 FRAME = RATE // 50  # 20 ms
