@@ -111,7 +111,11 @@ async def test_put_list_and_show_versions_of_an_agent(
     code, shown, _ = await cli(env, "show", "support-bot", *acme)
     assert code == ExitCode.OK
     assert shown.startswith(f"# support-bot: version 2 of {acme[1]} in production, ")
-    assert yaml.safe_load(shown) == changed | {"greeting": changed["greeting"], "language": "en"}
+    assert yaml.safe_load(shown) == changed | {
+        "greeting": changed["greeting"],
+        "language": "en",
+        "record": False,
+    }
     code, older, _ = await cli(env, "show", "support-bot", "--version", "1", *acme, "--json")
     assert json.loads(older)["definition"]["voice"] == "sonic-english-female"
 

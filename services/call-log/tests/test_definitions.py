@@ -62,7 +62,8 @@ async def test_a_put_is_version_1_and_reads_back_as_put(call_log: Replica, keys:
     prompt = definition()["prompt"].encode()
     assert stored["prompt_hash"] == hashlib.sha256(prompt).hexdigest()
     assert stored["definition"] == {"type": "agents.definition.v1", **definition()} | {
-        "tools": [{"type": "agents.tool.v1", **definition()["tools"][0], "timeout_s": 8.0}]
+        "tools": [{"type": "agents.tool.v1", **definition()["tools"][0], "timeout_s": 8.0}],
+        "record": False,  # issue 19: off unless the org says so
     }
     got = await call_log.get(AGENT, params=ACME, headers=app)
     assert got.json() == stored
