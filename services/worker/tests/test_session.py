@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pinecall_worker.call.session import TLS, model_client
+from pinecall_clients.tls import TLS
+from pinecall_worker.call.session import model_client
 from pinecall_worker.settings import WorkerSettings
 
 

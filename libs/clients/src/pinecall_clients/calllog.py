@@ -37,6 +37,7 @@ from pinecall_clients.errors import (
     CallUnknown,
     refused,
 )
+from pinecall_clients.tls import TLS
 from pinecall_clients.writer import CallLogWriter
 from pinecall_contracts.agents import AgentDefinition, AgentList, AgentVersion
 from pinecall_contracts.appsocket import Handed
@@ -111,6 +112,7 @@ class CallLogClient:
             limits=limits or httpx.Limits(max_connections=100, max_keepalive_connections=20),
             headers={"Authorization": f"Bearer {key}", "content-type": "application/json"},
             timeout=request_timeout_s,
+            verify=TLS,
         )
         self.backoff = backoff
         self.request_timeout_s = request_timeout_s

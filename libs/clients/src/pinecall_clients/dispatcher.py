@@ -24,6 +24,7 @@ import httpx
 
 from pinecall_clients.answers import read_answer
 from pinecall_clients.errors import DispatcherRefused, DispatcherUnavailable
+from pinecall_clients.tls import TLS
 from pinecall_contracts.base import encode
 from pinecall_contracts.dispatch import (
     Journal,
@@ -55,6 +56,7 @@ class DispatcherClient:
             transport=transport,
             headers={"Authorization": f"Bearer {key}"},
             timeout=timeout_s,
+            verify=TLS,
         )
 
     async def __aenter__(self) -> DispatcherClient:

@@ -30,6 +30,7 @@ import msgspec
 
 from pinecall_clients.answers import read_answer
 from pinecall_clients.errors import RosterRefused, RosterUnavailable
+from pinecall_clients.tls import TLS
 from pinecall_contracts.base import encode
 from pinecall_contracts.fleet import (
     FleetListRequest,
@@ -67,7 +68,9 @@ class RosterClient:
         self.bus = bus
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.http = (
-            httpx.AsyncClient(base_url=base_url, transport=transport, headers=self._headers)
+            httpx.AsyncClient(
+                base_url=base_url, transport=transport, headers=self._headers, verify=TLS
+            )
             if base_url is not None
             else None
         )

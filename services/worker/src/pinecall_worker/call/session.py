@@ -8,25 +8,23 @@ names this module to the forkserver too (``server.modules_of``), so what it impo
 
 from __future__ import annotations
 
-import ssl
 from typing import Any
 
 import anyio._backends._asyncio  # noqa: F401  (httpx's first request: 0.3–2.5 s on a job's loop)
 import httpcore  # noqa: F401  (httpx imports it at its first client: 0.3–0.5 s on a job's loop)
-import httpx
 from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 from livekit.agents import AgentSession, JobProcess
+from livekit.agents.utils import http_context
 from livekit.plugins import anthropic, cartesia, deepgram, silero
 
+from pinecall_clients.tls import TLS
 from pinecall_worker.call.agent import CallAgent
 from pinecall_worker.settings import WorkerSettings
 
-TLS: ssl.SSLContext = httpx.create_ssl_context()
-"""The one TLS context of every call's model client, made at import (so in the forkserver, once,
-and inherited by every job process). httpx makes a context per client it builds — certifi's
-bundle read and parsed: 31 ms on an idle core of this machine, up to 975 ms on a job's loop
-under ``up``'s load (issue 20's livekit-agents slow-callback warnings); with this one a client
-takes 0.4–2 ms (``python -c`` timing of ``AsyncAnthropic(...)`` both ways, 2026-12-03)."""
+# livekit-agents' shared aiohttp session (the vendor plugins') builds its TLS context on its first
+# use in each job process, on the call's loop (``utils/http_context.py``, cached per process):
+# built here, at import in the forkserver, every job process inherits it instead.
+http_context._create_ssl_context()
 
 
 def prewarm(proc: JobProcess) -> None:
@@ -39,7 +37,8 @@ def model_client(settings: WorkerSettings) -> AsyncAnthropic:
 
     livekit-plugins-anthropic 1.8.9 builds a client it never closes (``llm.py`` L137-150); this
     one has the same settings (no SDK retries: livekit-agents retries; 30 s to read) and
-    reuses the process's :data:`TLS` context instead of making one on the call's event loop.
+    reuses the process's TLS context (:data:`pinecall_clients.tls.TLS`) instead of making one
+    on the call's event loop.
     """
     return AsyncAnthropic(
         api_key=settings.anthropic_api_key,
