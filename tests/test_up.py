@@ -361,7 +361,13 @@ def test_every_call_is_answered_by_an_agent_and_every_log_verifies(
         "booking-production-1", "booking-production-2", "booking-sandbox-1", "booking-sandbox-2",
         "console-production", "console-sandbox",
     ]  # fmt: skip
-    assert apps["attached"] == {"new": 4 + 2, "handed": 0, "parked": 0}  # the chats' too
+    # issue 18, acceptance 6: up placed outbound calls, each request sent twice, none dialled
+    # twice; every call placed came to an app as the callers' and the chats' did
+    outbound = result["outbound"]
+    assert outbound["placed"] >= 1
+    assert (outbound["dialled_twice"], outbound["retried_same_call"]) == (0, outbound["placed"])
+    assert outbound["ended"] == outbound["placed"]
+    assert apps["attached"] == {"new": 4 + 2 + outbound["placed"], "handed": 0, "parked": 0}
     assert (apps["kills"], apps["handed"], apps["console_attached"]) == (0, 0, 0)
     assert sum(c["tools"] for c in result["callers"]) == tools["asked"]
     runs = tools["runs"]  # the table's tools line counts the chats' too

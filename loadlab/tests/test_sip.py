@@ -282,6 +282,45 @@ async def test_an_unanswered_leg_rings_out_and_one_not_waited_for_answers_at_onc
     assert leg.status == "active"
 
 
+async def test_anyone_not_set_answers_as_the_default_callee_and_a_set_number_as_itself(
+    standin: StandIn, livekit_api: api.LiveKitAPI, control: aiohttp.ClientSession
+) -> None:
+    trunk = await outbound_trunk(livekit_api)
+    r = await control.put("/lab/control/sip/callee", json={"hangup_after_s": 0.1})
+    assert r.status == 200
+    r = await control.put("/lab/control/sip/callees/+15550166", json={"answer": 486})
+    assert r.status == 200
+
+    anyone = await livekit_api.sip.create_sip_participant(
+        sip.CreateSIPParticipantRequest(
+            sip_trunk_id=trunk, sip_call_to="+15550165", room_name="out-7", wait_until_answered=True
+        )
+    )
+    async with asyncio.timeout(10):
+        [ended] = await standin.events.wait_for(
+            ev.SipCallEnded, lambda e: e.call_id == anyone.sip_call_id
+        )
+    assert (ended.how, ended.answered) == ("hangup", True)
+    with pytest.raises(api.TwirpError) as busy:
+        await livekit_api.sip.create_sip_participant(
+            sip.CreateSIPParticipantRequest(
+                sip_trunk_id=trunk, sip_call_to="+15550166", room_name="out-8",
+                wait_until_answered=True,
+            )
+        )  # fmt: skip
+    assert busy.value.sip_status_code == 486
+
+    r = await control.delete("/lab/control/sip/callee")
+    assert r.status == 200
+    kept = await livekit_api.sip.create_sip_participant(
+        sip.CreateSIPParticipantRequest(
+            sip_trunk_id=trunk, sip_call_to="+15550167", room_name="out-9", wait_until_answered=True
+        )
+    )
+    assert standin.sip.legs[kept.sip_call_id].status == "active"
+    assert standin.sip.callee_for("+15550167").hangup_after_s is None
+
+
 async def test_a_lost_bye_or_stopped_media_ends_the_leg_at_the_media_timeout(
     standin: StandIn, livekit_api: api.LiveKitAPI, control: aiohttp.ClientSession
 ) -> None:

@@ -3,14 +3,17 @@ sent twice, and counted from the phone network's side.
 
 Before any is placed, each environment's LiveKit stand-in gets the outbound trunk the dispatcher
 dials through (``pinecall-outbound``, made with livekit-api's ``SipService`` as an operator
-makes theirs), and the numbers dialled are told how to answer (the stand-in's SIP control API,
-``/lab/control/sip/callees/{number}``: a person who hangs up after :data:`HANGUP_AFTER_S`).
+makes theirs), and every phone it dials that is not a test number is told how to answer (the
+stand-in's SIP control API, ``/lab/control/sip/callee``: a person who hangs up after
+:data:`HANGUP_AFTER_S`; the callers the follow-ups call back too).
 Then ``count`` calls of the callers' agent are placed with ``POST /v1/calls/outbound`` at
 ``rate`` a second, the environments in turn, the numbers of :data:`PLAN` in turn (answered, busy,
 answered, never answered, a trunk that fails); every request is sent a second time with the same
 ``id``, as an app retries one whose answer it lost, and must get the same call.
 
-Counted (:meth:`Outbound.counts`): *placed* (the dispatcher answered a call), *dialled* (the
+Counted (:meth:`Outbound.counts`): *placed* (the dispatcher answered a call), *refused* (the
+dispatcher's admission said no: the fleet full, not ready, the org's quota — line health, as a
+visitor's refusal, not a problem), *dialled* (the
 stand-in holds a SIP leg of its room), *answered* (a leg picked up, ``200``), *not reached* (the
 log ended it ``not_reached``), *dialled twice* (a room with more than one leg: a problem), and
 *ended* (its ``call.ended`` heard).
@@ -62,6 +65,12 @@ class Placed:
     same: bool = True
     """Whether the second send answered the first's call."""
     error: str | None = None
+    refused: str | None = None
+    """The admission's refusal (``fleet_full``, ``not_ready``, ``too_many_requests``), if any."""
+
+
+REFUSALS = frozenset({"fleet_full", "not_ready", "too_many_requests"})
+"""The problem codes of admission's refusals (``pinecall_dispatcher.admission``)."""
 
 
 class Outbound:
@@ -96,12 +105,10 @@ class Outbound:
                         api.CreateSIPOutboundTrunkRequest(trunk=trunk)
                     )
             async with self._control(environment) as control:
-                for number, expect in PLAN:
-                    if expect == "answered":
-                        r = await control.put(
-                            f"/callees/{number}", json={"hangup_after_s": HANGUP_AFTER_S}
-                        )
-                        r.raise_for_status()
+                # every phone not a test number (PLAN's answered ones, and the callers the
+                # dispatcher's follow-ups call back) picks up and hangs up by itself
+                r = await control.put("/callee", json={"hangup_after_s": HANGUP_AFTER_S})
+                r.raise_for_status()
 
     async def place(self) -> None:
         """Place every call at ``rate`` a second, each request sent twice."""
@@ -128,7 +135,11 @@ class Outbound:
                 return
             placed.statuses.append(r.status_code)
             if r.status_code not in (200, 201):
-                placed.error = f"{r.status_code} {r.json().get('code')}: {r.json().get('detail')}"
+                code = r.json().get("code")
+                if code in REFUSALS:
+                    placed.refused = code
+                else:
+                    placed.error = f"{r.status_code} {code}: {r.json().get('detail')}"
                 return
             calls.append(r.json()["call"])
             placed.room = r.json()["room"]
@@ -153,6 +164,7 @@ class Outbound:
         return {
             "planned": self.count,
             "placed": len(calls),
+            "refused": sum(1 for p in self.placed if p.refused),
             "dialled": len(per_room),
             "answered": sum(1 for leg in legs if leg["room"] in rooms and leg["sip_status"] == 200),
             "not_reached": outcomes["not_reached"],
@@ -186,7 +198,8 @@ class Outbound:
 def summary(counts: dict[str, Any]) -> str:
     """The report's outbound line: ``outbound: 5 placed, 5 dialled, 2 answered, …``."""
     return (
-        f"outbound: {counts['placed']}/{counts['planned']} placed, {counts['dialled']} dialled, "
+        f"outbound: {counts['placed']}/{counts['planned']} placed, {counts['refused']} refused, "
+        f"{counts['dialled']} dialled, "
         f"{counts['answered']} answered, {counts['not_reached']} not reached, "
         f"{counts['dialled_twice']} dialled twice, {counts['retried_same_call']} retries "
         "answered the same call"

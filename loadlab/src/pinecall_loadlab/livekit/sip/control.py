@@ -9,8 +9,11 @@ Same guard as `..control` (a token signed with one of the stand-in's keys). JSON
 - ``PUT /lab/control/sip/callees/{number}`` a `legs.Callee` (``{"answer": 486}``,
   ``{"ring_s": 8}``, ``{"hangup_after_s": 5, "bye_lost": true}``, ``{"media_stops_after_s": 3}``):
   how that number answers the next calls; ``DELETE`` the same path forgets it; ``GET
-  /lab/control/sip/callees`` lists them. Numbers not set answer as `SipService.callee_for` says
-  (the ``+15005550XXX`` test numbers answer with SIP status XXX).
+  /lab/control/sip/callees`` lists them. ``PUT /lab/control/sip/callee`` a `legs.Callee`: how
+  every other number answers (a lab whose callees must hang up by themselves, as `up`'s call
+  backs to its callers); ``DELETE`` it to go back to picking up and never hanging up. Numbers not
+  set answer as `SipService.callee_for` says (the ``+15005550XXX`` test numbers answer with SIP
+  status XXX).
 - ``GET /lab/control/sip/calls`` → every outbound leg: ``{call_id, room, identity, status,
   sip_status, how, heard: {sender: {first_at, bytes}}}``.
 - ``POST /lab/control/sip/calls/{call_id}/hangup`` ``{"bye_lost": false}``: the callee hangs up
@@ -76,6 +79,14 @@ def add_routes(app: web.Application, lk: StandIn) -> None:
         lk.sip.callees[normalize(request.match_info["number"])] = callee
         return asdict(callee)
 
+    async def put_anyone(request: web.Request) -> dict[str, Any]:
+        lk.sip.anyone = await _body(request, Callee)
+        return asdict(lk.sip.anyone)
+
+    async def delete_anyone(_: web.Request) -> dict[str, Any]:
+        lk.sip.anyone = None
+        return {"ok": True}
+
     async def delete_callee(request: web.Request) -> dict[str, Any]:
         del lk.sip.callees[normalize(request.match_info["number"])]
         return {"ok": True}
@@ -108,6 +119,8 @@ def add_routes(app: web.Application, lk: StandIn) -> None:
 
     app.router.add_post(f"{base}/inbound", guard(lk, inbound))
     app.router.add_get(f"{base}/callees", guard(lk, callees))
+    app.router.add_put(f"{base}/callee", guard(lk, put_anyone))
+    app.router.add_delete(f"{base}/callee", guard(lk, delete_anyone))
     app.router.add_put(f"{base}/callees/{{number}}", guard(lk, put_callee))
     app.router.add_delete(f"{base}/callees/{{number}}", guard(lk, delete_callee))
     app.router.add_get(f"{base}/calls", guard(lk, calls))

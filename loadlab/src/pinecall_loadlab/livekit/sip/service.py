@@ -85,6 +85,10 @@ class SipService:
         self.config, self.rooms, self.keys = config, rooms, keys
         self.store = st.SipStore()
         self.callees: dict[str, Callee] = {}
+        self.anyone: Callee | None = None
+        """How a number neither set in `callees` nor a test number answers (the lab control's
+        ``PUT …/sip/callee``); None: it picks up after `StandInConfig.sip_ring_s` and never
+        hangs up."""
         """Dialled number (normalized) → how it answers; see `callee_for`."""
         self.legs: dict[str, Leg] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -173,9 +177,15 @@ class SipService:
 
     def callee_for(self, number: str) -> Callee:
         """How `number` answers: as set by `callees` (the lab control), else a magic test number
-        (`legs.magic_callee`), else it picks up after `StandInConfig.sip_ring_s`."""
+        (`legs.magic_callee`), else as `anyone` does, else it picks up after
+        `StandInConfig.sip_ring_s`."""
         n = st.normalize(number)
-        return self.callees.get(n) or magic_callee(n) or Callee(ring_s=self.config.sip_ring_s)
+        return (
+            self.callees.get(n)
+            or magic_callee(n)
+            or self.anyone
+            or Callee(ring_s=self.config.sip_ring_s)
+        )
 
     async def create_part(
         self, req: lsip.CreateSIPParticipantRequest, c: Claims | None, _: web.Request
