@@ -449,8 +449,9 @@ def test_callers_beyond_the_seats_hear_the_overflow_and_are_called_back(
     asks a call back; nobody is silent, and every log verifies. A real Prometheus scraped the
     run (issue 22, acceptance 2): "fleet full" fired."""
     result, out = run_up(
-        tmp_path, platform_endpoints, "--seats", "1", "--calls", "6", "--rate", "2", "--prometheus"
-    )
+        tmp_path, platform_endpoints, "--seats", "1", "--calls", "6", "--rate", "2", "--prometheus",
+        "--outbound", "0",  # the seats are the callers' to race for: no outbound call takes one
+    )  # fmt: skip
     calls = result["calls"]
     assert calls["placed"] == 6
     assert calls["answered_by_agent"] == 2  # the one seat of each environment
