@@ -88,6 +88,8 @@ def test_a_thread_under_up_is_answered_through_the_fake_and_ctrl_c_leaves_it_ope
         if up.poll() is None:
             up.kill()
             up.wait()
+        if up.stdout is not None:
+            up.stdout.close()  # else collected in a later test: an unclosed-file warning there
     errors = (tmp_path / "stderr").read_text()
     assert up.returncode == 0, f"{out[-3000:]}\n{errors[-3000:]}"
     result = json.loads(report.read_text())
