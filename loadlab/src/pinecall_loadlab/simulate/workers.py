@@ -118,25 +118,8 @@ class Roster:
     def rows(self, now: float) -> list[WorkerRow]:
         """The rows the dispatcher reads (``GET /v1/ops/fleet``'s, as ``roster.py`` makes them)."""
         if self._rows is None or self._rows[0] != now:
-            self._rows = (now, [_row(p, now) for p in self.standings(now)])
+            self._rows = (now, [roster.row(p, now) for p in self.standings(now)])
         return self._rows[1]
-
-
-def _row(p: roster.Standing, now: float) -> WorkerRow:
-    hb = p.heard.heartbeat
-    return WorkerRow(
-        worker=hb.worker,
-        agent_name=hb.agent_name,
-        state=p.state,
-        seats=hb.max_jobs,
-        active=hb.active,
-        load=hb.load,
-        first_audio_p95_s=None,
-        last_heard_s=max(0.0, now - p.heard.heard_at),
-        draining=hb.draining,
-        cordoned=p.cordoned,
-        failing=p.failing,
-    )
 
 
 def seats_running(workers: Iterable[Worker]) -> tuple[int, int]:

@@ -18,6 +18,7 @@ from pinecall_contracts.fleet import (
     FleetTotals,
     WorkerHeartbeat,
     WorkerMinute,
+    WorkerRow,
     WorkerState,
 )
 from pinecall_contracts.ids import parse_worker_name
@@ -230,3 +231,30 @@ def newest_cordon(settings: Iterable[tuple[int, CordonSetting]]) -> CordonSettin
         if best is None or revision > best[0]:
             best = (revision, setting)
     return best[1] if best else None
+
+
+def row(p: Standing, now: float) -> WorkerRow:
+    """A worker's row as ``GET /v1/ops/fleet`` shows it and the dispatcher reads it, ``now``
+    in seconds on the heartbeats' clock (``last_heard_s`` to the millisecond)."""
+    hb = p.heard.heartbeat
+    return WorkerRow(
+        worker=hb.worker,
+        agent_name=hb.agent_name,
+        state=p.state,
+        seats=hb.max_jobs,
+        active=hb.active,
+        load=hb.load,
+        first_audio_p95_s=hb.minute.first_audio_p95_s if hb.minute else None,
+        last_heard_s=round(max(0.0, now - p.heard.heard_at), 3),
+        draining=hb.draining,
+        cordoned=p.cordoned,
+        failing=p.failing,
+        load_per_core=hb.load_per_core,
+        version=hb.version,
+        minute=hb.minute,
+        unregistered_s=(
+            None
+            if hb.unregistered_s is None
+            else round(min(86_400.0, hb.unregistered_s + max(0.0, now - p.heard.heard_at)), 3)
+        ),
+    )

@@ -10,7 +10,7 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable, Mapping
 
-from pinecall_contracts.fleet import FleetView, WorkerHeartbeat, WorkerRow
+from pinecall_contracts.fleet import FleetView, WorkerHeartbeat
 from pinecall_contracts.ids import WorkerKey, parse_worker_name
 from pinecall_roster import domain
 
@@ -82,34 +82,9 @@ class Roster:
         return FleetView(
             fleet=fleet,
             environment=(environments or {}).get(fleet),
-            workers=[_row(p, now) for p in standing],
+            workers=[domain.row(p, now) for p in standing],
             totals=domain.totals(standing),
         )
-
-
-def _row(p: domain.Standing, now: float) -> WorkerRow:
-    hb = p.heard.heartbeat
-    return WorkerRow(
-        worker=hb.worker,
-        agent_name=hb.agent_name,
-        state=p.state,
-        seats=hb.max_jobs,
-        active=hb.active,
-        load=hb.load,
-        first_audio_p95_s=hb.minute.first_audio_p95_s if hb.minute else None,
-        last_heard_s=round(max(0.0, now - p.heard.heard_at), 3),
-        draining=hb.draining,
-        cordoned=p.cordoned,
-        failing=p.failing,
-        load_per_core=hb.load_per_core,
-        version=hb.version,
-        minute=hb.minute,
-        unregistered_s=(
-            None
-            if hb.unregistered_s is None
-            else round(min(86_400.0, hb.unregistered_s + max(0.0, now - p.heard.heard_at)), 3)
-        ),
-    )
 
 
 def utc(ts: float) -> dt.datetime:
