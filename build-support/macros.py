@@ -40,6 +40,9 @@ loadlab               the libraries, the services and the test kit
 the lab's stand-ins   the libraries and the stand-ins (so they reach no service): LiveKit, the
                       vendors and the callers faked on their own wire, and the LiveKit-only
                       scenario (``scenarios/livekit_choosing.py``)
+the simulator         the libraries, the services' domains and, of the lab, itself, LiveKit's
+                      stand-in and the plots' style (``lab simulate``: the production rules,
+                      imported); no other module of a service and none of the I/O requirements
 the test kit          the libraries and the services (tests/kit, pinecall_testkit: it starts a
                       service whole, for tests)
 a distribution's      what its sources may, and the lab's stand-ins and the test kit. Not another
@@ -120,6 +123,18 @@ LAB_STAND_IN_IMPORTS = (
     *LAB_STAND_INS,
     _LAB + "/__init__.py",
     _LAB + "/scenarios/__init__.py",
+)
+# The simulator (`lab simulate`, issue 23): a day through the production rules, imported and
+# never re-written, so of the services it may import their domains alone.
+LAB_SIMULATOR = {"path": _LAB + "/simulate/**"}
+LAB_SIMULATOR_IMPORTS = (
+    _LAB + "/__init__.py",
+    _LAB + "/simulate/**",
+    _LAB + "/livekit/**",
+    _LAB + "/plots.py",
+    "//libs/**",
+    "//services/*/src/*/domain.py",
+    "//services/*/src/*/domain/**",
 )
 TEST_KIT = ("//tests/kit/**",)
 # A distribution's tests, by path; the root tests/ is "//tests/**".
@@ -282,6 +297,12 @@ def pinecall_tool(name, entry, data=(), test_data=(), command=None, port=None):
         _dependencies_rules(
             TOOL_IMPORTS[name],
             (stand_ins, "//libs/**", *LAB_STAND_IN_IMPORTS, *_deny_the_rest()),
+            (
+                LAB_SIMULATOR,
+                *LAB_SIMULATOR_IMPORTS,
+                *["!" + r for r in IO_REQUIREMENTS],
+                *_deny_the_rest(),
+            ),
         )
         __dependents_rules__((stand_ins, *STAND_IN_DEPENDENTS), ("*", *TOOL_DEPENDENTS))
     else:

@@ -39,6 +39,9 @@ def totals(result: object, mode: str) -> experiments.Totals:
 
 
 def test_the_simulator_imports_the_services_domain_rules_and_nothing_else_of_them() -> None:
+    """The import contracts (.importlinter's simulator-imports-only-domains, the Pants rules'
+    LAB_SIMULATOR_IMPORTS) forbid the simulator every module of a service but its domain; only
+    this graph says it does import the dispatcher's, the roster's and the worker's."""
     graph = grimp.build_graph("pinecall_loadlab", *SERVICES)
     simulator = {m for m in graph.modules if m.startswith("pinecall_loadlab.simulate")}
     imported = {

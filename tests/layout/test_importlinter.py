@@ -9,6 +9,7 @@ import pytest
 
 from .conftest import (
     DISTRIBUTIONS,
+    EXTERNALS,
     ROOT,
     SERVICES,
     packages_of,
@@ -38,6 +39,7 @@ SERVICE_LISTS = [
     ("importlinter:contract:services-import-only-libraries", "source_modules"),
     ("importlinter:contract:cli-imports-only-libraries", "forbidden_modules"),
     ("importlinter:contract:stand-ins-import-no-service", "forbidden_modules"),
+    ("importlinter:contract:simulator-imports-only-domains", "forbidden_modules"),
 ]
 DOMAIN_CONTRACT = "importlinter:contract:domain-is-pure"
 
@@ -116,3 +118,63 @@ def test_the_simulated_caller_is_forbidden_the_load_lab_and_the_contract_bites()
     assert not kept("pinecall_loadlab.callers")
     assert not kept("pinecall_testkit")
     assert kept("pinecall_labroom")
+
+
+def test_the_simulator_may_import_of_the_services_only_their_domains_and_the_contract_bites() -> (
+    None
+):
+    """Issue 23, acceptance 1: ``lab simulate`` runs the production rules, imported. Every service
+    is forbidden to the simulator whole, its imports of a domain ignored: lint-imports keeps a
+    graph where the simulator (its package or a module in it) imports domains, and refuses one
+    where it imports a service's other module or package, the lab's scenarios, the test kit or
+    an I/O library. The Pants side is tests/layout/test_visibility.py's."""
+    import grimp
+    from importlinter import api
+    from importlinter.contracts.forbidden import ForbiddenContract
+
+    config = api.read_configuration(str(ROOT / ".importlinter"))
+    [options] = [
+        o for o in config["contracts_options"] if o["id"] == "simulator-imports-only-domains"
+    ]
+    assert options["source_modules"] == ["pinecall_loadlab.simulate"]
+    contract = ForbiddenContract(
+        name=options["name"], session_options=config["session_options"], contract_options=options
+    )
+    simulator = ("pinecall_loadlab.simulate", "pinecall_loadlab.simulate.choosing")
+    domains = ("pinecall_dispatcher.domain", "pinecall_roster.domain", "pinecall_worker.domain")
+
+    def kept(importer: str, *imported: str) -> bool:
+        graph = grimp.ImportGraph()
+        for module in (
+            "pinecall_loadlab",
+            *simulator,
+            "pinecall_loadlab.plots",
+            "pinecall_loadlab.scenarios",
+            "pinecall_loadlab.scenarios.chain",
+            "pinecall_dispatcher.placing",
+            "pinecall_contracts",
+            *domains,
+        ):
+            graph.add_module(module)
+        for module in options["forbidden_modules"]:
+            if module not in graph.modules:
+                graph.add_module(module, is_squashed=module in EXTERNALS)
+        for module in (*domains, *imported):
+            graph.add_import(
+                importer=importer,
+                imported=module,
+                line_number=1,
+                line_contents=f"import {module}",
+            )
+        return bool(contract.check(graph, verbose=False).kept)
+
+    for importer in simulator:
+        assert kept(importer, "pinecall_contracts", "pinecall_loadlab.plots")
+        for forbidden in (
+            "pinecall_dispatcher.placing",
+            "pinecall_dispatcher",
+            "pinecall_loadlab.scenarios.chain",
+            "pinecall_testkit",
+            "httpx",
+        ):
+            assert not kept(importer, forbidden), (importer, forbidden)

@@ -25,14 +25,18 @@ def _python_files() -> list[Path]:
 
 
 def _imports_of(path: Path) -> set[str]:
-    """Every absolute import of a file (``from x import y`` as ``x`` and ``x.y``, since ``y`` may
-    be a module), TYPE_CHECKING and function-level ones included, as Pants infers them."""
+    """Every absolute import of a file, TYPE_CHECKING and function-level ones included, as Pants
+    infers them: ``from x import y`` is ``x.y`` alone, which is ``x`` when ``y`` is no module
+    (:func:`_dependency_of` takes the nearest that exists), and ``from x import *`` is ``x``
+    (pantsbuild/pants, src/rust/engine/dep_inference/src/python/tests.rs, ``simple_imports``).
+    So ``from pinecall_roster import domain`` depends on the domain, not the package's
+    ``__init__.py``."""
     found: set[str] = set()
     for node in ast.walk(parse(path)):
         if isinstance(node, ast.Import):
             found |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            found |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+            found |= {f"{node.module}.{alias.name}" for alias in node.names}
     return found
 
 

@@ -1,6 +1,6 @@
 """Who may import whom, as the Pants visibility rules say, pair by pair: services never each
 other, production never the load lab, the dependency direction, tests only the stand-ins and the
-kit, a domain nothing that does I/O."""
+kit, a domain nothing that does I/O, the simulator of the services only their domains."""
 
 from __future__ import annotations
 
@@ -119,6 +119,37 @@ def test_tests_import_the_stand_ins_and_the_kit_never_another_service(pants: Pan
     ]
     assert [pair for pair in allowed if not pants.allows(*pair)] == []
     assert [pair for pair in denied if pants.allows(*pair)] == []
+
+
+def test_the_simulator_imports_of_the_services_only_their_domains(pants: Pants) -> None:
+    """Issue 23, acceptance 1: ``lab simulate`` imports the production rules, so of a service it
+    may import the domain and nothing else; of the lab itself, LiveKit's stand-in and the plots'
+    style; no I/O requirement. The lint-imports side is tests/layout/test_importlinter.py's."""
+    lab = "loadlab/src/pinecall_loadlab"
+    simulator = [f"{lab}/simulate/__init__.py", f"{lab}/simulate/choosing.py"]
+    allowed = [
+        *[f"{s}/src/{packages_of(s)[0]}/domain.py" for s in SERVICES],
+        f"{SERVICES[0]}/src/{packages_of(SERVICES[0])[0]}/domain/rules.py",
+        f"{lab}/__init__.py",
+        f"{lab}/simulate/engine.py",
+        f"{lab}/livekit/policy.py",
+        f"{lab}/plots.py",
+        module_of("libs/contracts"),
+        module_of("libs/servicekit"),
+        THIRD_PARTY,
+    ]
+    denied = [
+        *[module_of(s) for s in SERVICES],
+        *[f"{s}/src/{packages_of(s)[0]}/{m}" for s in SERVICES for m in ("store.py", "app.py")],
+        f"{lab}/scenarios/chain.py",
+        f"{lab}/callers/lines.py",
+        f"{lab}/commands.py",
+        f"{TEST_KIT}/src/pinecall_testkit/roster.py",
+        module_of("pinecall_runtime"),
+        *[f"reqs#{name}" for name in ("httpx", "nats-py", "sqlalchemy", "psycopg", "litestar")],
+    ]
+    assert [(a, b) for a in simulator for b in allowed if not pants.allows(a, b)] == []
+    assert [(a, b) for a in simulator for b in denied if pants.allows(a, b)] == []
 
 
 @pytest.mark.parametrize("service", SERVICES)
