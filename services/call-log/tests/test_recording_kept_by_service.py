@@ -47,7 +47,10 @@ async def test_a_service_key_reads_the_entries_and_writes_what_became_of_a_recor
         service = bearer(keys.service)
         read = await replica.get("/v1/calls/call_1/entries", headers=service)
         assert read.status_code == 200, read.text
-        assert [e["kind"] for e in read.json()["entries"]] == ["call.started", "call.recording_started"]
+        assert [e["kind"] for e in read.json()["entries"]] == [
+            "call.started",
+            "call.recording_started",
+        ]
         batch = {"after": 1, "entries": [said("call.recording", KEPT)]}
         r = await replica.post("/v1/calls/call_1/entries", json=batch, headers=service)
         assert r.status_code == 200, r.text
@@ -90,4 +93,7 @@ async def test_a_service_key_writes_nothing_else(
         assert r.status_code == status, r.text
         assert r.headers["content-type"].startswith("application/problem+json")
         read = await replica.get("/v1/calls/call_1/entries", headers=bearer(keys.operator))
-        assert [e["kind"] for e in read.json()["entries"]] == ["call.started", "call.recording_started"]
+        assert [e["kind"] for e in read.json()["entries"]] == [
+            "call.started",
+            "call.recording_started",
+        ]
