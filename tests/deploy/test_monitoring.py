@@ -128,6 +128,20 @@ CASES: dict[str, Case] = {
         {},
         [_s("pinecall_call_log_write_errors_total", "", "2x20")],
     ),
+    "PinecallRecordingsFailed": (
+        [_s("pinecall_recordings_total", 'environment="production",outcome="failed"', "0+1x20")],
+        {"environment": "production"},
+        # completed and kept ones grow, and a failure long past: quiet
+        [
+            _s(
+                "pinecall_recordings_total",
+                'environment="production",outcome="completed"',
+                "0+3x20",
+            ),
+            _s("pinecall_recordings_total", 'environment="production",outcome="kept"', "0+1x20"),
+            _s("pinecall_recordings_total", 'environment="production",outcome="failed"', "1x20"),
+        ],
+    ),
     "PinecallFollowUpsWaiting": (
         [_s("pinecall_followups", 'environment="production",what="waiting"', "2x20")],
         {"environment": "production"},

@@ -15,7 +15,7 @@ import pytest
 
 from pinecall_clients.bucket import Bucket, BucketAccess
 from pinecall_contracts.recordings import RecordingStarted
-from pinecall_jobs.recording import keep_uploaded
+from pinecall_jobs.kept import keep_uploaded
 from pinecall_loadlab.vendors.s3 import S3Fake
 
 KEY = "recordings/production/org_acme/call_1/answer.ogg"
@@ -67,4 +67,22 @@ async def test_a_dead_job_that_uploaded_nothing_leaves_a_failure_and_no_upload(
         assert kind == "call.recording_failed"
         assert data["kept_s"] == 0.0
         assert "before it uploaded" in data["reason"]
+        assert await bucket.uploads() == []
+
+
+async def test_an_upload_another_kept_first_is_said_as_the_object_it_became(
+    access: BucketAccess,
+) -> None:
+    # two keepers of one dead job's upload (two reaper replicas, or its sentence job and the
+    # reaper): the second finds it completed and says the same object, never a failure
+    cut = ogg(8.0)
+    async with Bucket(access) as bucket:
+        upload = await bucket.start_upload(KEY)
+        await bucket.put_part(KEY, upload, 1, cut)
+        started = RecordingStarted(key=KEY, upload_id=upload)
+        first = await keep_uploaded(access, started)
+        second = await keep_uploaded(access, started)
+        assert first == second
+        assert first[0] == "call.recording"
+        assert first[1]["bytes"] == len(cut)
         assert await bucket.uploads() == []

@@ -99,3 +99,8 @@ WRITTEN_BY_THE_SERVICE: Final = frozenset(
 """The kinds only the call-log service writes: it refuses them from a writer (a ``call.sealed``
 a writer sent would read as a seal the log never made, a ``tool.result`` as an answer the app
 never gave, a ``call.command`` as an app's command). Kinds in neither set are a newer writer's own, and pass."""
+
+KEPT_BY_A_SERVICE: Final = frozenset({CALL_RECORDING, CALL_RECORDING_FAILED})
+"""The kinds a service key (the reaper) may write to a call's log: what became of a recording a
+dead job left unfinished (issue 19), after the log's count, as a writer does. Nothing else of a
+call is a service's to say."""

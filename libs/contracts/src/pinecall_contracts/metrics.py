@@ -234,6 +234,15 @@ METRICS: tuple[MetricSpec, ...] = (
         "call backs requested (callback.requested on an agent's log): follow-ups waiting to be "
         "dialled",
     ),
+    _m(
+        "pinecall_recordings_total",
+        "counter",
+        "recordings",
+        ("environment", "outcome"),
+        ("call-log",),
+        "recordings said on the calls' logs: completed, kept (a dead job's parts) or failed "
+        "(call.recording_failed)",
+    ),
     # webhook-ingest
     _m(
         "pinecall_webhooks_total",

@@ -21,7 +21,8 @@ seconds). Once the open part passes 5 MiB it is frozen and the next one opens. A
 loses at most ``max(EVERY_S, age_of_open_part / SHARE)`` seconds of the end of its call, plus
 the recorder's 2.5 s not yet written (at most ~4 minutes, on a part 15 minutes old; ``EVERY_S``
 + 2.5 s on a call under its first 5 MiB); the parts it uploaded stay in the upload, which its
-``call.recording_started`` entry names, and :func:`keep_uploaded` completes them.
+``call.recording_started`` entry names, and :func:`pinecall_jobs.kept.keep_uploaded`
+completes them.
 
 **The end.** :meth:`CallRecording.finish` closes the recorder, uploads the last part, completes
 the upload and answers ``call.recording`` (bytes and sha256 of the file, which is the object,
@@ -36,8 +37,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import hashlib
-import io
 import logging
 import shutil
 import tempfile
@@ -45,20 +44,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-import av
-import msgspec
 from livekit.agents import AgentSession
 from livekit.agents.voice import io as voice_io
 from livekit.agents.voice.recorder_io import RecorderIO
 
 from pinecall_clients.bucket import MIN_PART_BYTES, Bucket, BucketAccess, BucketError, Part
 from pinecall_contracts import entries
-from pinecall_contracts.recordings import (
-    Recording,
-    RecordingFailed,
-    RecordingJob,
-    RecordingStarted,
-)
+from pinecall_contracts.recordings import Recording, RecordingFailed, RecordingJob, RecordingStarted
+from pinecall_jobs.kept import entry_data, recording_of
 
 _log = logging.getLogger(__name__)
 
@@ -68,35 +61,6 @@ SHARE = 4.0
 """The open part is sent again once its age grew by 1/SHARE: bytes sent ≤ SHARE × the rate."""
 FINISH_WITHIN_S = 30.0
 """Seconds the last part and the completion get, retries included (inside the seal's 60 s)."""
-
-
-def seconds_of(data: bytes) -> float:
-    """The length in seconds of an OGG/Opus recording's bytes: its last packet's end, read from
-    the stream's timestamps (no decoding). A file cut short (a dead job's parts) reads to its
-    last whole page. ``av.error.FFmpegError`` when it is no OGG at all."""
-    end = 0.0
-    with av.open(io.BytesIO(data), mode="r", format="ogg") as container:
-        stream = container.streams.audio[0]
-        base = stream.time_base
-        assert base is not None
-        for packet in container.demux(stream):
-            if packet.pts is not None:
-                end = max(end, float((packet.pts + (packet.duration or 0)) * base))
-    return end
-
-
-def recording_of(
-    access: BucketAccess, key: str, data: bytes, *, job: RecordingJob, complete: bool
-) -> Recording:
-    """``call.recording`` of the object ``key`` whose bytes are ``data``."""
-    return Recording(
-        url=access.url(key),
-        seconds=round(seconds_of(data), 3),
-        bytes=len(data),
-        sha256=hashlib.sha256(data).hexdigest(),
-        job=job,
-        complete=complete,
-    )
 
 
 class _Silence(voice_io.AudioInput):
@@ -266,56 +230,3 @@ class CallRecording:
         bucket, self._bucket = self._bucket, None
         if bucket is not None:
             await bucket.__aexit__(None, None, None)
-
-
-def entry_data(said: Recording | RecordingFailed | RecordingStarted) -> dict[str, Any]:
-    """``said`` as an entry's ``data``: its fields, without the contract's tag or a None."""
-    data: dict[str, Any] = msgspec.to_builtins(said)
-    return {k: v for k, v in data.items() if k != "type" and v is not None}
-
-
-def unfinished(log: list[Any]) -> list[RecordingStarted]:
-    """The recordings a call's entries (``Entry`` of ``CallLog.entries``) say began and nothing
-    says ended (no ``call.recording`` nor ``call.recording_failed`` of their key)."""
-    started: dict[str, RecordingStarted] = {}
-    for entry in log:
-        if entry.kind == entries.CALL_RECORDING_STARTED:
-            said = RecordingStarted(
-                key=entry.data["key"],
-                upload_id=entry.data["upload_id"],
-                job=entry.data.get("job", "answer"),
-            )
-            started[said.key] = said
-        elif entry.kind == entries.CALL_RECORDING_FAILED and entry.data.get("key"):
-            started.pop(entry.data["key"], None)
-        elif entry.kind == entries.CALL_RECORDING and entry.data.get("url"):
-            started.pop(entry.data["url"].split("/", 3)[-1], None)
-    return list(started.values())
-
-
-async def keep_uploaded(
-    access: BucketAccess, started: RecordingStarted
-) -> tuple[str, dict[str, Any]]:
-    """Complete the upload a dead job left (``started``) with the parts it uploaded, or abort it
-    when it uploaded none; the entry that says how much was kept (``call.recording`` with
-    ``complete`` false, or ``call.recording_failed`` with ``kept_s`` 0). Leaves no unfinished
-    upload behind either way; an upload already gone (completed or aborted by another) is said
-    as failed with the bucket's answer."""
-    async with Bucket(access) as bucket:
-        try:
-            parts = await bucket.parts(started.key, started.upload_id)
-            if not parts:
-                await bucket.abort(started.key, started.upload_id)
-                reason = "the job that recorded ended before it uploaded any of it"
-                failed = RecordingFailed(reason=reason, key=started.key, job=started.job)
-                return entries.CALL_RECORDING_FAILED, entry_data(failed)
-            await bucket.complete(started.key, started.upload_id, parts)
-            data = await bucket.get(started.key)
-        except BucketError as exc:
-            with contextlib.suppress(BucketError):
-                await bucket.abort(started.key, started.upload_id)
-            reason = f"the parts a dead job uploaded were not kept: {exc}"
-            failed = RecordingFailed(reason=reason, key=started.key, job=started.job)
-            return entries.CALL_RECORDING_FAILED, entry_data(failed)
-    kept = recording_of(access, started.key, data, job=started.job, complete=False)
-    return entries.CALL_RECORDING, entry_data(kept)

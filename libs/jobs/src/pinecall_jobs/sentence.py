@@ -42,7 +42,7 @@ from pinecall_contracts import entries
 from pinecall_contracts.calls import CallOpen, EndCause, Outcome
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_jobs.errors import CallTaken
-from pinecall_jobs.recording import keep_uploaded, unfinished
+from pinecall_jobs.kept import keep_unfinished
 from pinecall_jobs.room import Caller, JobRoom
 
 _log = logging.getLogger(__name__)
@@ -134,9 +134,9 @@ async def say_sentence(
         try:
             if writer is not None:
                 writer.add(SAID, {"text": sentence.says, "job": offer.job})
-                if sentence.recordings is not None and not opened:
-                    await _keep_recordings(log, writer, sentence.recordings)
                 await _drain_once_more(writer)
+                if sentence.recordings is not None and not opened:
+                    await keep_unfinished(log, offer.call, sentence.recordings)
                 if then is not None:
                     await then(callers)
                 reason = f"the {offer.job} job said its sentence"
@@ -155,13 +155,6 @@ async def say_sentence(
         )
     finally:
         ctx.shutdown(f"the {offer.job} job ended")
-
-
-async def _keep_recordings(log: CallLogClient, writer: CallLogWriter, access: BucketAccess) -> None:
-    """Complete each recording the call's log says began and nothing says ended (a dead job's),
-    and write how much of it was kept (:func:`pinecall_jobs.recording.keep_uploaded`)."""
-    for started in unfinished((await log.entries(writer.call)).entries):
-        writer.add(*await keep_uploaded(access, started))
 
 
 async def _delete_room(access: LiveKitAccess, room: str) -> None:

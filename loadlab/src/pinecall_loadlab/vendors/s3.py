@@ -18,6 +18,7 @@ The keys are anything (moto checks no signature by default); the region is ``us-
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 import threading
@@ -58,8 +59,11 @@ class S3Fake:
         self.status = 503
         self.counted: dict[str, int] = dict.fromkeys(OPERATIONS, 0)
         """Requests of each operation refused so far."""
+        self.answered: dict[str, int] = dict.fromkeys(OPERATIONS, 0)
+        """Requests of each operation moto answered so far (:meth:`answered_at_least`)."""
         self._moto = DomainDispatcherApplication(create_backend_app)
         self._lock = threading.Lock()
+        self._changed = threading.Condition(self._lock)
 
         class Quiet(MotoRequestHandler):
             def log_request(self, *args: Any) -> None:
@@ -117,6 +121,17 @@ class S3Fake:
         with self._lock:
             self.refused, self.status = wanted, status
 
+    async def answered_at_least(self, op: str, n: int, *, within_s: float) -> bool:
+        """Wait until moto answered ``n`` requests of ``op`` (kept in the bucket: a part
+        uploaded, say); False when ``within_s`` passed first. Waits in a thread of its own,
+        which ``within_s`` bounds."""
+
+        def wait() -> bool:
+            with self._changed:
+                return self._changed.wait_for(lambda: self.answered[op] >= n, timeout=within_s)
+
+        return await asyncio.to_thread(wait)
+
     def _app(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
         method, path = environ["REQUEST_METHOD"], environ.get("PATH_INFO", "")
         if path == "/_lab/faults":
@@ -129,6 +144,10 @@ class S3Fake:
                 self.counted[op] += 1
         if not refused:
             answered: Iterable[bytes] = self._moto(environ, start_response)
+            if op is not None:
+                with self._changed:
+                    self.answered[op] += 1
+                    self._changed.notify_all()
             return answered
         length = int(environ.get("CONTENT_LENGTH") or 0)
         if length:

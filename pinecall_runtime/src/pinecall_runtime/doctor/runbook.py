@@ -66,6 +66,12 @@ WRITE_ERRORS = (
     "which; pinecall-runtime doctor names the service); the workers keep and retry their "
     "batches, so entries wait but are not lost while it mends"
 )
+RECORDINGS_FAILED = (
+    "recordings were not completed: pinecall-runtime logs CALL of one says the bucket's answer "
+    "in its call.recording_failed; check the bucket, its keys and its endpoint "
+    "(PINECALL_RECORDINGS_BUCKET, _ENDPOINT, _ACCESS_KEY_ID: the chart's recordings values) "
+    "and that the worker reaches it; the calls themselves were not affected"
+)
 FOLLOW_UPS_WAITING = (
     "the dispatcher dials them as outbound calls of their agent when {fleet} has a seat free; "
     "those due now wait for a seat: {full}"

@@ -153,6 +153,18 @@ ALERTS: tuple[Alert, ...] = (
         todo=runbook.WRITE_ERRORS,
     ),
     Alert(
+        name="PinecallRecordingsFailed",
+        title="recordings failed",
+        expr='sum by (environment) (increase(pinecall_recordings_total{outcome="failed"}[10m]))'
+        " > 0",
+        hold="0s",
+        quick="0s",
+        severity="warning",
+        summary="recordings of {{ $labels.environment }} not completed in 10 min "
+        "(call.recording_failed): those calls have no recording, or only part of one",
+        todo=runbook.RECORDINGS_FAILED,
+    ),
+    Alert(
         name="PinecallFollowUpsWaiting",
         title="follow-ups waiting",
         expr='max by (environment) (pinecall_followups{what="waiting"}) > 0',

@@ -6,8 +6,9 @@ route                                      key               answer
 POST /v1/calls                             fleet             CallRecord (CallOpen; idempotent)
 GET  /v1/calls?state=&after=&limit=        fleet, serv., op. CallPage (unsealed calls, paged)
 GET  /v1/calls/{call}                      fleet, serv., op. CallRecord
-POST /v1/calls/{call}/entries              fleet             BatchWritten (EntryBatch)
-GET  /v1/calls/{call}/entries?after=<seq>  fleet, operator   CallLog
+POST /v1/calls/{call}/entries              fleet, service    BatchWritten (EntryBatch); a service
+                                                             key only ``entries.KEPT_BY_A_SERVICE``
+GET  /v1/calls/{call}/entries?after=<seq>  fleet, serv., op. CallLog
 GET  /v1/calls/{call}/commands?after=&wait_s=  fleet         CallCommands (a long poll)
 POST /v1/calls/{call}/events               fleet             EventWritten (one Entry, not counted)
 POST /v1/calls/{call}/reopened             fleet             CallRecord (Reopened)
@@ -37,7 +38,9 @@ Keys: the workers (and the overflow) use their environment's fleet key; the app 
 call, and a page's server asking a call back, use the app key of its environment; the dispatcher
 (``fleet.full`` on an agent's log; a dead worker's call read, ended drained and called back) and
 the reaper (unsealed calls listed, ended, sealed) use their service key, which acts on any call
-as an operator key does, on these routes only; the dispatcher also reads one agent with it
+as an operator key does, on these routes only (the reaper also reads a call's entries and
+writes what became of a recording a dead job left unfinished: ``call.recording`` or
+``call.recording_failed``, nothing else, 403); the dispatcher also reads one agent with it
 (whether a ring's agent exists), and the overflow with its fleet key (the agent's voice). A fleet or app key of another environment than
 the call's is 403. An operator or service key names the environment of an agent's log with
 ``?environment=`` (422 when it does not: a log is per environment), and of a call back
@@ -82,6 +85,7 @@ from pinecall_contracts.calls import (
     ToolCall,
     ToolResult,
 )
+from pinecall_contracts.entries import KEPT_BY_A_SERVICE
 from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_servicekit.db import utcnow
@@ -104,10 +108,14 @@ MAX_WAIT_S = 30.0
 WaitS = Annotated[float, QueryParameter(ge=0.0, le=MAX_WAIT_S)]
 
 WORKER: tuple[KeyKind, ...] = ("fleet",)
-WORKER_OR_OPERATOR: tuple[KeyKind, ...] = ("fleet", "operator")
 WORKER_OR_SERVICE: tuple[KeyKind, ...] = ("fleet", *SERVICE_OR_OPERATOR)
 """What a worker does to its call, and a service (the dispatcher, the reaper) to any call."""
 APP: tuple[KeyKind, ...] = ("app",)
+READERS: tuple[KeyKind, ...] = ("fleet", *SERVICE_OR_OPERATOR)
+"""Who reads a call's entries: its worker, an operator, a service (the reaper: a recording a
+dead job left unfinished, issue 19)."""
+WRITERS: tuple[KeyKind, ...] = ("fleet", "service")
+"""Who writes a call's entries: its worker; a service only ``entries.KEPT_BY_A_SERVICE``."""
 
 
 def service_of(request: AnyRequest) -> CallLogService:
@@ -202,16 +210,25 @@ def _writers(entries: list[Entry]) -> None:
 async def write_entries(
     request: AnyRequest, call: CallPath, data: JSONBody[EntryBatch]
 ) -> BatchWritten:
-    """A batch of the call's writer: written whole, answered as a replay, or 409."""
-    await _call(request, call, WORKER)
+    """A batch of the call's writer: written whole, answered as a replay, or 409. A service
+    key's batch holds only what became of a dead job's recording (403 otherwise)."""
+    key = await key_of(request, WRITERS)
+    _environment(key, (await service_of(request).identity(call)).environment)
     _writers(data.entries)
+    if key.kind == "service" and (
+        others := sorted({e.kind for e in data.entries} - KEPT_BY_A_SERVICE)
+    ):
+        raise Forbidden(
+            f"a service key writes only {', '.join(sorted(KEPT_BY_A_SERVICE))} "
+            f"to a call's log, not {', '.join(others)}"
+        )
     return await service_of(request).write(call, data.after, data.entries)
 
 
 @get("/v1/calls/{call:str}/entries", responses=problems(400, 401, 403, 404, 503))
 async def read_entries(request: AnyRequest, call: CallPath, after: After = 0) -> CallLog:
     """The call's entries with seq above ``after``, in order (10 000 at most)."""
-    await _call(request, call, WORKER_OR_OPERATOR)
+    await _call(request, call, READERS)
     return await service_of(request).store.calls.read(call, after)
 
 

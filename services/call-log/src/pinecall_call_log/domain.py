@@ -27,7 +27,7 @@ import datetime as dt
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import jsonschema
 import msgspec
@@ -46,7 +46,12 @@ from pinecall_contracts.calls import (
     Outcome,
     entry_bytes,
 )
-from pinecall_contracts.entries import WRITTEN_BY_THE_SERVICE, WRITTEN_BY_THE_WORKER
+from pinecall_contracts.entries import (
+    CALL_RECORDING,
+    CALL_RECORDING_FAILED,
+    WRITTEN_BY_THE_SERVICE,
+    WRITTEN_BY_THE_WORKER,
+)
 
 
 def too_large(entries: Sequence[Entry | AgentEntry]) -> str | None:
@@ -238,4 +243,18 @@ def _not_an_object_schema(schema: dict[str, object]) -> str | None:
         )
     if schema.get("type") != "object":
         return 'a tool\'s arguments are an object: its schema says "type": "object"'
+    return None
+
+
+RecordingOutcome = Literal["completed", "kept", "failed"]
+"""What became of a recording: whole in the bucket; only the parts a dead job uploaded kept
+(``complete`` false); not completed (``call.recording_failed``)."""
+
+
+def recording_outcome(entry: Entry) -> RecordingOutcome | None:
+    """The outcome ``entry`` says of a recording (issue 19), or None for another kind."""
+    if entry.kind == CALL_RECORDING_FAILED:
+        return "failed"
+    if entry.kind == CALL_RECORDING:
+        return "completed" if entry.data.get("complete", True) else "kept"
     return None

@@ -6,7 +6,9 @@
 ``pinecall_call_log_write_errors_total`` (writes answered 5xx),
 ``pinecall_call_log_batch_write_seconds`` (a batch's write in Postgres),
 ``pinecall_tool_round_trip_seconds{environment}`` (a worker's tool call to the app's result) and
-``pinecall_callbacks_total{environment}`` (call backs requested: follow-ups waiting to be dialled).
+``pinecall_callbacks_total{environment}`` (call backs requested: follow-ups waiting to be dialled),
+``pinecall_recordings_total{environment,outcome}`` (recordings said on the logs: ``completed``,
+``kept`` — a dead job's parts — or ``failed``; issue 19).
 """
 
 from __future__ import annotations
@@ -50,6 +52,14 @@ class CallLogCollector(Collector):
         for environment, n in sorted(service.callbacks.items()):
             callbacks.add_metric([environment], n)
         yield callbacks
+        recordings = CounterMetricFamily(
+            "pinecall_recordings",
+            "recordings said on the calls' logs, by outcome",
+            labels=["environment", "outcome"],
+        )
+        for (environment, outcome), n in sorted(service.recordings.items()):
+            recordings.add_metric([environment, outcome], n)
+        yield recordings
         yield from service.batch_write.collect()
         yield from service.tool_round_trip.collect()
 

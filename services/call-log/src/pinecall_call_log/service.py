@@ -79,6 +79,9 @@ class CallLogService:
         """Writes (opens, batches, events, ends) that failed 5xx: the log did not take them."""
         self.callbacks: Counter[str] = Counter()
         """Call backs requested here, by environment (written now, not a retry's)."""
+        self.recordings: Counter[tuple[str, str]] = Counter()
+        """Recordings said on the logs here (written now, not a replay's), by environment and
+        outcome (:func:`pinecall_call_log.domain.recording_outcome`, issue 19)."""
         self.batch_write = Histogram(
             "pinecall_call_log_batch_write_seconds",
             "a batch of entries written (or found written) in Postgres",
@@ -191,6 +194,9 @@ class CallLogService:
         self.batches += 1
         if answer.seqs and not answer.replayed:
             self.entries += len(answer.seqs)
+            if outcomes := [o for e in entries if (o := domain.recording_outcome(e)) is not None]:
+                environment = (await self.identity(call)).environment
+                self.recordings.update((environment, o) for o in outcomes)
             await self._appended(call, answer.seqs[-1])
         return answer
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from litestar import Litestar
 from litestar.datastructures import State
 
+from pinecall_clients.bucket import BucketAccess
 from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.roster import RosterClient
 from pinecall_reaper.domain import Rules
@@ -47,7 +48,13 @@ def create_app(settings: ReaperSettings | None = None) -> Litestar:
         key = settings.service_key
         log = await opened.enter(CallLogClient(settings.call_log_url, key or ""))
         fleets = Fleets(settings, RosterClient(key, bus=bus))
-        reaper = Reaper(log, fleets.livekits, rules, every_s=settings.reap_every_s)
+        reaper = Reaper(
+            log,
+            fleets.livekits,
+            rules,
+            every_s=settings.reap_every_s,
+            recordings=BucketAccess.of(settings),
+        )
         opened.on_close(reaper.aclose)
         opened.run(reaper.run(), name="reaper-loop")
         app.state.reaper = opened.hold(held, reaper)

@@ -12,6 +12,9 @@ sharing one LiveKit share its rooms, so neither may take down a room the other's
    each voice call worth a look (over the ceiling, or quiet) gets its room's agents read and its
    verdict (:func:`pinecall_reaper.domain.judge`): end it (unless ended), take its room down,
    seal it — the order the sentence job keeps;
+   a voice call's recording a dead job left unfinished (``call.recording_started`` and nothing
+   after it) is kept before the seal, and its entry written (:func:`pinecall_jobs.kept.
+   keep_unfinished`: the parts completed, or the upload aborted; issue 19, acceptance 2);
 4. each room no unsealed call names, older than ``quiet_s`` and with no agent, is taken down.
 
 Two replicas reaping at once do not fight: every step is idempotent where the owner decides
@@ -31,9 +34,12 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
+from pinecall_clients.bucket import BucketAccess
 from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.errors import CallLogError, LiveKitError
 from pinecall_clients.livekit import LiveKitAccess
+from pinecall_contracts import entries
+from pinecall_jobs.kept import keep_unfinished
 from pinecall_reaper import calls, domain
 from pinecall_reaper.livekit import Rooms
 
@@ -72,8 +78,11 @@ class Reaper:
         rules: domain.Rules,
         *,
         every_s: float = 60.0,
+        recordings: BucketAccess | None = None,
     ) -> None:
         self.log = log
+        self.recordings = recordings
+        """The recordings' bucket: None, a dead job's upload is left to the bucket's rules."""
         self.livekits = livekits
         self.rules = rules
         self.every_s = every_s
@@ -83,7 +92,8 @@ class Reaper:
         self.reaped_once = asyncio.Event()
         """Set after every reap (a test or a probe awaits it; it is never cleared here)."""
         self.totals: dict[str, int] = {}
-        """Counts since start: ``reaped_<why>``, ``rooms``, ``failed``."""
+        """Counts since start: ``reaped_<why>``, ``rooms``, ``failed``, ``recording_kept``,
+        ``recording_failed`` (a dead job's recording kept, or said failed)."""
 
     async def aclose(self) -> None:
         for rooms in self._rooms.values():
@@ -175,11 +185,17 @@ class Reaper:
                 done.failed.append(f"room {room.name}: {exc}")
 
     async def _carry_out(self, rooms: Rooms, verdict: domain.Verdict) -> None:
-        """End (unless ended), take the room down, seal: each step idempotent."""
+        """End (unless ended), keep a dead job's recording, take the room down, seal: each step
+        idempotent."""
         if verdict.outcome is not None:
             await calls.end(
                 self.log, verdict.call, verdict.outcome, REASONS[verdict.why], verdict.cause
             )
+        if self.recordings is not None and verdict.why != "written_quiet":
+            for kind, data in await keep_unfinished(self.log, verdict.call, self.recordings):
+                kept = "kept" if kind == entries.CALL_RECORDING else "failed"
+                self._count(f"recording_{kept}")
+                _log.info("call %s: a dead job's recording %s: %s", verdict.call, kept, data)
         if verdict.take_room:
             await rooms.delete(verdict.room)
         await self.log.seal(verdict.call)

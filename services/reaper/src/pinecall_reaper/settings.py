@@ -11,18 +11,20 @@ from __future__ import annotations
 
 from typing import ClassVar
 
+from pinecall_servicekit.recordings import RecordingsSettings
 from pinecall_servicekit.settings import (
     HttpUrl,
     Port,
-    Settings,
     SettingsError,
     by_environment,
     livekit_keys,
 )
 
 
-class ReaperSettings(Settings, frozen=True, kw_only=True):
-    """Where the reaper listens, what it reads, and the seeds' numbers it reaps by."""
+class ReaperSettings(RecordingsSettings, frozen=True, kw_only=True):
+    """Where the reaper listens, what it reads, the seeds' numbers it reaps by, and the
+    recordings' bucket (:class:`RecordingsSettings`): a call it seals whose recording a dead job
+    left unfinished has its uploaded parts kept first (issue 19)."""
 
     ENV_NAMES: ClassVar = {
         "livekit_url": "LIVEKIT_URL",

@@ -19,7 +19,8 @@ from livekit.agents.voice.room_io import RoomIO
 from pinecall_clients.bucket import BucketAccess
 from pinecall_contracts import entries
 from pinecall_contracts.dispatch import JobOffer
-from pinecall_jobs.recording import CallRecording, entry_data
+from pinecall_jobs.kept import entry_data
+from pinecall_jobs.recording import CallRecording
 from pinecall_worker.call.record import Recorder
 from pinecall_worker.settings import WorkerSettings
 

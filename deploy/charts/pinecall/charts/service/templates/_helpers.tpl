@@ -181,6 +181,25 @@ environment for a worker, then its own env and secretEnv.
   value: {{ $value | quote }}
 {{- end }}
 {{- end }}
+{{- if and (has "recordings" $uses) $g.recordings.bucket }}
+{{- $r := $g.recordings }}
+- name: PINECALL_RECORDINGS_BUCKET
+  value: {{ $r.bucket | quote }}
+- name: PINECALL_RECORDINGS_PREFIX
+  value: {{ $r.prefix | default "recordings" | quote }}
+- name: PINECALL_RECORDINGS_REGION
+  value: {{ $r.region | default "us-east-1" | quote }}
+- name: PINECALL_RECORDINGS_URL_TTL_S
+  value: {{ $r.urlTtlS | default 300 | quote }}
+{{- with $r.endpoint }}
+- name: PINECALL_RECORDINGS_ENDPOINT
+  value: {{ . | quote }}
+{{- end }}
+{{- if $r.hmacKeys }}
+{{ include "service.secretEnv" (dict "name" "PINECALL_RECORDINGS_ACCESS_KEY_ID" "secret" $g.secrets.recordings "key" "access-key-id") }}
+{{ include "service.secretEnv" (dict "name" "PINECALL_RECORDINGS_SECRET_ACCESS_KEY" "secret" $g.secrets.recordings "key" "secret-access-key") }}
+{{- end }}
+{{- end }}
 {{- range $name, $value := $v.env }}
 - name: {{ $name }}
   value: {{ tpl (toString $value) $root | quote }}
