@@ -2,7 +2,8 @@
 control overhead per call (heartbeat, measures, writer); a job process's start with the plugins
 preloaded by the forkserver and without (issue 6, acceptance 7). Not a test. From the root::
 
-    .venv/bin/python bench/worker_calls.py [--steps 2,4,8] [--turns 3] [--start-procs 3] [--json]
+    .venv/bin/python bench/worker_calls.py [--steps 2,4,8] [--turns 3] [--start-procs 3] [--record]
+        [--json]
 
 Set-up (``benchkit.bench_platform``): Postgres and NATS (running or embedded), a database and a
 NATS namespace of the run's own, a fleet key, one roster and one call-log replica as processes.
@@ -18,7 +19,12 @@ above the idle worker's CPU (measured first).
 
 First audio, two ways: the worker's (``turn.agent``'s ``first_audio_s`` on the call log, i.e.
 livekit-agents' ``e2e_latency``, the minute's measure) and the caller's (from the end of its line
-to the first agent audio it hears over the lab transport). ``/proc/loadavg`` is printed with each
+to the first agent audio it hears over the lab transport).
+
+``--record`` (issue 19, acceptance 4): each step twice on the same worker, the calls of an agent
+that does not record, then of one that does (the same agent but its ``record``), into moto's S3
+server in this process (``worker_recording.py``); the worker's cores and cores a call each way,
+and their ratio (the seed's measure: 1.78 → 2.31 cores at six calls). ``/proc/loadavg`` is printed with each
 phase: the machine is shared, read the numbers with it.
 """
 
@@ -26,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import statistics
@@ -33,6 +40,7 @@ import sys
 import time
 from typing import Any
 
+import worker_recording as recording
 from benchkit import Bench, bench_platform, log, self_cpu_s, tree_cpu_s
 from worker_control import control_overhead
 from worker_start import measure_start
@@ -93,13 +101,15 @@ def worker_env(
     }
 
 
-async def ring(standin: StandIn, lk: Any, worker: str, events: CallEvents, name: str) -> LabRoom:
+async def ring(
+    standin: StandIn, lk: Any, worker: str, events: CallEvents, name: str, agent: str
+) -> LabRoom:
     """A SIP caller offered to ``worker``; returns once the worker opened the call. Calls are
     rung one after another: an idle worker guesses a call's weight as LiveKit's load threshold
     over its warm processes and declines past that many offers in one instant (seed 000,
     "Capacity is counted in calls"), which the dispatcher answers with a re-offer 12 s later."""
     caller = await sip_call(lk, standin.url, KEY, SECRET, room=name, fleet="pinecall")
-    await offer_call(lk, worker, room=name, call=name)
+    await offer_call(lk, worker, room=name, call=name, agent=agent)
     await events.wait("opened", name)
     return caller
 
@@ -118,8 +128,10 @@ async def hang_up(caller: LabRoom, events: CallEvents, name: str) -> None:
 
 
 async def calls_phase(
-    bench: Bench, urls: dict[str, str], steps: list[int], turns: int
+    bench: Bench, urls: dict[str, str], steps: list[int], turns: int, record: bool
 ) -> dict[str, Any]:
+    """Every step on one worker; with ``record``, each step twice: calls of an agent that does
+    not record, then of one that does (``worker_recording``), into moto's bucket."""
     from livekit import api
 
     standin = StandIn(StandInConfig(keys={KEY: SECRET}, port=0))
@@ -129,82 +141,110 @@ async def calls_phase(
         fakes,
         CallEvents.listening(bench.platform.nats_url, bench.namespace) as events,
     ):
-        settings = WorkerSettings.from_env(worker_env(bench, standin, fakes, urls))
-        lk = api.LiveKitAPI(standin.url, KEY, SECRET)
-        try:
-            # SIGTERM at the end: it drains (no call is left) and exits
-            async with started(settings, output=bench.workdir / "worker.log", within_s=180) as w:
-                proc = w.proc
-                [registered] = standin.events.of(
-                    ev.WorkerRegistered, lambda e: "/bench." in e.agent_name
-                )
-                log(f"worker {registered.agent_name} ready (pid {proc.pid})")
-                cpu0, t0 = tree_cpu_s(proc.pid) or 0.0, time.monotonic()
-                # the idle worker: heartbeat, LiveKit's status, warm processes
-                await asyncio.sleep(5)
-                idle = ((tree_cpu_s(proc.pid) or 0.0) - cpu0) / (time.monotonic() - t0)
-                rows = []
-                for n in steps:
-                    fakes.deepgram.script(*[LINES["question"]] * (n * turns))
-                    fakes.anthropic.script(*[Reply(text=ANSWER)] * (n * turns))
-                    before = loadavg()
-                    names = [f"bench-{n}-{i}" for i in range(n)]
-                    async with asyncio.timeout(600):
-                        rooms = [
-                            await ring(standin, lk, registered.agent_name, events, c) for c in names
-                        ]
-                        # CPU while every call talks: a job process that ended takes its CPU time
-                        # out of /proc with it, so the window closes before anyone hangs up
-                        cpu0, t0 = tree_cpu_s(proc.pid) or 0.0, time.monotonic()
-                        heard = await asyncio.gather(*(converse(r, turns) for r in rooms))
-                        wall = time.monotonic() - t0
-                        cores = ((tree_cpu_s(proc.pid) or 0.0) - cpu0) / wall
-                        await asyncio.gather(
-                            *(hang_up(r, events, c) for r, c in zip(rooms, names, strict=True))
-                        )
-                    e2e = []
-                    for name in names:
-                        entries = await read_log(urls["call-log"], bench.fleet_key, name)
-                        e2e += [
-                            t["first_audio_s"]
-                            for t in of_kind(entries, "turn.agent")
-                            if t["first_audio_s"]
-                        ]
-                    rows.append(
-                        {
-                            "calls": n,
-                            "turns_answered": len(e2e),
-                            "turns_said": n * turns,
-                            "wall_s": round(wall, 1),
-                            "worker_cores": round(cores, 3),
-                            "cores_per_call": round(cores / n, 3),
-                            "cores_per_call_above_idle": round((cores - idle) / n, 3),
-                            "first_audio_worker_s": quantiles(e2e),
-                            "first_audio_caller_s": quantiles([w for ws in heard for w in ws]),
-                            "loadavg_before": before,
-                            "loadavg_after": loadavg(),
-                        }
+        with contextlib.ExitStack() as stack:
+            env = worker_env(bench, standin, fakes, urls)
+            if record:
+                env |= stack.enter_context(recording.bucket())
+                await recording.define_agents(bench, urls["call-log"])
+            settings = WorkerSettings.from_env(env)
+            lk = api.LiveKitAPI(standin.url, KEY, SECRET)
+            try:
+                return await _steps(bench, urls, standin, fakes, events, lk, settings,
+                                    steps, turns, record)  # fmt: skip
+            finally:
+                await lk.aclose()
+
+
+async def _steps(
+    bench: Bench, urls: dict[str, str], standin: StandIn, fakes: VendorFakes,
+    events: CallEvents, lk: Any, settings: WorkerSettings, steps: list[int], turns: int,
+    record: bool,
+) -> dict[str, Any]:  # fmt: skip
+    # SIGTERM at the end: it drains (no call is left) and exits
+    async with started(settings, output=bench.workdir / "worker.log", within_s=180) as w:
+        proc = w.proc
+        [registered] = standin.events.of(ev.WorkerRegistered, lambda e: "/bench." in e.agent_name)
+        log(f"worker {registered.agent_name} ready (pid {proc.pid})")
+        cpu0, t0 = tree_cpu_s(proc.pid) or 0.0, time.monotonic()
+        # the idle worker: heartbeat, LiveKit's status, warm processes
+        await asyncio.sleep(5)
+        idle = ((tree_cpu_s(proc.pid) or 0.0) - cpu0) / (time.monotonic() - t0)
+        rows = []
+        for n in steps:
+            for recorded in (False, True) if record else (None,):
+                fakes.deepgram.script(*[LINES["question"]] * (n * turns))
+                fakes.anthropic.script(*[Reply(text=ANSWER)] * (n * turns))
+                before = loadavg()
+                tag = {None: "", False: "-off", True: "-on"}[recorded]
+                names = [f"bench-{n}{tag}-{i}" for i in range(n)]
+                agent = "support-bot" if recorded is None else recording.AGENTS[recorded].name
+                async with asyncio.timeout(600):
+                    rooms = [
+                        await ring(standin, lk, registered.agent_name, events, c, agent)
+                        for c in names
+                    ]
+                    # CPU while every call talks: a job process that ended takes its CPU time
+                    # out of /proc with it, so the window closes before anyone hangs up
+                    cpu0, t0 = tree_cpu_s(proc.pid) or 0.0, time.monotonic()
+                    heard = await asyncio.gather(*(converse(r, turns) for r in rooms))
+                    wall = time.monotonic() - t0
+                    cores = ((tree_cpu_s(proc.pid) or 0.0) - cpu0) / wall
+                    await asyncio.gather(
+                        *(hang_up(r, events, c) for r, c in zip(rooms, names, strict=True))
                     )
-                    log(f"{n} calls: {rows[-1]}")
-                return {"idle_worker_cores": round(idle, 3), "steps": rows}
-        finally:
-            await lk.aclose()
+                e2e, completed = [], 0
+                for name in names:
+                    entries = await read_log(urls["call-log"], bench.fleet_key, name)
+                    e2e += [
+                        t["first_audio_s"]
+                        for t in of_kind(entries, "turn.agent")
+                        if t["first_audio_s"]
+                    ]
+                    completed += recording.recorded_ok(
+                        of_kind(entries, "call.recording"),
+                        of_kind(entries, "call.recording_failed"),
+                    )
+                rows.append(
+                    {
+                        "calls": n,
+                        "recorded": recorded,
+                        "recordings_completed": completed,
+                        "turns_answered": len(e2e),
+                        "turns_said": n * turns,
+                        "wall_s": round(wall, 1),
+                        "worker_cores": round(cores, 3),
+                        "cores_per_call": round(cores / n, 3),
+                        "cores_per_call_above_idle": round((cores - idle) / n, 3),
+                        "first_audio_worker_s": quantiles(e2e),
+                        "first_audio_caller_s": quantiles([w for ws in heard for w in ws]),
+                        "loadavg_before": before,
+                        "loadavg_after": loadavg(),
+                    }
+                )
+                log(f"{n} calls: {rows[-1]}")
+        found: dict[str, Any] = {"idle_worker_cores": round(idle, 3), "steps": rows}
+        if record:
+            found["recording"] = recording.compare(rows)
+        return found
 
 
 def table(report: dict[str, Any]) -> str:
     lines = [f"loadavg at start: {report['loadavg']}  ({report['cpus']} cpus)", ""]
     lines.append(f"idle worker: {report['calls']['idle_worker_cores']} cores")
     lines.append(
-        "calls  turns  wall s  worker cores  /call  /call>idle  e2e p50  e2e p95  heard p50  heard p95  loadavg before → after"
+        f"calls{'  rec' if 'recording' in report['calls'] else ''}  turns  wall s  worker cores  /call  /call>idle  e2e p50  e2e p95  heard p50  heard p95  loadavg before → after"
     )
     for r in report["calls"]["steps"]:
         w, c = r["first_audio_worker_s"], r["first_audio_caller_s"]
+        rec = {None: "", False: "  off", True: "   on"}[r["recorded"]]
         lines.append(
-            f"{r['calls']:>5}  {r['turns_answered']:>2}/{r['turns_said']:<2}  {r['wall_s']:>6}  "
+            f"{r['calls']:>5}{rec}  {r['turns_answered']:>2}/{r['turns_said']:<2}  {r['wall_s']:>6}  "
             f"{r['worker_cores']:>12}  {r['cores_per_call']:>5}  {r['cores_per_call_above_idle']:>10}  "
             f"{w['p50']!s:>7}  {w['p95']!s:>7}  {c['p50']!s:>9}  {c['p95']!s:>9}  "
             f"{r['loadavg_before']} → {r['loadavg_after']}"
         )
+    if "recording" in report["calls"]:
+        lines += recording.lines(report["calls"]["recording"])
     o = report["control"]
     lines += ["", f"control overhead: {o['cores_per_call']} cores per call ({o['detail']})", ""]
     for mode, s in report["start"].items():
@@ -220,6 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", default="2,4,8", help="concurrent calls of each step")
     parser.add_argument("--turns", type=int, default=3, help="turns of each call")
     parser.add_argument("--start-procs", type=int, default=3, help="job processes per start mode")
+    parser.add_argument(
+        "--record",
+        action="store_true",
+        help="run each step twice: without recording, then with (the ratio of cores)",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of the table")
     args = parser.parse_args(argv)
     steps = [int(s) for s in args.steps.split(",")]
@@ -236,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
             "roster": bench.start_replica("roster"),
             "call-log": bench.start_replica("call-log", "call-log"),
         }
-        report["calls"] = asyncio.run(calls_phase(bench, urls, steps, args.turns))
+        report["calls"] = asyncio.run(calls_phase(bench, urls, steps, args.turns, args.record))
         report["control"] = asyncio.run(control_overhead(bench, urls["roster"], urls["call-log"]))
     report["start"] = {
         mode: measure_start(mode, args.start_procs, loadavg) for mode in ("preloaded", "lazy")

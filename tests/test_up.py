@@ -28,6 +28,7 @@ from pinecall_runtime.plots import draw_up, up_series
 from pinecall_runtime.up import up
 from pinecall_runtime.up.apps import Kill, Ledgers, holders, tally, wait_held
 from pinecall_runtime.up.command import holding, where_it_runs
+from pinecall_runtime.up.recordings import verify as recording_wrong
 from pinecall_runtime.up.report import stopped_unopened, summary, verify
 from pinecall_runtime.up.supervise import Supervised
 from pinecall_runtime.up.watch import is_silent
@@ -242,6 +243,29 @@ def test_a_log_verifies_when_sealed_gapless_and_holding_the_writers_entries_once
     assert "not sealed" in (verify(record(1), log((1, None), (2, 0), state="ended")) or "")
 
 
+def test_a_recording_verifies_when_it_is_the_logs_file_as_long_as_the_call_holding_the_lines() -> (
+    None
+):
+    """What ``lab recordings`` read of a file against its ``call.recording`` entry, the call's
+    length by its log and the lines its caller said: each way it can be wrong is named."""
+    said = {"bytes": 100, "sha256": "ab"}
+    found = {"error": None, "bytes": 100, "sha256": "ab", "channels": 2, "seconds": 20.4,
+             "holds": 0.9}  # fmt: skip
+    lines = ["greeting", "question"]
+    assert recording_wrong("c", said, found, 20.0, lines) is None
+    assert recording_wrong("c", said, found | {"holds": None}, 20.0, []) is None  # said nothing
+    wrong = {
+        "could not be read": (found | {"error": "HTTPStatusError(404)"}, 20.0),
+        "not the bytes and SHA-256": (found | {"sha256": "cd"}, 20.0),
+        "1 channels, not 2": (found | {"channels": 1}, 20.0),
+        "lasts 20.4 s, its call 19.2 s": (found, 19.2),
+        "lasts 20.4 s, its call None s": (found, None),  # the log has no end
+        "holds 0.3 of the speech": (found | {"holds": 0.3}, 20.0),
+    }
+    for why, (read, seconds) in wrong.items():
+        assert why in (recording_wrong("c", said, read, seconds, lines) or ""), why
+
+
 def turns(*said: tuple[str, str]) -> CallLog:
     """A chat's log: ``("user", id)`` and ``("agent", id)`` turns, in that order."""
     kinds = {"user": ("turn.user", "message"), "agent": ("turn.agent", "reply_to")}
@@ -325,7 +349,8 @@ def test_every_call_is_answered_by_an_agent_and_every_log_verifies(
     two chat visitors (issue 17, "In the main job"), one per environment, whose written calls
     are answered through the chat service and, quiet, timed out by the reaper, each log
     verified as a voice call's; with ``--traces`` each call is one trace across every service,
-    and ``--plot`` draws the report (issue 22, acceptance 4 and 6)."""
+    and ``--plot`` draws the report (issue 22, acceptance 4 and 6); every call recorded and each
+    recording verified (issue 19, "In the main job")."""
     traces, plot = tmp_path / "traces.jsonl", tmp_path / "up.png"
     result, out = run_up(
         tmp_path, platform_endpoints, "--calls", "4", "--rate", "2", "--chats", "2",
@@ -346,6 +371,15 @@ def test_every_call_is_answered_by_an_agent_and_every_log_verifies(
     assert sum(result["offers_per_call"]["counts"].values()) == 4
     assert result["problems"] == []
     assert {c["outcome"] for c in result["callers"]} == {"caller_hangup"}
+    # issue 19, "In the main job": every call an agent answered recorded to up's bucket, each
+    # recording read through call-log's signed URL, decoded, as long as its call, and holding
+    # the speech of its caller's lines on the caller's channel
+    recorded = result["recordings"]
+    assert (recorded["completed"], recorded["failed"]) == (calls["answered_by_agent"], 0)
+    assert recorded["verified"] == recorded["calls"] == calls["answered_by_agent"]
+    assert all(r["said"] and r["holds"] >= 0.5 for r in recorded["recordings"])
+    assert all(abs(r["seconds"] - r["call_seconds"]) <= 1.0 for r in recorded["recordings"])
+    assert "up: recordings: 4 completed, 0 failed, 4 of 4 calls answered verified" in out
     # the model asked the booking agent's tools (every second turn, the first included) and
     # the apps answered each, each handler run once by the apps' own count; nothing was handed
     # (no app process went) and the consoles were handed nothing

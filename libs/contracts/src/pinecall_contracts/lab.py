@@ -61,6 +61,9 @@ class CallerReport(Contract, frozen=True, kw_only=True, tag="lab.caller.v1"):
     waits_s: list[float] = []
     """For each line it said, seconds from the line's end to the agent's first audio after it
     (first audio as the caller hears it)."""
+    said: list[str] = []
+    """The lines it said so far, in order (names of the lab's recorded lines: ``greeting``,
+    ``question``): what its channel of the call's recording holds (issue 19, "In the lab")."""
     ended_at: dt.datetime | None = None
     ended_by: Literal["caller", "far_end"] | None = None
     """Who ended it: the caller hung up, or the far end closed the room (the overflow does)."""

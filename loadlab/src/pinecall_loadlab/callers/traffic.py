@@ -235,6 +235,7 @@ class Traffic:
                 answered_s=None if log.answered is None else round(log.answered - arrived, 3),
                 first_heard_s=None if heard is None else round(heard, 3),
                 waits_s=[round(w, 3) for w in log.waits()],
+                said=[line for line, _start, _end in log.said],
                 **changes,
             )
 

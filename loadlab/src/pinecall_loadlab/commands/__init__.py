@@ -1,5 +1,5 @@
 """The ``lab`` commands of ``pinecall-runtime`` (mounted from this distribution's entry point):
-``livekit``, ``vendors`` and ``whatsapp`` (the stand-ins on their own), ``callers``, ``chats``, ``app`` (a tenant's app
+``livekit``, ``vendors``, ``whatsapp`` and ``s3`` (the stand-ins on their own; ``recordings`` measures what ``s3`` holds), ``callers``, ``chats``, ``app`` (a tenant's app
 with a ledger, :mod:`pinecall_loadlab.apps.command`), ``run`` (an experiment) and ``simulate``
 (a day on a virtual clock), a module each.
 
@@ -15,6 +15,7 @@ from pinecall_loadlab.callers_command import callers
 from pinecall_loadlab.chats_command import chats
 from pinecall_loadlab.commands.livekit import livekit
 from pinecall_loadlab.commands.run import run
+from pinecall_loadlab.commands.s3 import recordings, s3
 from pinecall_loadlab.commands.simulate import simulate
 from pinecall_loadlab.commands.vendors import vendors, vendors_config
 from pinecall_loadlab.commands.whatsapp import whatsapp
@@ -25,7 +26,7 @@ def lab() -> None:
     """The load lab: stand-ins and experiments (never part of production)."""
 
 
-for command in (livekit, vendors, whatsapp, callers, chats, app, run, simulate):
+for command in (livekit, vendors, whatsapp, s3, callers, chats, app, run, simulate, recordings):
     lab.add_command(command)
 
 __all__ = ["lab", "vendors_config"]

@@ -56,8 +56,8 @@ from pinecall_clients.roster import RosterClient
 from pinecall_contracts.agents import AgentVersion
 from pinecall_runtime.agents import read_definition
 from pinecall_runtime.monitoring.prometheus import PROMETHEUS, fired, job_of
+from pinecall_runtime.up import recordings, services, supervise, written
 from pinecall_runtime.up import report as reporting
-from pinecall_runtime.up import services, supervise, written
 from pinecall_runtime.up.apps import Ledgers, killing, wait_held
 from pinecall_runtime.up.outbound import Outbound
 from pinecall_runtime.up.outbound import summary as outbound_summary
@@ -137,7 +137,8 @@ async def define_agent(run: Run, at: Urls) -> list[AgentVersion]:
     environment, with each environment's app key (as its org would); the versions that stand (a
     run's database is new: version 1). ``CallLogRefused`` or ``CallLogUnavailable`` (after
     30 s) when call-log does not take it."""
-    definition = read_definition(EXAMPLE / "booking.yaml")
+    # every call recorded (issue 19): up's own choice, not the example's (its org's consent)
+    definition = msgspec.structs.replace(read_definition(EXAMPLE / "booking.yaml"), record=True)
     stored = []
     for key in run.app_keys.values():
         async with CallLogClient(at.call_log, key) as log:
@@ -290,6 +291,10 @@ async def _watch(
             planned=chats, kills=chat_kills,
         )  # fmt: skip
         result["problems"] += chat_problems
+        result["recordings"], recorded = await recordings.build(
+            watch.reports, result["callers"], operator_key=run.operator_key, call_log=at.call_log
+        )
+        result["problems"] += recorded
         result["written"]["threads_open"] = threads
         if placing is not None:
             if not placing.done():
@@ -551,12 +556,14 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
 
         try:
             stand_ins = services.lab(run, at, tool_share=options["tool_share"])
+            stand_ins.append(recordings.bucket(run, at.s3, services.TIER["lab"]))
             processes.launch(*stand_ins)  # they need no database: up while it is migrated
             click.echo("up: starting the stand-ins and the vendor fakes; migrating, making keys")
             run.prepare()  # StepFailed says which verb failed and what it printed
             click.echo("migrations and keys: done")
             ready(*stand_ins)
             store, control, workers, chat = services.platform(run, at, seats=options["seats"])
+            recordings.equip([*store, *workers], at.s3)  # they record, and sign the URLs
             processes.launch(*store)
             ready(*store)
             for agent in asyncio.run(define_agent(run, at)):
@@ -630,6 +637,7 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
             click.echo(written.summary(result["written"]))
         if "outbound" in result:
             click.echo(outbound_summary(result["outbound"]))
+        click.echo(recordings.summary(result["recordings"]))
         if reporting.failed(result):
             click.echo("up: problems:\n  " + "\n  ".join(result["problems"][:20]), err=True)
             raise SystemExit(ExitCode.FAILED)

@@ -88,6 +88,8 @@ class Urls:
     """``examples/page`` served on loopback (:mod:`pinecall_runtime.up.page`)."""
     whatsapp: str = ""
     """The WhatsApp Cloud API fake's (``lab whatsapp``): the chat replicas' Graph URL."""
+    s3: str = ""
+    """The recordings' bucket's (``lab s3``, :mod:`pinecall_runtime.up.recordings`)."""
 
     def named(self) -> dict[str, str]:
         """Every part's URL by its process's name (``livekit-production``, ``roster``…)."""
@@ -104,6 +106,7 @@ class Urls:
             | {("chat" if i == 0 else f"chat-{i}"): u for i, u in enumerate(self.chat)}
             | ({"page": self.page} if self.page else {})
             | ({"whatsapp": self.whatsapp} if self.whatsapp else {})
+            | ({"s3": self.s3} if self.s3 else {})
         )
 
 
@@ -124,6 +127,7 @@ def urls(roster_replicas: int = 1) -> Urls:
         chat=[url() for _ in range(CHAT_REPLICAS)],
         page=url(),
         whatsapp=url(),
+        s3=url(),
     )
 
 
