@@ -104,6 +104,7 @@ class CallRecording:
         self._sent_at = 0.0
         self._sent_bytes = -1
         self._pump: asyncio.Task[None] | None = None
+        self._stopping: asyncio.Future[None] | None = None
         self._lock = asyncio.Lock()
 
     @property
@@ -207,21 +208,31 @@ class CallRecording:
         assert self.path is not None
         assert self.access is not None
         assert self._recorder is not None
-        if self._pump is not None:
-            self._pump.cancel()
-            await asyncio.gather(self._pump, return_exceptions=True)
-        await self._recorder.aclose()
+        await self.stop()
         await self._send(last=True)
         await self._bucket.complete(self.started.key, self.started.upload_id, self._frozen)
         data = self.path.read_bytes()
         return recording_of(self.access, self.started.key, data, job=self.job, complete=True)
 
-    async def _close(self) -> None:
+    def stop(self) -> asyncio.Future[None]:
+        """Stop recording now, the call over (its caller left, the agent ended it): the file
+        ends with the call, not with the job's shutdown, which comes seconds later on a busy
+        machine (``up``'s report saw recordings 2.4–3.4 s longer than their calls). What it
+        holds is uploaded by :meth:`finish`. Idempotent; the future is done once the recorder
+        closed."""
+        if self._stopping is None:
+            self._stopping = asyncio.ensure_future(self._stop())
+        return self._stopping
+
+    async def _stop(self) -> None:
         if self._pump is not None:
             self._pump.cancel()
             await asyncio.gather(self._pump, return_exceptions=True)
         if self._recorder is not None and self._recorder.recording:
             await self._recorder.aclose()
+
+    async def _close(self) -> None:
+        await self.stop()
         await self._close_bucket()
         if self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)

@@ -208,6 +208,8 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
     follow(session, recorder)
 
     def ended(reason: str) -> None:
+        if recording is not None:  # the file ends with the call, not with the job's shutdown
+            recording.stop()
         ctx.shutdown(reason)
 
     session.on("close", lambda ev: ended(f"session closed: {ev.reason.value}"))
