@@ -7,7 +7,7 @@ POST /v1/calls                             fleet             CallRecord (CallOpe
 GET  /v1/calls?state=&after=&limit=        fleet, serv., op. CallPage (unsealed calls, paged)
 GET  /v1/calls/{call}                      fleet, serv., op. CallRecord
 POST /v1/calls/{call}/entries              fleet             BatchWritten (EntryBatch)
-GET  /v1/calls/{call}/entries?after=<seq>  fleet, operator   CallLog
+GET  /v1/calls/{call}/entries?after=<seq>  fleet, serv., op. CallLog
 GET  /v1/calls/{call}/commands?after=&wait_s=  fleet         CallCommands (a long poll)
 POST /v1/calls/{call}/events               fleet             EventWritten (one Entry, not counted)
 POST /v1/calls/{call}/reopened             fleet             CallRecord (Reopened)
@@ -19,7 +19,7 @@ POST /v1/calls/{call}/seal                 fleet, serv., op. CallRecord (CallEnd
 POST /v1/calls/{call}/tools                fleet             ToolResult (ToolCall); waits
 POST /v1/calls/{call}/tools/{id}/result    app               ToolResult (ToolAnswer)
 POST /v1/callbacks                         all four          AgentEntry (CallbackRequest)
-POST /v1/agents/{agent}/log                fleet, serv., op. AgentEntry (AgentEntry)
+POST /v1/agents/{agent}/log                fleet, serv., op. AgentEntry (AgentEntry; once per key)
 GET  /v1/agents/{agent}/log?after=<seq>    fleet, app, op.   AgentLog (an operator: &environment=)
 PUT  /v1/agents/{agent}?org=               app, operator     AgentVersion (:mod:`.definitions`)
 GET  /v1/agents?org=                        app, operator     AgentList (the same)
@@ -104,7 +104,6 @@ MAX_WAIT_S = 30.0
 WaitS = Annotated[float, QueryParameter(ge=0.0, le=MAX_WAIT_S)]
 
 WORKER: tuple[KeyKind, ...] = ("fleet",)
-WORKER_OR_OPERATOR: tuple[KeyKind, ...] = ("fleet", "operator")
 WORKER_OR_SERVICE: tuple[KeyKind, ...] = ("fleet", *SERVICE_OR_OPERATOR)
 """What a worker does to its call, and a service (the dispatcher, the reaper) to any call."""
 APP: tuple[KeyKind, ...] = ("app",)
@@ -210,8 +209,9 @@ async def write_entries(
 
 @get("/v1/calls/{call:str}/entries", responses=problems(400, 401, 403, 404, 503))
 async def read_entries(request: AnyRequest, call: CallPath, after: After = 0) -> CallLog:
-    """The call's entries with seq above ``after``, in order (10 000 at most)."""
-    await _call(request, call, WORKER_OR_OPERATOR)
+    """The call's entries with seq above ``after``, in order (10 000 at most): its worker's,
+    an operator's, or a service's (the dispatcher reads a follow-up's try's SIP status)."""
+    await _call(request, call, WORKER_OR_SERVICE)
     return await service_of(request).store.calls.read(call, after)
 
 
@@ -334,12 +334,14 @@ async def agent_append(
     environment: FromQuery[str | None] = None,
 ) -> AgentEntry:
     """An entry on the agent's log (``fleet.full``, ``agent.draining``) of the key's environment
-    (an operator's names it, ``?environment=``; 422 when it does not)."""
+    (an operator's names it, ``?environment=``; 422 when it does not); once per ``key`` when
+    the entry has one (a second answers the first)."""
     key = await key_of(request, WORKER_OR_SERVICE)
     env = environment_named(key, environment, "an agent's log")
     if (why := domain.too_large([data])) is not None:
         raise Unprocessable(why)
-    return await service_of(request).store.agents.append(env, agent, data.kind, data.data, utcnow())
+    agents = service_of(request).store.agents
+    return await agents.append(env, agent, data.kind, data.data, utcnow(), key=data.key)
 
 
 @get("/v1/agents/{agent:str}/log", responses=problems(400, 401, 403, 422, 503))
