@@ -7,7 +7,7 @@ POST /v1/calls                             fleet             CallRecord (CallOpe
 GET  /v1/calls?state=&after=&limit=        fleet, serv., op. CallPage (unsealed calls, paged)
 GET  /v1/calls/{call}                      fleet, serv., op. CallRecord
 POST /v1/calls/{call}/entries              fleet             BatchWritten (EntryBatch)
-GET  /v1/calls/{call}/entries?after=<seq>  fleet, serv., op. CallLog
+GET  /v1/calls/{call}/entries?after=<seq>  fleet, op.; serv. CallLog (a service: SIGNALLING only)
 GET  /v1/calls/{call}/commands?after=&wait_s=  fleet         CallCommands (a long poll)
 POST /v1/calls/{call}/events               fleet             EventWritten (one Entry, not counted)
 POST /v1/calls/{call}/reopened             fleet             CallRecord (Reopened)
@@ -53,6 +53,7 @@ import datetime as dt
 from collections.abc import Collection
 from typing import Annotated, Any, Literal
 
+import msgspec
 from litestar import Request, get, post
 from litestar.datastructures import State
 from litestar.params import FromQuery, JSONBody, PathParameter, QueryParameter
@@ -82,6 +83,7 @@ from pinecall_contracts.calls import (
     ToolCall,
     ToolResult,
 )
+from pinecall_contracts.entries import CALL_DIALLED, CALL_ENDED
 from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_servicekit.db import utcnow
@@ -209,10 +211,21 @@ async def write_entries(
 
 @get("/v1/calls/{call:str}/entries", responses=problems(400, 401, 403, 404, 503))
 async def read_entries(request: AnyRequest, call: CallPath, after: After = 0) -> CallLog:
-    """The call's entries with seq above ``after``, in order (10 000 at most): its worker's,
-    an operator's, or a service's (the dispatcher reads a follow-up's try's SIP status)."""
-    await _call(request, call, WORKER_OR_SERVICE)
-    return await service_of(request).store.calls.read(call, after)
+    """The call's entries with seq above ``after``, in order (10 000 at most). A service key
+    reads only :data:`SIGNALLING` of them, never the transcript (the dispatcher reads a
+    follow-up's try's SIP status)."""
+    key = await key_of(request, WORKER_OR_SERVICE)
+    record = await service_of(request).identity(call)
+    _environment(key, record.environment)
+    log = await service_of(request).store.calls.read(call, after)
+    if key.kind != "service":
+        return log
+    return msgspec.structs.replace(log, entries=[e for e in log.entries if e.kind in SIGNALLING])
+
+
+SIGNALLING = frozenset({CALL_DIALLED, CALL_ENDED})
+"""What a service key reads of a call's entries: how its phone leg was dialled and how it
+ended, no word of the conversation."""
 
 
 @get("/v1/calls/{call:str}/commands", responses=problems(400, 401, 403, 404, 503))
