@@ -500,6 +500,15 @@ def test_callers_beyond_the_seats_hear_the_overflow_and_are_called_back(
     assert callbacks["visitors_refused_called_back"] == sum(
         calls["refused_at_the_endpoint"].values()
     )
+    # issue 18, acceptance 6: the phones' call backs dialled once a seat freed (the stand-ins'
+    # default callee answers and hangs up), a visitor's (a contact, no number) given up
+    requested = callbacks["phones_overflowed"] + callbacks["visitors_refused_called_back"]
+    assert callbacks["requested"] == requested
+    assert callbacks["dialled"] >= callbacks["phones_overflowed"] >= 1
+    assert callbacks["answered"] == callbacks["phones_overflowed"]
+    assert callbacks["given_up"] == callbacks["visitors_refused_called_back"]
+    assert (callbacks["dialled_twice"], callbacks["waiting"]) == (0, 0)
+    assert "up: call backs: " in out
     overflowed = [c for c in result["callers"] if (c["answered_by"] or "").endswith("/overflow")]
     assert {c["outcome"] for c in overflowed} == {"overflow"}
     assert {c["ended_by"] for c in overflowed} == {"far_end"}  # the sentence, then the room went

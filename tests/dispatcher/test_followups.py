@@ -319,3 +319,111 @@ async def test_a_try_is_placed_as_an_outbound_call_once_whatever_it_is_asked_aga
         },
     )
     assert await services(chain)[1].place_followup(again) == dialled["call"]  # one call
+
+
+async def write_try_not_reached(log: Replica, keys: Keys, call: str) -> None:
+    """The try's call as its worker writes it when the phone was busy: opened, ``call.dialled``
+    not answered with LiveKit SIP's status, ended ``not_reached`` with it as the reason."""
+    fleet = bearer(keys.production)
+    opened = await log.post(
+        "/v1/calls",
+        json={
+            "call": call,
+            "agent": LAB_AGENT,
+            "org": LAB_ORG,
+            "environment": "production",
+            "room": f"out-{call}",
+            "worker": "pinecall/w.1",
+        },
+        headers=fleet,
+    )
+    assert opened.status_code == 200, opened.text
+    dialled = {
+        "to": "+15550107",
+        "answered": False,
+        "sip_status_code": 486,
+        "sip_status": "Busy Here",
+        "trunk": "ST_1",
+        "participant": f"phone-{call}",
+    }
+    batch = {"after": 0, "entries": [{"kind": "call.dialled", "ts": dt.datetime.now(dt.UTC).isoformat(), "data": dialled}]}  # fmt: skip
+    written = await log.post(f"/v1/calls/{call}/entries", json=batch, headers=fleet)
+    assert written.status_code == 200, written.text
+    end = {"outcome": "not_reached", "reason": "SIP 486 Busy Here"}
+    ended = await log.post(f"/v1/calls/{call}/end", json=end, headers=fleet)
+    assert ended.status_code == 200, ended.text
+
+
+async def test_a_try_not_reached_carries_its_legs_sip_status_from_its_calls_log(
+    chain: Chain, call_log: Replica, keys: Keys
+) -> None:
+    """``call.ended`` says only the outcome: the dialler reads the try's call's log for LiveKit
+    SIP's status (``call.dialled``) and the end's reason, as the call's own log says them."""
+    clock, dial = Clock(), Dialled()
+    drive(services(chain), clock, dial)
+    dialler = chain.service.dialler
+    await seated(chain, 2)
+    await ask(call_log, keys, "+15550107")
+    await dialler.tick()
+    [order] = dial.orders
+    call = f"call_{order.key}"
+    await write_try_not_reached(call_log, keys, call)
+    await dialler.ended(call, "not_reached")  # as the dispatcher hears it on NATS
+    [not_reached] = [d for k, d in await agent_log(call_log, keys) if k == "callback.not_reached"]
+    assert not_reached == {
+        "callback": not_reached["callback"],
+        "try": 1,
+        "call": call,
+        "status": "SIP 486 Busy Here",
+        "sip_status_code": 486,
+        "sip_status": "Busy Here",
+    }
+
+
+class Crash(BaseException):
+    """The replica's process dies here: nothing after it runs (not an error it handles)."""
+
+
+async def test_each_entry_of_a_try_is_written_once_whatever_dies_between_the_change_and_the_log(
+    chain: Chain, call_log: Replica, keys: Keys, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A replica dies after a try's change committed and before call-log heard of it: the next
+    round of another replica writes the entry; one dies after call-log wrote an entry and before
+    it knew: the entry is sent again, and written once (its key)."""
+    clock, dial = Clock(), Dialled()
+    first, second = (s.dialler for s in services(chain))
+    drive(services(chain), clock, dial)
+    await seated(chain, 2)
+    await ask(call_log, keys, "+15550108")
+
+    async def dies(*_: object, **__: object) -> None:
+        raise Crash
+
+    # the first dies between the try's dial (committed) and its callback.dialled on the log
+    monkeypatch.setattr(first.call_log, "agent_entry", dies)
+    with pytest.raises(Crash):
+        await first.tick()
+    assert dial.keys() == ["followup-1-1"]
+    assert [k for k, _ in await agent_log(call_log, keys)] == ["callback.requested"]
+    await second.tick()  # the entry owed is written, and the try is not dialled again
+    assert dial.keys() == ["followup-1-1"]
+    assert [k for k, _ in await agent_log(call_log, keys)] == [
+        "callback.requested",
+        "callback.dialled",
+    ]
+    # the second dies between call-log writing callback.not_reached and marking it written
+    monkeypatch.setattr(second.store.notes, "written", dies)
+    call = "call_followup-1-1"
+    with pytest.raises(Crash):
+        await second.ended(call, "not_reached", "SIP 486 Busy Here")
+    monkeypatch.undo()
+    await first.tick()  # sent again: call-log answers the first, writing nothing
+    await second.tick()
+    log = await agent_log(call_log, keys)
+    assert [k for k, _ in log] == [
+        "callback.requested",
+        "callback.dialled",
+        "callback.not_reached",
+    ]
+    assert log[2][1]["status"] == "SIP 486 Busy Here"
+    assert await first.store.notes.owed() == []

@@ -219,6 +219,8 @@ async def test_a_number_taken_is_refused_and_another_orgs_number_is_unknown(
             headers=bearer(keys.app),
         )
         assert r.status_code == 404
+        assert r.headers["content-type"].startswith(PROBLEM)
+        assert LAB_ORG not in r.text  # another org's number: unknown, its holder not said
     assert await on_livekit(chain.lk) == (1, 1)
     assert await rows(chain) == 1
 

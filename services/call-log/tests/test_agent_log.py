@@ -133,3 +133,28 @@ async def test_an_operator_names_the_agent_logs_environment_and_a_key_reads_its_
     assert production.json()["entries"] == []
     own = await call_log.get(LOG, headers=bearer(keys.app_sandbox))
     assert [e["kind"] for e in own.json()["entries"]] == ["fleet.full"]
+
+
+async def test_an_entry_with_a_key_is_written_once_per_agents_log(
+    call_log: Replica, keys: Keys
+) -> None:
+    """A writer re-sending an entry after a crash (the dispatcher's follow-ups) names its key:
+    the entries sent with one key, even at once, are one, answered alike; the same key on
+    another agent's log, or another environment's, is another entry; a bad key is a problem
+    and writes nothing."""
+    service = {"headers": bearer(keys.service), "params": {"environment": "production"}}
+    entry = {"kind": "callback.dialled", "data": {"callback": 3, "try": 1}, "key": "note-7"}
+    answers = await asyncio.gather(*(call_log.post(LOG, json=entry, **service) for _ in range(6)))  # type: ignore[arg-type]
+    assert {a.status_code for a in answers} == {200}
+    assert len({a.json()["seq"] for a in answers}) == 1
+    assert answers[0].json()["key"] == "note-7"
+    other = await call_log.post("/v1/agents/sales-bot/log", json=entry, **service)  # type: ignore[arg-type]
+    sandbox = await call_log.post(
+        LOG, json=entry, headers=bearer(keys.service), params={"environment": "sandbox"}
+    )
+    assert len({answers[0].json()["seq"], other.json()["seq"], sandbox.json()["seq"]}) == 3
+    bad = await call_log.post(LOG, json=entry | {"key": "has a space"}, **service)  # type: ignore[arg-type]
+    assert bad.status_code == 400
+    assert bad.headers["content-type"].startswith("application/problem+json")
+    log = (await call_log.get(LOG, headers=bearer(keys.app))).json()
+    assert [(e["kind"], e["key"]) for e in log["entries"]] == [("callback.dialled", "note-7")]

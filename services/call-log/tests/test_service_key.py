@@ -3,6 +3,8 @@ and nothing an operator alone does or reads."""
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from pinecall_contracts.calls import CallLogPage, CallLogRequest
@@ -61,12 +63,26 @@ async def test_a_service_key_writes_on_an_agents_log_and_asks_call_backs_naming_
 async def test_a_service_key_is_refused_what_only_an_operator_reads_or_does(
     call_log: Replica, keys: Keys
 ) -> None:
-    """No transcript (the entries, the ops verb ``calls.log``), no log token: 403."""
+    """No transcript (the ops verb ``calls.log``; of the entries, only how the phone leg was
+    dialled and how the call ended), no log token: 403."""
     opened = await call_log.post("/v1/calls", json=opening(), headers=bearer(keys.production))
     assert opened.is_success
+    now = dt.datetime.now(dt.UTC).isoformat()
+    said = [
+        {"kind": "call.dialled", "ts": now, "data": {"answered": True, "sip_status_code": None}},
+        {"kind": "turn.agent", "ts": now, "data": {"text": "Hello, this is Acme."}},
+    ]
+    written = await call_log.post(
+        "/v1/calls/call_1/entries",
+        json={"after": 0, "entries": said},
+        headers=bearer(keys.production),
+    )
+    assert written.status_code == 200, written.text
     service = bearer(keys.service)
+    read = await call_log.get("/v1/calls/call_1/entries", headers=service)
+    assert read.status_code == 200, read.text
+    assert [e["kind"] for e in read.json()["entries"]] == ["call.dialled"]
     for method, path in (
-        ("GET", "/v1/calls/call_1/entries"),
         ("GET", "/v1/agents/support-bot/log?environment=production"),
         ("POST", "/v1/calls/call_1/log-token"),
     ):

@@ -232,7 +232,7 @@ class CallLogClient:
         self, call: str, after: int = 0, *, within_s: float | None = SEAL_WITHIN_S
     ) -> CallLog:
         """The call's entries with seq above ``after``, in order (a fleet key of its environment,
-        or an operator's); ``CallUnknown`` if the log has no such call."""
+        an operator's or a service's); ``CallUnknown`` if the log has no such call."""
         path = f"/v1/calls/{call}/entries" + (f"?after={after}" if after else "")
         return await self.request(path, None, CallLog, within_s=within_s, method="GET", call=call)
 

@@ -54,6 +54,8 @@ Timestamp = Annotated[dt.datetime, msgspec.Meta(tz=True)]
 Count = Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)]
 Seq = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
 Text = Annotated[str, msgspec.Meta(max_length=2000)]
+EntryKey = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:/-]{1,128}$")]
+"""A writer's id of an agent-log entry (:attr:`AgentEntry.key`)."""
 TimeoutS = Annotated[float, msgspec.Meta(gt=0.0, le=600.0)]
 
 Outcome = Literal[
@@ -367,6 +369,10 @@ class AgentEntry(Contract, frozen=True, kw_only=True, tag="calls.agent_entry.v1"
     seq: int = 0
     """Its place on the agent's log (0 in a request: the service gives it)."""
     ts: dt.datetime | None = None
+    key: EntryKey | None = None
+    """The writer's own id of the entry: written once per agent's log (its environment and
+    agent), a second append with the same key answers the first and writes nothing, so a
+    writer that re-sends after a crash never doubles it (the follow-ups' dialler's notes)."""
 
 
 class AgentLog(Contract, frozen=True, kw_only=True, tag="calls.agent_log.v1"):

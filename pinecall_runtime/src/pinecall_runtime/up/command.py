@@ -59,6 +59,7 @@ from pinecall_runtime.monitoring.prometheus import PROMETHEUS, fired, job_of
 from pinecall_runtime.up import recordings, services, supervise, written
 from pinecall_runtime.up import report as reporting
 from pinecall_runtime.up.apps import Ledgers, killing, wait_held
+from pinecall_runtime.up.callbacks import CallBacks
 from pinecall_runtime.up.outbound import Outbound
 from pinecall_runtime.up.outbound import summary as outbound_summary
 from pinecall_runtime.up.services import EXAMPLE, Urls, urls
@@ -164,6 +165,7 @@ async def _watch(
     calls, every, chats = options["calls"], options["every"], options["chats"]
     dialling = Outbound(run, at.livekit, at.dispatcher, agent=AGENT, org=ORG,
                         count=_outbound_count(options), rate=options["rate"])  # fmt: skip
+    backs = CallBacks(run, at.call_log, AGENT, dialling)
     placing: asyncio.Task[None] | None = None
     bus = await Bus.connect(run.nats_url, run.namespace, name="up")
     app_processes = [p for p in processes if p.tier == services.TIER["apps"]]
@@ -209,8 +211,8 @@ async def _watch(
             )
             processes.start(callers)
             click.echo(f"up: callers ringing at {options['rate']:g} a second; log {callers.log}")
+            await dialling.prepare()  # the trunk and callees of outbound calls and call backs
             if dialling.count:
-                await dialling.prepare()
                 placing = asyncio.create_task(dialling.place())
                 click.echo(f"up: {dialling.count} outbound calls placed at {options['rate']:g} "
                            "a second, each request sent twice")  # fmt: skip
@@ -275,6 +277,7 @@ async def _watch(
                 f"{', …' if len(waiting) > 5 else ''}); Ctrl-C again stops waiting",
                 err=True,
             )
+        called_back = await backs.settle(watch, hurry) if calls != 0 else None
         unsealed, cut = await _sealed(watch, hurry)
         result = await reporting.build(
             watch,
@@ -286,6 +289,9 @@ async def _watch(
         never = "was not sealed when up was stopped again" if cut else "was never sealed"
         result["problems"] += [f"room {room}: its call {never}" for room in unsealed]
         result["fleets"] = msgspec.to_builtins(watch.roster.fleets) if watch.roster else []
+        if called_back is not None:
+            result["callbacks"] |= called_back
+            result["problems"] += reporting.call_backs_problems(called_back)
         result["written"], chat_problems = await written.build(
             visitors, watch.ended(), operator_key=run.operator_key, call_log=at.call_log,
             planned=chats, kills=chat_kills,

@@ -14,6 +14,9 @@ Read once the calls ended and their logs were sealed, while the services still r
   that offer it to a worker or give it to the overflow;
 - each agent's log per environment (``GET /v1/agents/{agent}/log``): ``callback.requested`` for
   every phone the overflow answered (seed 000, "Full, at the endpoint");
+- the call backs dialled (issue 18, acceptance 6; :func:`call_backs`, read by
+  :mod:`pinecall_runtime.up.callbacks`): requested, dialled, answered, not reached, given up,
+  dialled twice (a problem), waiting at the end;
 - the tools (issue 16, "In the main job"): each call's ``tool.call`` entries (asked) and
   ``tool.result`` entries (answered by the app, or ``error: "timeout"``: timed out) on its log;
   the app processes' ledgers for the rest (:func:`pinecall_runtime.up.apps.tally`: tool calls
@@ -31,12 +34,13 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.dispatcher import DispatcherClient
 from pinecall_clients.errors import CallLogError, DispatcherError
-from pinecall_contracts.calls import AgentLog, CallLog, CallRecord
+from pinecall_contracts.calls import AgentEntry, AgentLog, CallLog, CallRecord
 from pinecall_contracts.lab import CallerReport
 from pinecall_contracts.words import counted
 from pinecall_runtime.loaddrive import quantile
@@ -274,6 +278,60 @@ async def build(
     }
 
 
+def call_backs(
+    entries: Mapping[str, Sequence[AgentEntry]], legs: Sequence[Mapping[str, Any]]
+) -> dict[str, Any]:
+    """The report's call backs dialled (issue 18, acceptance 6), from each environment's
+    ``callback.*`` entries of the agent's log and the stand-ins' outbound SIP legs: *requested*
+    (``callback.requested``), *dialled* (tries, ``callback.dialled`` by its try key),
+    *answered*, *not reached* (tries), *given up* (call backs), *dialled twice* (a try whose
+    entry is on the log twice, or whose room got more than one SIP leg: a problem), and
+    *waiting* at the end (requested, neither answered nor given up)."""
+    requested: set[tuple[str, int]] = set()
+    done: set[tuple[str, int]] = set()
+    tries: Counter[tuple[str, str]] = Counter()
+    rooms: set[str] = set()
+    kinds: Counter[str] = Counter()
+    for environment, found in entries.items():
+        for e in found:
+            kinds[e.kind] += 1
+            if e.kind == "callback.requested":
+                requested.add((environment, e.seq))
+            elif e.kind in ("callback.answered", "callback.given_up"):
+                done.add((environment, int(e.data.get("callback", 0))))
+            elif e.kind == "callback.dialled":
+                tries[(environment, str(e.data.get("key")))] += 1
+                rooms.add(f"out-{e.data.get('call')}")
+    per_room = Counter(str(leg["room"]) for leg in legs if leg["room"] in rooms)
+    twice = sum(n > 1 for n in tries.values()) + sum(n > 1 for n in per_room.values())
+    return {
+        "requested": len(requested),
+        "dialled": len(tries),
+        "answered": kinds["callback.answered"],
+        "not_reached": kinds["callback.not_reached"],
+        "given_up": kinds["callback.given_up"],
+        "dialled_twice": twice,
+        "waiting": len(requested - done),
+    }
+
+
+def call_backs_line(counts: Mapping[str, Any]) -> str:
+    """The terminal's call backs line: ``up: call backs: 2 requested, 2 dialled, …``."""
+    return (
+        f"up: call backs: {counts['requested']} requested, {counts['dialled']} dialled, "
+        f"{counts['answered']} answered, {counts['not_reached']} not reached, "
+        f"{counts['given_up']} given up, {counts['dialled_twice']} dialled twice, "
+        f"{counts['waiting']} waiting at the end"
+    )
+
+
+def call_backs_problems(counts: Mapping[str, Any]) -> list[str]:
+    """A call back dialled twice is a problem (a try is one call, whatever restarts)."""
+    if counts.get("dialled_twice"):
+        return [f"call backs: {counts['dialled_twice']} tries dialled twice"]
+    return []
+
+
 def failed(report: dict[str, Any]) -> bool:
     """Whether the run did not hold: anything in ``problems`` (see the module docstring)."""
     return bool(report["problems"])
@@ -306,7 +364,7 @@ def summary(result: dict[str, Any]) -> str:
         "apps: "
         f"{apps['kills']} killed, {apps['handed']} calls handed, loss to attached p50 "
         f"{_s(loss['p50'])}, p99 {_s(loss['p99'])}"
-    )
+    ) + (f"\n{call_backs_line(result['callbacks'])}" if "dialled" in result["callbacks"] else "")
 
 
 def _s(seconds: float | None) -> str:

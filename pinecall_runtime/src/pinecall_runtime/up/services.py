@@ -33,6 +33,7 @@ import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
+from pinecall_runtime.up.callbacks import FOLLOWUP_ENV
 from pinecall_runtime.up.stage import ENVIRONMENTS, Run
 from pinecall_runtime.up.supervise import Supervised
 from pinecall_servicekit.platform import free_port
@@ -216,7 +217,8 @@ def platform(
         http("webhook-ingest", "webhook-ingest", at.webhook_ingest,
              {"PINECALL_LIVEKIT_KEYS": keys}, "control"),
         http("dispatcher", "dispatcher", at.dispatcher,
-             service | {"PINECALL_LIVEKIT_KEYS": keys} | evals_env(at.vendors), "control"),
+             service | {"PINECALL_LIVEKIT_KEYS": keys} | evals_env(at.vendors) | FOLLOWUP_ENV,
+             "control"),
         http("reaper", "reaper", at.reaper,
              service | {"PINECALL_LIVEKIT_KEYS": keys, "PINECALL_LIVEKIT_URLS": urls,
                         "PINECALL_REAP_EVERY_S": str(REAP_EVERY_S),

@@ -8,7 +8,7 @@ GET  /v1/calls?state=&after=&limit=        fleet, serv., op. CallPage (unsealed 
 GET  /v1/calls/{call}                      fleet, serv., op. CallRecord
 POST /v1/calls/{call}/entries              fleet, service    BatchWritten (EntryBatch); a service
                                                              key only ``entries.KEPT_BY_A_SERVICE``
-GET  /v1/calls/{call}/entries?after=<seq>  fleet, serv., op. CallLog
+GET  /v1/calls/{call}/entries?after=<seq>  fleet, op.; serv. CallLog (a service: SERVICE_READS only)
 GET  /v1/calls/{call}/commands?after=&wait_s=  fleet         CallCommands (a long poll)
 POST /v1/calls/{call}/events               fleet             EventWritten (one Entry, not counted)
 POST /v1/calls/{call}/reopened             fleet             CallRecord (Reopened)
@@ -20,7 +20,7 @@ POST /v1/calls/{call}/seal                 fleet, serv., op. CallRecord (CallEnd
 POST /v1/calls/{call}/tools                fleet             ToolResult (ToolCall); waits
 POST /v1/calls/{call}/tools/{id}/result    app               ToolResult (ToolAnswer)
 POST /v1/callbacks                         all four          AgentEntry (CallbackRequest)
-POST /v1/agents/{agent}/log                fleet, serv., op. AgentEntry (AgentEntry)
+POST /v1/agents/{agent}/log                fleet, serv., op. AgentEntry (AgentEntry; once per key)
 GET  /v1/agents/{agent}/log?after=<seq>    fleet, app, op.   AgentLog (an operator: &environment=)
 PUT  /v1/agents/{agent}?org=               app, operator     AgentVersion (:mod:`.definitions`)
 GET  /v1/agents?org=                        app, operator     AgentList (the same)
@@ -56,6 +56,7 @@ import datetime as dt
 from collections.abc import Collection
 from typing import Annotated, Any, Literal
 
+import msgspec
 from litestar import Request, get, post
 from litestar.datastructures import State
 from litestar.params import FromQuery, JSONBody, PathParameter, QueryParameter
@@ -85,7 +86,12 @@ from pinecall_contracts.calls import (
     ToolCall,
     ToolResult,
 )
-from pinecall_contracts.entries import KEPT_BY_A_SERVICE
+from pinecall_contracts.entries import (
+    CALL_DIALLED,
+    CALL_ENDED,
+    CALL_RECORDING_STARTED,
+    KEPT_BY_A_SERVICE,
+)
 from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_contracts.keys import KeyInfo, KeyKind
 from pinecall_servicekit.db import utcnow
@@ -227,9 +233,23 @@ async def write_entries(
 
 @get("/v1/calls/{call:str}/entries", responses=problems(400, 401, 403, 404, 503))
 async def read_entries(request: AnyRequest, call: CallPath, after: After = 0) -> CallLog:
-    """The call's entries with seq above ``after``, in order (10 000 at most)."""
-    await _call(request, call, READERS)
-    return await service_of(request).store.calls.read(call, after)
+    """The call's entries with seq above ``after``, in order (10 000 at most). A service key
+    reads only :data:`SERVICE_READS` of them, never the transcript (the dispatcher reads a
+    follow-up's try's SIP status; the reaper, a dead job's recording)."""
+    key = await key_of(request, WORKER_OR_SERVICE)
+    record = await service_of(request).identity(call)
+    _environment(key, record.environment)
+    log = await service_of(request).store.calls.read(call, after)
+    if key.kind != "service":
+        return log
+    return msgspec.structs.replace(log, entries=[e for e in log.entries if e.kind in SERVICE_READS])
+
+
+SERVICE_READS = frozenset(
+    {CALL_DIALLED, CALL_ENDED, CALL_RECORDING_STARTED, *KEPT_BY_A_SERVICE}
+)
+"""What a service key reads of a call's entries: how its phone leg was dialled and how it
+ended, and where its recordings are, no word of the conversation."""
 
 
 @get("/v1/calls/{call:str}/commands", responses=problems(400, 401, 403, 404, 503))
@@ -351,12 +371,14 @@ async def agent_append(
     environment: FromQuery[str | None] = None,
 ) -> AgentEntry:
     """An entry on the agent's log (``fleet.full``, ``agent.draining``) of the key's environment
-    (an operator's names it, ``?environment=``; 422 when it does not)."""
+    (an operator's names it, ``?environment=``; 422 when it does not); once per ``key`` when
+    the entry has one (a second answers the first)."""
     key = await key_of(request, WORKER_OR_SERVICE)
     env = environment_named(key, environment, "an agent's log")
     if (why := domain.too_large([data])) is not None:
         raise Unprocessable(why)
-    return await service_of(request).store.agents.append(env, agent, data.kind, data.data, utcnow())
+    agents = service_of(request).store.agents
+    return await agents.append(env, agent, data.kind, data.data, utcnow(), key=data.key)
 
 
 @get("/v1/agents/{agent:str}/log", responses=problems(400, 401, 403, 422, 503))

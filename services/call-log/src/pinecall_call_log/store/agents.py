@@ -144,37 +144,46 @@ class AgentStore:
         return None if row is None else _result(call, row)
 
     async def append(
-        self, environment: str, agent: str, kind: str, data: dict[str, Any], now: dt.datetime
+        self,
+        environment: str,
+        agent: str,
+        kind: str,
+        data: dict[str, Any],
+        now: dt.datetime,
+        key: str | None = None,
     ) -> AgentEntry:
-        """One entry on the agent's log (``fleet.full``, ``agent.draining``, …). A WhatsApp
+        """One entry on the agent's log (``fleet.full``, ``agent.draining``, …). An entry with
+        a ``key`` (its writer's id) is written once per agent's log: a second append with that
+        key answers the first, writing nothing (a writer re-sending after a crash). A WhatsApp
         message's entries (:data:`ONCE_PER_MESSAGE`, ``data.message`` a string: its wamid) are
-        written once per message and kind: a second append answers the first, writing nothing
-        (Meta delivers a message again for days; two chat replicas may take it at once)."""
+        written once per message and kind the same way (Meta delivers a message again for
+        days; two chat replicas may take it at once)."""
         message = data.get("message")
+        entries = AGENT_ENTRIES.c
+        same = sa.and_(entries.environment == environment, entries.agent == agent)
+        if key is not None:
+            held = sa.and_(same, entries.key == key)
+        elif kind in ONCE_PER_MESSAGE and isinstance(message, str):
+            held = sa.and_(same, entries.kind == kind, entries.data["message"].astext == message)
+        else:
+            held = None
         async with db.translate_errors("writing the agent log"), self.engine.begin() as conn:
-            if kind not in ONCE_PER_MESSAGE or not isinstance(message, str):
+            if held is None:
                 seq = await self._append(conn, environment, agent, kind, data, now)
                 return AgentEntry(kind=kind, data=data, seq=seq, ts=now)
             row = (
                 await conn.execute(
                     insert(AGENT_ENTRIES)
-                    .values(environment=environment, agent=agent, kind=kind, ts=now, data=data)
+                    .values(
+                        environment=environment, agent=agent, kind=kind, ts=now, data=data, key=key
+                    )
                     .on_conflict_do_nothing()
                     .returning(AGENT_ENTRIES)
                 )
             ).first()
             if row is None:
-                row = (
-                    await conn.execute(
-                        sa.select(AGENT_ENTRIES).where(
-                            AGENT_ENTRIES.c.environment == environment,
-                            AGENT_ENTRIES.c.agent == agent,
-                            AGENT_ENTRIES.c.kind == kind,
-                            AGENT_ENTRIES.c.data["message"].astext == message,
-                        )
-                    )
-                ).one()
-        return AgentEntry(kind=row.kind, data=row.data, seq=row.seq, ts=row.ts)
+                row = (await conn.execute(sa.select(AGENT_ENTRIES).where(held))).one()
+        return AgentEntry(kind=row.kind, data=row.data, seq=row.seq, ts=row.ts, key=row.key)
 
     @staticmethod
     async def _append(
@@ -204,7 +213,9 @@ class AgentStore:
                     .limit(10_000)
                 )
             ).all()
-        entries = [AgentEntry(kind=r.kind, data=r.data, seq=r.seq, ts=r.ts) for r in rows]
+        entries = [
+            AgentEntry(kind=r.kind, data=r.data, seq=r.seq, ts=r.ts, key=r.key) for r in rows
+        ]
         return AgentLog(agent=agent, environment=environment, entries=entries)
 
     async def callback(

@@ -89,7 +89,16 @@ AGENT_ENTRIES = sa.Table(
     sa.Column("kind", sa.String(64), nullable=False),
     sa.Column("ts", db.UTC_TIMESTAMP, nullable=False),
     sa.Column("data", JSONB, nullable=False),
+    sa.Column("key", sa.String(128), nullable=True),
     sa.Index("ix_agent_entries_agent", "environment", "agent", "seq"),
+    sa.Index(
+        "uq_agent_entries_key",
+        "environment",
+        "agent",
+        "key",
+        unique=True,
+        postgresql_where=sa.text("key IS NOT NULL"),
+    ),
     sa.Index(
         "uq_agent_entries_message",
         "environment",

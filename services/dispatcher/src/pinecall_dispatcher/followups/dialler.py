@@ -18,13 +18,22 @@ Every ``every_s`` (5 s) each replica ticks (:meth:`Dialler.tick`):
 
 A try's end comes with its call's ``call.ended`` (:meth:`Dialler.ended`). Each try and its
 outcome is on the agent's log (call-log's ``POST /v1/agents/{agent}/log``): ``callback.dialled``,
-``callback.answered``, ``callback.not_reached`` (with LiveKit SIP's status), ``callback.failed``,
-``callback.deferred`` (the line not ready, and until when), ``callback.given_up`` (its reason).
+``callback.answered``, ``callback.not_reached`` (with LiveKit SIP's status as the call's
+``call.dialled`` entry says it, ``sip_status_code`` and ``sip_status``, and the end's reason as
+``status``), ``callback.failed``, ``callback.deferred`` (the line not ready, and until when),
+``callback.given_up`` (its reason).
+
+**Each entry exactly once**: a change owes its entries in its own transaction (the outbox of
+:mod:`pinecall_dispatcher.store.notes`); :meth:`Dialler.flush` sends what is owed, each with its
+note's key (call-log writes an entry once per key), after every change and at every round's
+start, so a replica that dies between a change and its send leaves the entry to the next round
+of any replica, and one that dies between the send and its mark sends it again, written once.
 The clock is injected (``clock``), so a test moves it an hour.
 """
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import logging
 from collections.abc import Awaitable, Callable
@@ -36,6 +45,8 @@ from pinecall_clients.errors import CallLogError, CallUnknown, LiveKitError
 from pinecall_contracts.calls import AgentEntry
 from pinecall_dispatcher.followups.rules import FollowupRules, TryOutcome, try_key, try_outcome
 from pinecall_dispatcher.store.followups import Ended, Followup, FollowupStore
+from pinecall_dispatcher.store.notes import Note, entry_key
+from pinecall_servicekit.changes import Changes
 from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.errors import PinecallError, Unprocessable
 
@@ -115,9 +126,16 @@ class Dialler:
         self.settle_s, self.stale_s = settle_s, stale_s
         self.dialled: list[str] = []
         """Try keys this replica dialled (for tests and ``up``'s count)."""
+        self.applied: list[tuple[str | None, TryOutcome]] = []
+        """Each try's call and outcome, as this replica applied them (once each)."""
+        self.changes = Changes()
+        """Notified when a try's outcome is applied here (what a test awaits)."""
+        self._flushing = asyncio.Lock()
 
     async def tick(self) -> None:
-        """One round: take, settle, reclaim, dial (the module docstring)."""
+        """One round: what is owed to the agents' logs sent, then take, settle, reclaim, dial
+        (the module docstring)."""
+        await self.flush()
         await self.take()
         await self.settle()
         for f in await self.store.reclaim(self.clock(), self.stale_s, self.replica):
@@ -160,9 +178,8 @@ class Dialler:
             if record is not None and record.state == "open":
                 continue
             outcome = try_outcome(record.outcome if record else None)
-            await self._ended(
-                await self.store.ended(f, call, outcome, None, self.clock(), self.rules)
-            )
+            status, sip = await self._sip(call) if outcome == "not_reached" else (None, {})
+            await self._apply(f, call, outcome, status, sip)
 
     async def dial_due(self) -> None:
         """Dial the follow-ups due in every environment whose line has a seat free."""
@@ -175,25 +192,78 @@ class Dialler:
         line = await self.line(environment)
         if line.state == "not_ready":
             until = self.clock() + dt.timedelta(seconds=self.rules.not_ready_s)
-            for f in await self.store.defer(environment, self.clock(), until):
-                await self._note(
-                    f, "callback.deferred", reason="not_ready", until=until.isoformat()
-                )
+
+            def deferred(f: Followup) -> Note:
+                return _note(f, "callback.deferred", reason="not_ready", until=until.isoformat())
+
+            await self.store.defer(environment, self.clock(), until, deferred)
+            await self.flush()
             return
         for f in await self.store.claim(environment, self.clock(), line.seats, self.replica):
             await self._dial(f)
 
     async def ended(self, call: str, outcome: str | None, status: str | None = None) -> None:
-        """``call.ended`` of ``call``: when it is a try's, its outcome applied (once)."""
+        """``call.ended`` of ``call``: when it is a try's, its outcome applied (once); a try
+        not reached carries its leg's SIP status, read from the call's log."""
+        tried = try_outcome(outcome)
+        sip: dict[str, Any] = {}
+        if tried == "not_reached" and await self.store.tried(call):
+            said, sip = await self._sip(call)
+            status = status or said
+        await self._apply(None, call, tried, status, sip)
+
+    async def _sip(self, call: str) -> tuple[str | None, dict[str, Any]]:
+        """The SIP status of ``call``'s leg as its log says it: the end's reason (``SIP 486
+        Busy Here``), and ``call.dialled``'s ``sip_status_code`` and ``sip_status`` (none when
+        the log does not answer in 5 s: logged, the outcome is applied without them)."""
+        try:
+            log = await self.call_log.entries(call, within_s=5.0)
+        except CallLogError as exc:
+            _log.warning("call %s: its SIP status not read: %s", call, exc)
+            return None, {}
+        reason = next((e.data.get("reason") for e in log.entries if e.kind == "call.ended"), None)
+        dialled = next((e.data for e in log.entries if e.kind == "call.dialled"), {})
+        sip: dict[str, Any] = {k: dialled.get(k) for k in SIP_KEYS if k in dialled}
+        return (str(reason)[:64] if reason else None), sip
+
+    async def _apply(
+        self,
+        f: Followup | None,
+        call: str | None,
+        outcome: TryOutcome,
+        status: str | None,
+        sip: dict[str, Any] | None = None,
+    ) -> None:
+        """The try ``f`` (or the one that dialled ``call``) ended ``outcome``: applied once, its
+        entries owed in the same change and sent."""
+        now = self.clock()
         ended = await self.store.ended(
-            None, call, try_outcome(outcome), status, self.clock(), self.rules
+            f, call, outcome, status, now, self.rules, lambda e: _ended_notes(e, now, sip or {})
         )
-        await self._ended(ended)
+        if ended is None:
+            return
+        self.applied.append((ended.call, ended.outcome))
+        await self.changes.notify()
+        await self.flush()
+
+    async def flush(self) -> None:
+        """Send the entries owed to the agents' logs, oldest first, each marked written after
+        call-log's answer; stops at the first that call-log does not take (the next round sends
+        it again)."""
+        async with self._flushing:  # one sender per replica: the next finds them written
+            for note in await self.store.notes.owed():
+                entry = AgentEntry(kind=note.kind, data=note.data, key=entry_key(note))
+                try:
+                    await self.call_log.agent_entry(note.agent, entry, environment=note.environment)
+                except (CallLogError, TimeoutError) as exc:
+                    _log.warning("%s on %s's log not written yet: %s", note.kind, note.agent, exc)
+                    return
+                await self.store.notes.written(note, self.clock())
 
     async def _dial(self, f: Followup) -> None:
-        key = try_key(f.id, f.attempt)
+        try_id = try_key(f.id, f.attempt)
         order = DialOrder(
-            key=key,
+            key=try_id,
             environment=f.environment,
             org=f.org,
             agent=f.agent,
@@ -208,46 +278,52 @@ class Dialler:
         try:
             call = await self.dial(order)
         except Unprocessable as exc:
-            _log.warning("try %s given up: %s", key, exc)
+            _log.warning("try %s given up: %s", try_id, exc)
             await self._give_up(f, exc.code)
             return
         except (PinecallError, CallLogError, LiveKitError) as exc:
-            _log.info("try %s: the line is not ready: %s", key, exc)
+            _log.info("try %s: the line is not ready: %s", try_id, exc)
             code = exc.code if isinstance(exc, PinecallError) else type(exc).__name__
-            ended = await self.store.ended(f, None, "not_ready", code, self.clock(), self.rules)
-            await self._ended(ended)
+            await self._apply(f, None, "not_ready", code)
             return
-        await self.store.dialled(f, call, self.clock())
-        self.dialled.append(key)
-        await self._note(f, "callback.dialled", call=call, number=f.number, key=key)
-
-    async def _ended(self, ended: Ended | None) -> None:
-        if ended is None:
-            return
-        f, outcome = ended.followup, ended.outcome
-        if outcome == "not_ready":
-            until = self.clock() + dt.timedelta(seconds=ended.next.due_in_s)
-            await self._note(f, "callback.deferred", reason=ended.status, until=until.isoformat())
-            return
-        await self._note(f, _KINDS[outcome], call=ended.call, status=ended.status)
-        if ended.next.given_up is not None:
-            await self._note(
-                f, "callback.given_up", reason=ended.next.given_up, tries=ended.next.burnt
-            )
+        note = _note(f, "callback.dialled", call=call, number=f.number, key=try_id)
+        await self.store.dialled(f, call, self.clock(), note)
+        self.dialled.append(try_id)
+        await self.flush()
 
     async def _give_up(self, f: Followup, reason: str) -> None:
-        if await self.store.give_up(f, reason, self.clock()):
-            await self._note(f, "callback.given_up", reason=reason)
+        note = _note(f, "callback.given_up", reason=reason)
+        if await self.store.give_up(f, reason, self.clock(), note):
+            await self.flush()
 
-    async def _note(self, f: Followup, kind: str, **data: Any) -> None:
-        """``kind`` on the follow-up's agent's log, naming its call back and try."""
-        said = {"callback": f.callback_seq, "try": f.attempt or None} | data
-        entry = AgentEntry(kind=kind, data={k: v for k, v in said.items() if v is not None})
-        try:
-            await self.call_log.agent_entry(f.agent, entry, environment=f.environment)
-        except (CallLogError, TimeoutError) as exc:
-            _log.warning("%s of follow-up %d not on %s's log: %s", kind, f.id, f.agent, exc)
 
+def _note(f: Followup, kind: str, **data: Any) -> Note:
+    """``kind`` owed to the follow-up's agent's log, naming its call back and try (``data``'s
+    values that are None left out)."""
+    said = {"callback": f.callback_seq, "try": f.attempt or None} | data
+    return Note(f.environment, f.agent, kind, {k: v for k, v in said.items() if v is not None})
+
+
+def _ended_notes(ended: Ended, now: dt.datetime, sip: dict[str, Any]) -> list[Note]:
+    """What a try's outcome owes the agent's log: ``callback.deferred`` (the line not ready),
+    or the outcome's entry (a try not reached with its ``sip``) and, after the last try,
+    ``callback.given_up``."""
+    f, outcome = ended.followup, ended.outcome
+    if outcome == "not_ready":
+        until = now + dt.timedelta(seconds=ended.next.due_in_s)
+        return [_note(f, "callback.deferred", reason=ended.status, until=until.isoformat())]
+    said = _note(f, _KINDS[outcome], call=ended.call, status=ended.status)
+    if outcome == "not_reached":
+        said = Note(said.environment, said.agent, said.kind, said.data | sip)
+    notes = [said]
+    if ended.next.given_up is not None:
+        given_up = _note(f, "callback.given_up", reason=ended.next.given_up, tries=ended.next.burnt)
+        notes.append(given_up)
+    return notes
+
+
+SIP_KEYS = ("sip_status_code", "sip_status")
+"""What a try not reached carries of its call's ``call.dialled`` entry (LiveKit SIP's status)."""
 
 _KINDS: dict[TryOutcome, str] = {
     "answered": "callback.answered",

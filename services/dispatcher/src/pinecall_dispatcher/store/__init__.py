@@ -22,6 +22,7 @@ from pinecall_dispatcher.store.outbound import OutboundStore
 from pinecall_dispatcher.store.rooms import RoomStore
 from pinecall_dispatcher.store.rows import Arrival, RoomRow
 from pinecall_dispatcher.store.tables import (
+    FOLLOWUP_NOTES,
     FOLLOWUP_TRIES,
     FOLLOWUPS,
     JOURNAL,
@@ -91,3 +92,6 @@ class Store:
             )
             await conn.execute(sa.delete(FOLLOWUP_TRIES).where(FOLLOWUP_TRIES.c.followup.in_(done)))
             await conn.execute(sa.delete(FOLLOWUPS).where(FOLLOWUPS.c.id.in_(done)))
+            await conn.execute(
+                sa.delete(FOLLOWUP_NOTES).where(FOLLOWUP_NOTES.c.written_at < before)
+            )

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,6 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pinecall_contracts.calls import Callback
 from pinecall_dispatcher.followups.rules import FollowupRules, Next, TryOutcome, after, due
+from pinecall_dispatcher.store.followup_counts import Counts, counts
+from pinecall_dispatcher.store.notes import Note, NoteStore, owe
 from pinecall_dispatcher.store.tables import FOLLOWUP_TRIES, FOLLOWUPS
 from pinecall_servicekit import db
 
@@ -54,18 +56,6 @@ class Ended:
     next: Next
 
 
-@dataclass(frozen=True, slots=True)
-class Counts:
-    """An environment's follow-ups now, and its tries ended in the window."""
-
-    waiting: int = 0
-    """Waiting or dialling: owed."""
-    due: int = 0
-    """Waiting and due now (not dialled for want of a seat)."""
-    tries: int = 0
-    not_reached: int = 0
-
-
 def _followup(r: Any, attempt: int = 0) -> Followup:
     return Followup(
         id=r.id,
@@ -81,9 +71,15 @@ def _followup(r: Any, attempt: int = 0) -> Followup:
     )
 
 
+__all__ = ["Counts", "Ended", "Followup", "FollowupStore"]
+
+
 class FollowupStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self.notes = NoteStore(engine)
+        """The agent-log entries the changes below owe (each kept in its change's
+        transaction)."""
 
     async def newest(self) -> dt.datetime | None:
         """When the newest call back taken was requested (None: none taken)."""
@@ -238,14 +234,31 @@ class FollowupStore:
             ).all()
         return [_followup(r, tries[r.id]) for r in rows]
 
-    async def dialled(self, f: Followup, call: str, now: dt.datetime) -> None:
-        """The try's dial answered ``call``."""
+    async def dialled(self, f: Followup, call: str, now: dt.datetime, note: Note) -> None:
+        """The try's dial answered ``call``; ``note`` owed once (a try dialled again after its
+        replica died finds it dialled and owes nothing more)."""
         async with db.translate_errors("writing a try"), self.engine.begin() as conn:
-            await conn.execute(
+            done = await conn.execute(
                 sa.update(FOLLOWUP_TRIES)
-                .where(FOLLOWUP_TRIES.c.followup == f.id, FOLLOWUP_TRIES.c.attempt == f.attempt)
+                .where(
+                    FOLLOWUP_TRIES.c.followup == f.id,
+                    FOLLOWUP_TRIES.c.attempt == f.attempt,
+                    FOLLOWUP_TRIES.c.dialled_at.is_(None),
+                )
                 .values(call=call, dialled_at=now)
             )
+            if done.rowcount == 1:
+                await owe(conn, [note], now)
+
+    async def tried(self, call: str) -> bool:
+        """Whether ``call`` is a try's whose outcome is not applied yet."""
+        async with db.translate_errors("reading tries"), self.engine.connect() as conn:
+            found = await conn.scalar(
+                sa.select(FOLLOWUP_TRIES.c.attempt).where(
+                    FOLLOWUP_TRIES.c.call == call, FOLLOWUP_TRIES.c.outcome.is_(None)
+                )
+            )
+        return found is not None
 
     async def ended(
         self,
@@ -255,10 +268,12 @@ class FollowupStore:
         status: str | None,
         now: dt.datetime,
         rules: FollowupRules,
+        notes: Callable[[Ended], Sequence[Note]],
     ) -> Ended | None:
         """The try ``f`` (or the one that dialled ``call``) ended ``outcome``: the follow-up
-        waits for its next try, is answered, or is given up (:func:`rules.after`). None when the
-        try already had its outcome (or no try dialled ``call``)."""
+        waits for its next try, is answered, or is given up (:func:`rules.after`), and owes
+        ``notes(ended)``. None when the try already had its outcome (or no try dialled
+        ``call``)."""
         tries = FOLLOWUP_TRIES.c
         which = (
             sa.and_(tries.followup == f.id, tries.attempt == f.attempt)
@@ -276,7 +291,9 @@ class FollowupStore:
             ).first()
             if row is None:
                 return None
-            return await self._next(conn, row, outcome, status, now, rules)
+            ended = await self._next(conn, row, outcome, status, now, rules)
+            await owe(conn, notes(ended), now)
+            return ended
 
     async def _next(
         self,
@@ -312,9 +329,9 @@ class FollowupStore:
             next=next_,
         )
 
-    async def give_up(self, f: Followup, reason: str, now: dt.datetime) -> bool:
-        """Give ``f`` up with ``reason`` (no number to dial, an agent gone): False when it was
-        not waiting or dialling."""
+    async def give_up(self, f: Followup, reason: str, now: dt.datetime, note: Note) -> bool:
+        """Give ``f`` up with ``reason`` (no number to dial, an agent gone), owing ``note``:
+        False when it was not waiting or dialling (nothing owed)."""
         async with db.translate_errors("giving up a follow-up"), self.engine.begin() as conn:
             if f.attempt:
                 await conn.execute(
@@ -331,11 +348,19 @@ class FollowupStore:
                 .where(FOLLOWUPS.c.id == f.id, FOLLOWUPS.c.state.in_(("waiting", "dialling")))
                 .values(state="given_up", given_up=reason, updated_at=now)
             )
+            if done.rowcount == 1:
+                await owe(conn, [note], now)
         return done.rowcount == 1
 
-    async def defer(self, environment: str, now: dt.datetime, until: dt.datetime) -> list[Followup]:
+    async def defer(
+        self,
+        environment: str,
+        now: dt.datetime,
+        until: dt.datetime,
+        note: Callable[[Followup], Note],
+    ) -> list[Followup]:
         """The follow-ups of ``environment`` due now, not dialled (their line is not ready):
-        due at ``until`` instead, no try burnt."""
+        due at ``until`` instead, no try burnt; each owes ``note(it)``."""
         async with db.translate_errors("deferring follow-ups"), self.engine.begin() as conn:
             rows = (
                 await conn.execute(
@@ -349,7 +374,9 @@ class FollowupStore:
                     .returning(*FOLLOWUPS.c)
                 )
             ).all()
-        return [_followup(r) for r in rows]
+            deferred = [_followup(r) for r in rows]
+            await owe(conn, [note(f) for f in deferred], now)
+        return deferred
 
     async def unresolved(self, now: dt.datetime, older_s: float) -> list[tuple[Followup, str]]:
         """Tries dialled ``older_s`` ago or more with no outcome yet, and their calls (their
@@ -371,30 +398,4 @@ class FollowupStore:
 
     async def counts(self, now: dt.datetime, window_s: float) -> dict[str, Counts]:
         """Each environment's follow-ups owed and due, and its tries ended in ``window_s``."""
-        since = now - dt.timedelta(seconds=window_s)
-        owed = FOLLOWUPS.c.state.in_(("waiting", "dialling"))
-        due_now = sa.and_(FOLLOWUPS.c.state == "waiting", FOLLOWUPS.c.due_at <= now)
-        f = sa.select(
-            FOLLOWUPS.c.environment,
-            sa.func.count().filter(owed),
-            sa.func.count().filter(due_now),
-        ).where(owed)
-        t = (
-            sa.select(
-                FOLLOWUP_TRIES.c.environment,
-                sa.func.count().filter(FOLLOWUP_TRIES.c.outcome != "not_ready"),
-                sa.func.count().filter(FOLLOWUP_TRIES.c.outcome == "not_reached"),
-            )
-            .where(FOLLOWUP_TRIES.c.ended_at > since)
-            .group_by(FOLLOWUP_TRIES.c.environment)
-        )
-        async with db.translate_errors("counting follow-ups"), self.engine.connect() as conn:
-            owed_rows = (await conn.execute(f.group_by(FOLLOWUPS.c.environment))).all()
-            tried = (await conn.execute(t)).all()
-        out: dict[str, Counts] = {}
-        for env, waiting, due_n in owed_rows:
-            out[env] = Counts(waiting=waiting, due=due_n)
-        for env, n, not_reached in tried:
-            base = out.get(env, Counts())
-            out[env] = Counts(waiting=base.waiting, due=base.due, tries=n, not_reached=not_reached)
-        return out
+        return await counts(self.engine, now, window_s)

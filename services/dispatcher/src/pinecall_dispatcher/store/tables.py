@@ -26,7 +26,10 @@ request id in its org and environment, so a retried request finds its call and n
 ``quotas``: an org's ``concurrent_calls`` per environment. ``phone_numbers``: an org's numbers
 (issue 18), each with the LiveKit it was set up on and the trunk and rule made there (both null
 while being made: a number is claimed first, then made on LiveKit). ``followups`` and
-``followup_tries``: call backs to dial and each try, claimed by one replica. ``refusals``: the token endpoint's
+``followup_tries``: call backs to dial and each try, claimed by one replica; ``followup_notes``:
+the entries each change of theirs owes the agent's log, made in the change's transaction and
+sent until written (an outbox: a crash between the change and the log re-sends, never loses;
+call-log writes each once by its key). ``refusals``: the token endpoint's
 refusals and the rings refused at placing (intake health: they leave no call record).
 """
 
@@ -205,4 +208,17 @@ FOLLOWUP_TRIES = sa.Table(
     sa.Column("ended_at", db.UTC_TIMESTAMP, nullable=True),
     sa.Index("ix_followup_tries_call", "call"),
     sa.Index("ix_followup_tries_ended", "ended_at"),
+)
+
+FOLLOWUP_NOTES = sa.Table(
+    "followup_notes",
+    METADATA,
+    sa.Column("id", sa.BigInteger, sa.Identity(), primary_key=True),
+    sa.Column("environment", sa.String(32), nullable=False),
+    sa.Column("agent", sa.String(128), nullable=False),
+    sa.Column("kind", sa.String(64), nullable=False),
+    sa.Column("data", JSONB, nullable=False),
+    sa.Column("made_at", db.UTC_TIMESTAMP, nullable=False),
+    sa.Column("written_at", db.UTC_TIMESTAMP, nullable=True),
+    sa.Index("ix_followup_notes_owed", "id", postgresql_where=sa.text("written_at IS NULL")),
 )
