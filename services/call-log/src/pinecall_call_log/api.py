@@ -245,9 +245,7 @@ async def read_entries(request: AnyRequest, call: CallPath, after: After = 0) ->
     return msgspec.structs.replace(log, entries=[e for e in log.entries if e.kind in SERVICE_READS])
 
 
-SERVICE_READS = frozenset(
-    {CALL_DIALLED, CALL_ENDED, CALL_RECORDING_STARTED, *KEPT_BY_A_SERVICE}
-)
+SERVICE_READS = frozenset({CALL_DIALLED, CALL_ENDED, CALL_RECORDING_STARTED, *KEPT_BY_A_SERVICE})
 """What a service key reads of a call's entries: how its phone leg was dialled and how it
 ended, and where its recordings are, no word of the conversation."""
 
