@@ -10,6 +10,7 @@ subject / name              delivery   what
 ==========================  =========  ===========================================================
 ``<ns>.fleet.heartbeat.<w>``  core       a heartbeat a roster replica received, told to the others
 ``<ns>.keys.revoked``        core       a key revoked at an endpoint: forget it now
+``<ns>.persons.changed``     core       a person changed at an endpoint: forget their keys now
 ``<ns>.ops.fleet.*``         service    the roster's ops verbs (``nats.micro``, ``$SRV`` discovery)
 ``<ns>.ops.dispatch.*``      service    the dispatcher's ops verbs: offers, a call's journal
 ``<ns>.ops.calls.*``         service    call-log's ops verbs: a call and its entries
@@ -130,6 +131,11 @@ class Subjects:
     @property
     def key_revoked(self) -> str:
         return f"{self.namespace}.keys.revoked"
+
+    # core: as a revocation: every key of a person changed at an endpoint is forgotten at once.
+    @property
+    def person_changed(self) -> str:
+        return f"{self.namespace}.persons.changed"
 
     # service: the roster's ops verbs (nats.micro).
     @property
@@ -343,6 +349,7 @@ class Subjects:
 DELIVERY: dict[str, Delivery] = {
     "heartbeat": "core",
     "key_revoked": "core",
+    "person_changed": "core",
     "ops_fleet_list": "service",
     "ops_fleet_cordon": "service",
     "ops_fleet_records": "service",
