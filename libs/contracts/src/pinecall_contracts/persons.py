@@ -16,6 +16,7 @@ import msgspec
 
 from pinecall_contracts.base import Contract
 from pinecall_contracts.ids import ORG_PATTERN, EnvironmentField
+from pinecall_contracts.keys import KeyInfo
 
 Role = Literal["viewer", "developer", "admin", "owner"]
 """What a person may do in their org, each role all the one before it may and more
@@ -63,3 +64,79 @@ class PersonChanged(Contract, frozen=True, kw_only=True, tag="persons.changed.v1
 
     id: PersonId
     at: dt.datetime
+
+
+class OrgCreate(Contract, frozen=True, kw_only=True, tag="orgs.create.v1"):
+    """The roster's ``orgs-create`` verb: a new org."""
+
+    name: OrgName
+    environments: list[EnvironmentField]
+    quotas: dict[str, int] = {}
+
+
+class OrgListRequest(Contract, frozen=True, kw_only=True, tag="orgs.list_request.v1"):
+    """The roster's ``orgs-list`` verb."""
+
+
+class OrgList(Contract, frozen=True, kw_only=True, tag="orgs.list.v1"):
+    orgs: list[OrgInfo]
+
+
+class PersonCreate(Contract, frozen=True, kw_only=True, tag="persons.create.v1"):
+    """The roster's ``persons-create`` verb: a new person of ``org``."""
+
+    org: OrgName
+    name: PersonName
+    role: Role
+    agents: list[AgentName] | None = None
+    production: bool = False
+    operator: bool = False
+
+
+class PersonListRequest(Contract, frozen=True, kw_only=True, tag="persons.list_request.v1"):
+    """The roster's ``persons-list`` verb: every person, or ``org``'s."""
+
+    org: OrgName | None = None
+
+
+class PersonList(Contract, frozen=True, kw_only=True, tag="persons.list.v1"):
+    persons: list[PersonInfo]
+
+
+class PersonSet(Contract, frozen=True, kw_only=True, tag="persons.set.v1"):
+    """The roster's ``persons-set`` verb: change what is given (None: unchanged; ``agents``
+    given: only those; ``all_agents``: every agent). Said on NATS (:class:`PersonChanged`)."""
+
+    id: PersonId
+    role: Role | None = None
+    agents: list[AgentName] | None = None
+    all_agents: bool = False
+    production: bool | None = None
+    operator: bool | None = None
+    disabled: bool | None = None
+
+
+class PersonKeyCreate(Contract, frozen=True, kw_only=True, tag="persons.key_create.v1"):
+    """The roster's ``keys-create`` verb: a key of ``kind``, a person's when ``person`` is
+    given (an app key, or an operator person's operator key)."""
+
+    kind: Literal["operator", "fleet", "app", "service"]
+    name: PersonName
+    environment: EnvironmentField | None = None
+    person: PersonId | None = None
+
+
+class KeyListRequest(Contract, frozen=True, kw_only=True, tag="persons.key_list_request.v1"):
+    """The roster's ``keys-list`` verb: every key, or ``person``'s."""
+
+    person: PersonId | None = None
+
+
+class KeyList(Contract, frozen=True, kw_only=True, tag="persons.key_list.v1"):
+    keys: list[KeyInfo]
+
+
+class KeyRevokeRequest(Contract, frozen=True, kw_only=True, tag="persons.key_revoke.v1"):
+    """The roster's ``keys-revoke`` verb: revoke ``id``, forgotten by every replica at once."""
+
+    id: Annotated[str, msgspec.Meta(pattern=r"^[0-9a-f]{12}$(?![\s\S])")]

@@ -84,5 +84,13 @@ VERBS: Final[dict[str, str]] = {
     "dispatch-offers": "ops:read",
     "dispatch-journal": "ops:read",
     "calls-log": "ops:read",
+    "orgs-create": "orgs:write",
+    "orgs-list": "orgs:read",
+    "persons-create": "persons:write",
+    "persons-list": "persons:read",
+    "persons-set": "persons:write",
+    "keys-create": "keys:write",
+    "keys-list": "keys:read",
+    "keys-revoke": "keys:write",
 }
 """A NATS ops verb's endpoint name → permission, for every verb of every service."""

@@ -22,6 +22,7 @@ from pinecall_contracts.fleet import (
 )
 from pinecall_contracts.ids import WorkerNameError
 from pinecall_contracts.keys import KeyInfo
+from pinecall_roster.people import people_verbs
 from pinecall_roster.service import RosterService
 from pinecall_servicekit.errors import BadRequest
 from pinecall_servicekit.verbs import Verb, serve_verbs
@@ -67,5 +68,6 @@ async def start_ops(service: RosterService) -> Service:
             Verb("fleet-list", subjects.ops_fleet_list, FleetListRequest, fleet_list),
             Verb("fleet-records", subjects.ops_fleet_records, FleetListRequest, fleet_records),
             Verb("fleet-cordon", subjects.ops_fleet_cordon, CordonRequest, fleet_cordon),
+            *people_verbs(service),
         ],
     )

@@ -27,11 +27,14 @@ from pinecall_servicekit.persons import ORGS, PERSONS, org_info, person_info
 
 PERSON_KINDS: tuple[KeyKind, ...] = ("app", "operator")
 """The kinds of key a person may hold (operator: an operator person only)."""
-_UNSET: Any = object()
+UNCHANGED: Any = object()
+"""``set_person(agents=UNCHANGED)``: leave the person's agents as they are."""
 
 
 class Persons:
     """Orgs, persons and persons' keys in the roster's database."""
+
+    UNCHANGED = UNCHANGED
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
@@ -116,7 +119,7 @@ class Persons:
         person_id: str,
         *,
         role: Role | None = None,
-        agents: Sequence[str] | None = _UNSET,
+        agents: Sequence[str] | None = UNCHANGED,
         production: bool | None = None,
         operator: bool | None = None,
         disabled: bool | None = None,
@@ -128,7 +131,7 @@ class Persons:
         if role is not None:
             _check_role(role)
             values["role"] = role
-        if agents is not _UNSET:
+        if agents is not UNCHANGED:
             values["agents"] = None if agents is None else list(agents)
         for name, value in (("production", production), ("operator", operator),
                             ("disabled", disabled)):  # fmt: skip
