@@ -20,6 +20,7 @@ from pinecall_contracts import (
     lab,
     livekit,
     outbound,
+    persons,
     phones,
     problems,
     whatsapp,
@@ -74,6 +75,7 @@ def test_the_schema_lists_every_contract_in_the_modules() -> None:
             phones,
             evals,
             outbound,
+            persons,
         )
         for _, obj in inspect.getmembers(module, inspect.isclass)
         if issubclass(obj, msgspec.Struct) and obj.__module__ == module.__name__

@@ -24,6 +24,9 @@ class KeyInfo(Contract, frozen=True, kw_only=True, tag="keys.info.v1"):
     environment: EnvironmentField | None
     created_at: dt.datetime
     revoked_at: dt.datetime | None = None
+    person: str | None = None
+    """The person who holds the key (``roster.persons``); None: a key of no person, which acts
+    as its kind allows (every key made before persons existed, fleet and service keys)."""
 
 
 class KeyCreated(Contract, frozen=True, kw_only=True, tag="keys.created.v1"):

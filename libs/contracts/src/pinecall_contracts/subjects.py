@@ -10,7 +10,9 @@ subject / name              delivery   what
 ==========================  =========  ===========================================================
 ``<ns>.fleet.heartbeat.<w>``  core       a heartbeat a roster replica received, told to the others
 ``<ns>.keys.revoked``        core       a key revoked at an endpoint: forget it now
+``<ns>.persons.changed``     core       a person changed at an endpoint: forget their keys now
 ``<ns>.ops.fleet.*``         service    the roster's ops verbs (``nats.micro``, ``$SRV`` discovery)
+``<ns>.ops.people.*``        service    the roster's verbs of orgs, persons and keys
 ``<ns>.ops.dispatch.*``      service    the dispatcher's ops verbs: offers, a call's journal
 ``<ns>.ops.calls.*``         service    call-log's ops verbs: a call and its entries
 ``$SRV.PING.<service>``      service    ``nats.micro`` discovery: does a replica of it answer
@@ -131,6 +133,11 @@ class Subjects:
     def key_revoked(self) -> str:
         return f"{self.namespace}.keys.revoked"
 
+    # core: as a revocation: every key of a person changed at an endpoint is forgotten at once.
+    @property
+    def person_changed(self) -> str:
+        return f"{self.namespace}.persons.changed"
+
     # service: the roster's ops verbs (nats.micro).
     @property
     def ops_service(self) -> str:
@@ -150,6 +157,12 @@ class Subjects:
         """The fleets rows (FleetListRequest → FleetRecords): the dispatcher reads each fleet's
         environment and LiveKit here."""
         return f"{self.namespace}.ops.fleet.records"
+
+    def ops_people(self, verb: str) -> str:
+        """The roster's verbs of orgs, persons and keys (issue 21): ``orgs-create``,
+        ``orgs-list``, ``persons-create``, ``persons-list``, ``persons-set``, ``keys-create``,
+        ``keys-list``, ``keys-revoke``, each on ``<ns>.ops.people.<verb>``."""
+        return f"{self.namespace}.ops.people.{escape_token(verb)}"
 
     # service: the dispatcher's ops verbs (nats.micro).
     @property
@@ -343,9 +356,11 @@ class Subjects:
 DELIVERY: dict[str, Delivery] = {
     "heartbeat": "core",
     "key_revoked": "core",
+    "person_changed": "core",
     "ops_fleet_list": "service",
     "ops_fleet_cordon": "service",
     "ops_fleet_records": "service",
+    "ops_people": "service",
     "ops_dispatch_offers": "service",
     "ops_dispatch_journal": "service",
     "ops_calls_log": "service",

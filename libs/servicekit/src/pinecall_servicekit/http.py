@@ -17,13 +17,14 @@ from __future__ import annotations
 import gc
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 import msgspec
 import sqlalchemy as sa
 from litestar import Litestar, MediaType, Request, Response, get
+from litestar.connection import ASGIConnection
 from litestar.datastructures import State
 from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException, ValidationException
@@ -38,7 +39,7 @@ from prometheus_client import (
     generate_latest,
 )
 
-from pinecall_contracts.keys import KeyInfo, KeyKind
+from pinecall_contracts.keys import KeyInfo
 from pinecall_contracts.metrics import LATENCY_BUCKETS_S
 from pinecall_contracts.plain import plainly
 from pinecall_contracts.problems import ProblemDetails
@@ -46,6 +47,8 @@ from pinecall_servicekit.body import StrictBody
 from pinecall_servicekit.db import unstorable
 from pinecall_servicekit.errors import BadRequest, PinecallError
 from pinecall_servicekit.keys import KeyRing, bearer
+from pinecall_servicekit.policy import Target, check
+from pinecall_servicekit.registry import ROUTES
 
 PROBLEM_JSON = "application/problem+json"
 Readiness = Callable[[State], Awaitable[dict[str, bool]]]
@@ -93,13 +96,24 @@ def problems(*statuses: int) -> dict[int, ResponseSpec]:
     }
 
 
-async def request_key(
-    request: Request[Any, Any, Any], keyring: KeyRing, kinds: Collection[KeyKind]
-) -> KeyInfo:
-    """The key the request's ``Authorization: Bearer <key>`` header names, if it may act as one
-    of ``kinds``: ``Unauthorized`` (401) for none or one that is not good, ``Forbidden`` (403)
-    for another kind (:meth:`KeyRing.verify <pinecall_servicekit.keys.KeyRing.verify>`)."""
-    return await keyring.verify(bearer(request.headers.get("authorization")), kinds=kinds)
+async def request_key(request: ASGIConnection[Any, Any, Any, Any], keyring: KeyRing) -> KeyInfo:
+    """The key the request's ``Authorization: Bearer <key>`` header names, if it and its person
+    may do what the request's route needs (the one registry, :data:`.registry.ROUTES`, by the
+    method, ``WS`` for a WebSocket, and the route's path template): ``Unauthorized`` (401) for
+    none or one that is not good, ``Forbidden`` (403) saying what is missing
+    (:func:`pinecall_servicekit.policy.check`, with the target the request names: ``?org=``,
+    ``?environment=``, ``{agent}``)."""
+    method = "WS" if request.scope["type"] == ScopeType.WEBSOCKET else request.scope["method"]
+    permission = ROUTES[(method, request.scope["path_template"])]
+    holder = await keyring.holder(bearer(request.headers.get("authorization")))
+    agent = request.path_params.get("agent")
+    target = Target(
+        org=request.query_params.get("org"),
+        environment=request.query_params.get("environment"),
+        agent=agent if isinstance(agent, str) else None,
+    )
+    check(holder, permission, target)
+    return holder.key
 
 
 def _pinecall_error(request: Request[Any, Any, Any], exc: PinecallError) -> Response[bytes]:

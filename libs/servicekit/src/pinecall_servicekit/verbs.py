@@ -3,24 +3,26 @@ a key (NATS ADR-32; issue 15, item 6).
 
 A verb's request carries the key in its ``Authorization: Bearer <key>`` header, as on HTTP. Each
 request is decoded first (400 for one that is not the verb's request), then its key verified
-(401, or 403 for a kind the verb does not take: an operator key, unless the verb says otherwise),
-then answered; an error travels as ``Nats-Service-Error-Code`` with the problem detail
+(401) and checked by the one policy for the verb's permission (:data:`.registry.VERBS`; 403
+saying what is missing), then answered; an error travels as ``Nats-Service-Error-Code`` with the problem detail
 (:meth:`Bus.add_endpoint <pinecall_servicekit.bus.Bus.add_endpoint>`). Replicas share a queue
 group, so one answers each request, and ``$SRV.PING.<name>`` finds them all.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from nats.micro.service import Service
 
 from pinecall_contracts.base import Contract
-from pinecall_contracts.keys import KeyInfo, KeyKind
+from pinecall_contracts.keys import KeyInfo
 from pinecall_servicekit.bus import Bus
-from pinecall_servicekit.keys import OPERATOR, KeyRing, bearer
+from pinecall_servicekit.keys import KeyRing, bearer
+from pinecall_servicekit.policy import Target, check
+from pinecall_servicekit.registry import VERBS
 
 C = TypeVar("C", bound=Contract)
 
@@ -35,8 +37,6 @@ class Verb(Generic[C]):
     subject: str
     kind: type[C]
     answer: Callable[[C, KeyInfo], Awaitable[Contract]]
-    kinds: Collection[KeyKind] = OPERATOR
-    """The kinds of key that may ask."""
 
 
 async def serve_verbs(
@@ -65,8 +65,17 @@ async def serve_verbs(
 def _asking_for_a_key(
     verb: Verb[C], keyring: KeyRing
 ) -> Callable[[C, dict[str, str]], Awaitable[Contract]]:
+    permission = VERBS[verb.name]  # a verb with no line in the registry never starts
+
     async def handler(request: C, headers: dict[str, str]) -> Contract:
-        key = await keyring.verify(bearer(headers.get("Authorization")), kinds=verb.kinds)
-        return await verb.answer(request, key)
+        holder = await keyring.holder(bearer(headers.get("Authorization")))
+        check(holder, permission, Target(environment=_environment(request)))
+        return await verb.answer(request, holder.key)
 
     return handler
+
+
+def _environment(request: Contract) -> str | None:
+    """The environment a verb's request names, if it names one (its ``environment`` field)."""
+    environment = getattr(request, "environment", None)
+    return environment if isinstance(environment, str) else None

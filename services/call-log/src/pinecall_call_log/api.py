@@ -53,7 +53,6 @@ its batch is written.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Collection
 from typing import Annotated, Any, Literal
 
 import msgspec
@@ -93,11 +92,11 @@ from pinecall_contracts.entries import (
     KEPT_BY_A_SERVICE,
 )
 from pinecall_contracts.ids import ENVIRONMENTS
-from pinecall_contracts.keys import KeyInfo, KeyKind
+from pinecall_contracts.keys import KeyInfo
 from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.errors import Forbidden, Unprocessable
 from pinecall_servicekit.http import problems, request_key
-from pinecall_servicekit.keys import EVERY_ENVIRONMENT, SERVICE_OR_OPERATOR
+from pinecall_servicekit.keys import EVERY_ENVIRONMENT
 
 AnyRequest = Request[object, object, State]
 CallPath = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$(?![\s\S])")]
@@ -113,24 +112,15 @@ MAX_WAIT_S = 30.0
 """The longest a command poll waits, in seconds (under a load balancer's idle timeout)."""
 WaitS = Annotated[float, QueryParameter(ge=0.0, le=MAX_WAIT_S)]
 
-WORKER: tuple[KeyKind, ...] = ("fleet",)
-WORKER_OR_SERVICE: tuple[KeyKind, ...] = ("fleet", *SERVICE_OR_OPERATOR)
-"""What a worker does to its call, and a service (the dispatcher, the reaper) to any call."""
-APP: tuple[KeyKind, ...] = ("app",)
-READERS: tuple[KeyKind, ...] = ("fleet", *SERVICE_OR_OPERATOR)
-"""Who reads a call's entries: its worker, an operator, a service (the reaper: a recording a
-dead job left unfinished, issue 19)."""
-WRITERS: tuple[KeyKind, ...] = ("fleet", "service")
-"""Who writes a call's entries: its worker; a service only ``entries.KEPT_BY_A_SERVICE``."""
-
 
 def service_of(request: AnyRequest) -> CallLogService:
     service: CallLogService = request.app.state.call_log
     return service
 
 
-async def key_of(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
-    return await request_key(request, service_of(request).keyring, kinds)
+async def key_of(request: AnyRequest) -> KeyInfo:
+    """The request's key, if it may do what the route needs (the one policy)."""
+    return await request_key(request, service_of(request).keyring)
 
 
 def _environment(key: KeyInfo, environment: FromQuery[str | None] = None) -> str:
@@ -163,9 +153,9 @@ def environment_named(key: KeyInfo, environment: str | None, what: str) -> str:
     return _environment(key, environment)
 
 
-async def _call(request: AnyRequest, call: str, kinds: Collection[KeyKind]) -> CallRecord:
+async def _call(request: AnyRequest, call: str) -> CallRecord:
     """Verify the key, then find the call (404), then the key's environment against it (403)."""
-    key = await key_of(request, kinds)
+    key = await key_of(request)
     record = await service_of(request).identity(call)
     _environment(key, record.environment)
     return record
@@ -174,7 +164,7 @@ async def _call(request: AnyRequest, call: str, kinds: Collection[KeyKind]) -> C
 @post("/v1/calls", status_code=200, responses=problems(400, 401, 403, 409, 422, 503))
 async def open_call(request: AnyRequest, data: JSONBody[CallOpen]) -> CallRecord:
     """Open a call: the worker that took the job, with its environment's fleet key."""
-    _environment(await key_of(request, WORKER), data.environment)
+    _environment(await key_of(request), data.environment)
     return await service_of(request).open(data)
 
 
@@ -189,7 +179,7 @@ async def list_calls(
     """The environment's calls not sealed yet (``state``: ``open``, ``ended``, or both; ``open``
     when not given), in call-id order after the call ``after``, with each log's last entry time.
     An operator names the environment (production by default); a fleet key lists its own."""
-    env = _environment(await key_of(request, WORKER_OR_SERVICE), environment)
+    env = _environment(await key_of(request), environment)
     states: set[CallState] = set(wanted or ["open"])
     return await service_of(request).store.unsealed.page(env, states, after, limit)
 
@@ -197,7 +187,7 @@ async def list_calls(
 @get("/v1/calls/{call:str}", responses=problems(400, 401, 403, 404, 503))
 async def call_record(request: AnyRequest, call: CallPath) -> CallRecord:
     """What the call is and where its log stands (read now, not from memory)."""
-    await _call(request, call, WORKER_OR_SERVICE)
+    await _call(request, call)
     record = await service_of(request).store.calls.record(call)
     assert record is not None  # calls are never deleted
     return record
@@ -218,7 +208,7 @@ async def write_entries(
 ) -> BatchWritten:
     """A batch of the call's writer: written whole, answered as a replay, or 409. A service
     key's batch holds only what became of a dead job's recording (403 otherwise)."""
-    key = await key_of(request, WRITERS)
+    key = await key_of(request)
     _environment(key, (await service_of(request).identity(call)).environment)
     _writers(data.entries)
     if key.kind == "service" and (
@@ -236,7 +226,7 @@ async def read_entries(request: AnyRequest, call: CallPath, after: After = 0) ->
     """The call's entries with seq above ``after``, in order (10 000 at most). A service key
     reads only :data:`SERVICE_READS` of them, never the transcript (the dispatcher reads a
     follow-up's try's SIP status; the reaper, a dead job's recording)."""
-    key = await key_of(request, WORKER_OR_SERVICE)
+    key = await key_of(request)
     record = await service_of(request).identity(call)
     _environment(key, record.environment)
     log = await service_of(request).store.calls.read(call, after)
@@ -257,7 +247,7 @@ async def read_commands(
     """The app's commands to the call with seq above ``after`` (its ``call.command`` entries,
     in order), waiting up to ``wait_s`` (at most :data:`MAX_WAIT_S`) for one while there is none
     and the call is open: the command stream its worker follows."""
-    await _call(request, call, WORKER)
+    await _call(request, call)
     return await service_of(request).commands(call, after, wait_s)
 
 
@@ -268,7 +258,7 @@ async def read_commands(
 )
 async def write_event(request: AnyRequest, call: CallPath, data: JSONBody[Entry]) -> EventWritten:
     """One entry from a worker of an older release: takes a seq, counts nothing."""
-    await _call(request, call, WORKER)
+    await _call(request, call)
     _writers([data])
     return EventWritten(seq=await service_of(request).event(call, data))
 
@@ -276,7 +266,7 @@ async def write_event(request: AnyRequest, call: CallPath, data: JSONBody[Entry]
 @post("/v1/calls/{call:str}/reopened", status_code=200, responses=problems(400, 401, 403, 422, 503))
 async def reopened(request: AnyRequest, call: CallPath, data: JSONBody[Reopened]) -> CallRecord:
     """A call an older release opened, said again once: no quota, no second ``call.ringing``."""
-    environment = _environment(await key_of(request, WORKER))
+    environment = _environment(await key_of(request))
     return await service_of(request).reopen(call, data, environment)
 
 
@@ -286,7 +276,7 @@ async def served(request: AnyRequest, call: CallPath) -> Handed:
     replica): the app socket holding it hears ``call.attached`` again (``again: true``), or, when
     none holds it, it is handed as a parked call is. ``attached``: whether a socket heard it (a
     call not open, or an agent no socket holds: False). Writes nothing on the log."""
-    await _call(request, call, WORKER)
+    await _call(request, call)
     return await service_of(request).served(call)
 
 
@@ -297,7 +287,7 @@ async def served(request: AnyRequest, call: CallPath) -> Handed:
 )
 async def end_call(request: AnyRequest, call: CallPath, data: JSONBody[CallEnd]) -> CallRecord:
     """End the call with its outcome (idempotent; 409 once sealed)."""
-    await _call(request, call, WORKER_OR_SERVICE)
+    await _call(request, call)
     return await service_of(request).end(
         call, data.outcome, data.reason, seal=False, cause=data.cause
     )
@@ -312,7 +302,7 @@ async def seal_call(
     request: AnyRequest, call: CallPath, data: JSONBody[CallEnd | None] = None
 ) -> CallRecord:
     """Seal the call (ending it first if it is open: then name the outcome). Idempotent."""
-    await _call(request, call, WORKER_OR_SERVICE)
+    await _call(request, call)
     body = data or CallEnd()
     return await service_of(request).end(
         call, body.outcome, body.reason, seal=True, cause=body.cause
@@ -326,7 +316,7 @@ async def seal_call(
 )
 async def run_tool(request: AnyRequest, call: CallPath, data: JSONBody[ToolCall]) -> ToolResult:
     """Run a tool once per id: a retry joins the round trip or gets the logged result."""
-    await _call(request, call, WORKER)
+    await _call(request, call)
     return await service_of(request).run_tool(call, data)
 
 
@@ -342,7 +332,7 @@ async def answer_tool(
     data: JSONBody[ToolAnswer],
 ) -> ToolResult:
     """The app's answer to a tool call (its app key); a second answer gets the first."""
-    await _call(request, call, APP)
+    await _call(request, call)
     return await service_of(request).answer_tool(call, tool_id, data.result, data.error)
 
 
@@ -351,7 +341,7 @@ async def callbacks(
     request: AnyRequest, data: JSONBody[CallbackRequest], environment: FromQuery[str | None] = None
 ) -> AgentEntry:
     """Call this caller back: ``callback.requested`` on the agent's log, once per call."""
-    environment = _environment(await key_of(request, ("app", *WORKER_OR_SERVICE)), environment)
+    environment = _environment(await key_of(request), environment)
     if data.number is None and data.contact is None:
         raise Unprocessable("name the caller's number or contact")
     service = service_of(request)
@@ -371,7 +361,7 @@ async def agent_append(
     """An entry on the agent's log (``fleet.full``, ``agent.draining``) of the key's environment
     (an operator's names it, ``?environment=``; 422 when it does not); once per ``key`` when
     the entry has one (a second answers the first)."""
-    key = await key_of(request, WORKER_OR_SERVICE)
+    key = await key_of(request)
     env = environment_named(key, environment, "an agent's log")
     if (why := domain.too_large([data])) is not None:
         raise Unprocessable(why)
@@ -388,7 +378,7 @@ async def agent_log(
 ) -> AgentLog:
     """The agent's log after ``after``, in order: the key's environment's (an operator's names
     it, ``?environment=``; 422 when it does not)."""
-    key = await key_of(request, ("fleet", "app", "operator"))
+    key = await key_of(request)
     env = environment_named(key, environment, "an agent's log")
     return await service_of(request).store.agents.agent_log(env, agent, after)
 
@@ -398,7 +388,7 @@ async def agent_log(
 )
 async def log_token(request: AnyRequest, call: CallPath) -> LogToken:
     """A token a page follows this call's stream with (minted by its app's server)."""
-    await _call(request, call, ("app", "operator"))
+    await _call(request, call)
     settings = service_of(request).settings
     token, exp = stream.mint(settings.log_token_secret, call, settings.log_token_ttl_s)
     return LogToken(call=call, token=token, expires_at=dt.datetime.fromtimestamp(exp, dt.UTC))

@@ -23,7 +23,6 @@ from pinecall_call_log.api import AnyRequest, key_of, service_of
 from pinecall_contracts.calls import CallbackPage
 from pinecall_servicekit.errors import Unprocessable
 from pinecall_servicekit.http import problems
-from pinecall_servicekit.keys import SERVICE_OR_OPERATOR
 
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
 
@@ -33,7 +32,7 @@ async def list_callbacks(
     request: AnyRequest, since: FromQuery[dt.datetime], limit: Limit = 500
 ) -> CallbackPage:
     """Call backs of every environment requested at or after ``since``, oldest first."""
-    await key_of(request, SERVICE_OR_OPERATOR)
+    await key_of(request)
     if since.tzinfo is None:
         raise Unprocessable(
             "since is a time with its offset (RFC 3339, e.g. 2026-12-03T12:00:00+00:00)",

@@ -38,17 +38,11 @@ from pinecall_call_log import domain
 from pinecall_call_log.api import AgentPath, AnyRequest, environment_named, key_of, service_of
 from pinecall_contracts.agents import AgentDefinition, AgentList, AgentVersion
 from pinecall_contracts.ids import ORG_PATTERN
-from pinecall_contracts.keys import KeyInfo, KeyKind
+from pinecall_contracts.keys import KeyInfo
 from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.errors import NotFound, Unprocessable
 from pinecall_servicekit.http import problems
-from pinecall_servicekit.keys import SERVICE_OR_OPERATOR
 
-DEFINERS: tuple[KeyKind, ...] = ("app", "operator")
-"""Who puts and lists agents: the org's app (its environment's key) or an operator."""
-READERS: tuple[KeyKind, ...] = ("app", "fleet", *SERVICE_OR_OPERATOR)
-"""Who reads one agent: its org's app, and what runs its calls: the overflow (a fleet key of
-the agent's environment) and the dispatcher (the service key, naming the environment)."""
 OrgQuery = Annotated[str | None, QueryParameter(pattern=ORG_PATTERN)]
 VersionQuery = Annotated[int | None, QueryParameter(ge=1, le=2**31 - 1)]
 
@@ -76,7 +70,7 @@ async def put_agent(
 ) -> AgentVersion:
     """Store the agent's whole definition as its next version (the latest, unwritten, when the
     definition is the latest's); answers the version that stands."""
-    org_, env = _scope(await key_of(request, DEFINERS), org, environment)
+    org_, env = _scope(await key_of(request), org, environment)
     if errors := domain.definition_refusals(data, agent):
         detail = "; ".join(f"{e['path']}: {e['message']}" for e in errors)
         raise Unprocessable(f"agent {agent} not stored: {detail}", errors=errors)
@@ -90,7 +84,7 @@ async def list_agents(
     request: AnyRequest, org: OrgQuery = None, environment: FromQuery[str | None] = None
 ) -> AgentList:
     """The latest version of each of the org's agents in the environment, by name."""
-    org_, env = _scope(await key_of(request, DEFINERS), org, environment)
+    org_, env = _scope(await key_of(request), org, environment)
     agents = await service_of(request).store.definitions.latest(org_, env)
     return AgentList(org=org_, environment=env, agents=agents)
 
@@ -104,8 +98,8 @@ async def show_agent(
     version: VersionQuery = None,
 ) -> AgentVersion:
     """The agent's latest version, or ``?version=N``; 404 when there is no such agent or
-    version. Any key kind reads it (:data:`READERS`), each in its own scope."""
-    org_, env = _scope(await key_of(request, READERS), org, environment)
+    version. Any key kind reads it (``agents:read``), each in its own scope."""
+    org_, env = _scope(await key_of(request), org, environment)
     found = await service_of(request).store.definitions.get(org_, env, agent, version)
     if found is None:
         which = f"version {version} of agent" if version is not None else "agent"

@@ -31,8 +31,7 @@ from litestar import get, post, put
 from litestar.params import FromQuery, JSONBody, PathParameter
 
 from pinecall_call_log.api import AnyRequest, key_of, service_of
-from pinecall_call_log.definitions import DEFINERS, OrgQuery, _scope
-from pinecall_contracts.keys import KeyKind
+from pinecall_call_log.definitions import OrgQuery, _scope
 from pinecall_contracts.whatsapp import (
     PHONE_NUMBER_ID_PATTERN,
     WhatsAppNumber,
@@ -46,7 +45,6 @@ from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.errors import Conflict, NotFound, Unprocessable
 from pinecall_servicekit.http import problems
 
-SERVICE: tuple[KeyKind, ...] = ("service",)
 """The chat service: the only reader of a number's secrets."""
 NumberPath = Annotated[str, PathParameter(pattern=PHONE_NUMBER_ID_PATTERN)]
 
@@ -64,7 +62,7 @@ async def put_number(
     environment: FromQuery[str | None] = None,
 ) -> WhatsAppNumber:
     """Tie the number to the org's agent with its secrets (the same put again writes nothing)."""
-    org_, env = _scope(await key_of(request, DEFINERS), org, environment)
+    org_, env = _scope(await key_of(request), org, environment)
     try:  # E.164 as Meta shows it, kept as its digits
         data = msgspec.structs.replace(
             data, display_phone_number=display_digits(data.display_phone_number)
@@ -91,7 +89,7 @@ async def list_numbers(
     request: AnyRequest, org: OrgQuery = None, environment: FromQuery[str | None] = None
 ) -> WhatsAppNumberList:
     """The org's numbers in the environment, by id; no secret in them."""
-    org_, env = _scope(await key_of(request, DEFINERS), org, environment)
+    org_, env = _scope(await key_of(request), org, environment)
     numbers = await service_of(request).store.numbers.of_org(org_, env)
     return WhatsAppNumberList(org=org_, environment=env, numbers=numbers)
 
@@ -104,7 +102,7 @@ async def show_number(
     environment: FromQuery[str | None] = None,
 ) -> WhatsAppNumber:
     """The number, when it is the org's in the environment (404 otherwise); no secret in it."""
-    org_, env = _scope(await key_of(request, DEFINERS), org, environment)
+    org_, env = _scope(await key_of(request), org, environment)
     found = await service_of(request).store.numbers.get(phone_number_id)
     if found is None or (found.org, found.environment) != (org_, env):
         raise NotFound(f"no WhatsApp number {phone_number_id} of {org_} in {env}")
@@ -118,7 +116,7 @@ async def show_number(
 async def number_secrets(request: AnyRequest, phone_number_id: NumberPath) -> WhatsAppNumberSecrets:
     """The number with its app secret and access token: the chat service's, with the service
     key (any other key is 403)."""
-    await key_of(request, SERVICE)
+    await key_of(request)
     found = await service_of(request).store.numbers.secrets(phone_number_id)
     if found is None:
         raise NotFound(f"no WhatsApp number {phone_number_id}")
@@ -129,7 +127,7 @@ async def number_secrets(request: AnyRequest, phone_number_id: NumberPath) -> Wh
 async def verify_token(request: AnyRequest, data: JSONBody[WhatsAppVerify]) -> WhatsAppNumber:
     """A number whose verify token Meta's handshake carried (404: none has it); the chat
     service's, with the service key."""
-    await key_of(request, SERVICE)
+    await key_of(request)
     found = await service_of(request).store.numbers.by_verify_token(data.verify_token)
     if not found:
         raise NotFound("no WhatsApp number has this verify token")

@@ -24,18 +24,15 @@ from pinecall_call_log.api import AnyRequest, CallPath, _environment, key_of, se
 from pinecall_call_log.definitions import OrgQuery
 from pinecall_clients.bucket import Bucket, BucketAccess
 from pinecall_contracts import entries
-from pinecall_contracts.keys import KeyKind
 from pinecall_contracts.recordings import CHANNELS, RecordingLink, RecordingLinks
 from pinecall_servicekit.errors import NotFound, Unavailable, Unprocessable
 from pinecall_servicekit.http import problems
-
-READERS: tuple[KeyKind, ...] = ("app", "operator")
 
 
 @get("/v1/calls/{call:str}/recording", responses=problems(400, 401, 403, 404, 422, 503))
 async def recording(request: AnyRequest, call: CallPath, org: OrgQuery = None) -> RecordingLinks:
     """The call's recordings, each with a signed URL that expires (see the module)."""
-    key = await key_of(request, READERS)
+    key = await key_of(request)
     service = service_of(request)
     if key.kind == "app" and org is None:
         raise Unprocessable(

@@ -28,12 +28,10 @@ from pinecall_chat.conversation import NoKey
 from pinecall_chat.service import ChatService
 from pinecall_clients.errors import AgentUnknown, CallLogRefused, CallLogUnavailable, CallUnknown
 from pinecall_contracts.chat import ChatToken, ChatTokenRequest
-from pinecall_contracts.keys import KeyKind
 from pinecall_servicekit.errors import Conflict, Forbidden, NotFound, Unavailable
 from pinecall_servicekit.http import problems, request_key
 
 AnyRequest = Request[object, object, State]
-APP: tuple[KeyKind, ...] = ("app",)
 READ_WITHIN_S = 5.0
 """How long a mint waits for call-log to read its scope (then 503)."""
 _log = logging.getLogger(__name__)
@@ -50,7 +48,7 @@ async def chat_token(request: AnyRequest, data: JSONBody[ChatTokenRequest]) -> C
     ``agent`` of ``org`` in the key's environment and, given ``call``, to that call. 403 for an
     agent the org does not define there or another's call, 404 no such call, 409 one ended."""
     service = service_of(request)
-    key = await request_key(request, service.keyring, APP)
+    key = await request_key(request, service.keyring)
     assert key.environment is not None  # an app key is one environment's
     await _dialable(service, data, key.environment)
     settings = service.settings

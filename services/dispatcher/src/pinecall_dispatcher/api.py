@@ -23,7 +23,6 @@ counted, and ``fleet_full`` writes ``fleet.full`` on the agent's log, as the see
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Annotated
 
 from litestar import Request, get, post
@@ -40,17 +39,14 @@ from pinecall_contracts.dispatch import (
     WrittenAdmitted,
 )
 from pinecall_contracts.ids import ENVIRONMENTS
-from pinecall_contracts.keys import KeyInfo, KeyKind
+from pinecall_contracts.keys import KeyInfo
 from pinecall_dispatcher.evals import api as evals_api
 from pinecall_dispatcher.service import DispatcherService
 from pinecall_servicekit.errors import Unprocessable
 from pinecall_servicekit.http import problems, request_key
-from pinecall_servicekit.keys import OPERATOR
 
 AnyRequest = Request[object, object, State]
 CallPath = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$(?![\s\S])")]
-APP: tuple[KeyKind, ...] = ("app",)
-SERVICE: tuple[KeyKind, ...] = ("service",)
 
 
 def _service(request: AnyRequest) -> DispatcherService:
@@ -58,14 +54,14 @@ def _service(request: AnyRequest) -> DispatcherService:
     return service
 
 
-async def _key(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
-    return await request_key(request, _service(request).keyring, kinds)
+async def _key(request: AnyRequest) -> KeyInfo:
+    return await request_key(request, _service(request).keyring)
 
 
 @post("/v1/tokens", status_code=200, responses=problems(400, 401, 403, 422, 429, 503))
 async def token(request: AnyRequest, data: JSONBody[TokenRequest]) -> VisitorToken:
     """A web visitor's token for an agent, in the app key's environment."""
-    key = await _key(request, APP)
+    key = await _key(request)
     return await _service(request).admission.token(data, key)
 
 
@@ -73,7 +69,7 @@ async def token(request: AnyRequest, data: JSONBody[TokenRequest]) -> VisitorTok
 async def written_call(request: AnyRequest, data: JSONBody[WrittenAdmission]) -> WrittenAdmitted:
     """Admit a written call before the chat service opens it (the org's quota, the agent's
     existence; no fleet, no seat)."""
-    await _key(request, SERVICE)
+    await _key(request)
     if data.environment not in ENVIRONMENTS:
         raise Unprocessable(f"a written call's environment is {' or '.join(ENVIRONMENTS)}")
     return await _service(request).admission.written(data)
@@ -82,7 +78,7 @@ async def written_call(request: AnyRequest, data: JSONBody[WrittenAdmission]) ->
 @get("/v1/ops/offers", responses=problems(401, 403, 503))
 async def offers(request: AnyRequest, fleet: FromQuery[str | None] = None) -> OffersSnapshot:
     """Each fleet's rooms waiting in ten minutes and refusals; rooms kept past a minute."""
-    await _key(request, OPERATOR)
+    await _key(request)
     return await _service(request).offers(fleet)
 
 
@@ -90,14 +86,14 @@ async def offers(request: AnyRequest, fleet: FromQuery[str | None] = None) -> Of
 async def journal(request: AnyRequest, call: CallPath) -> Journal:
     """A call's journal: each offer and why, and where its room went; 404 ``not_found`` for a
     call the dispatcher has no record of."""
-    await _key(request, OPERATOR)
+    await _key(request)
     return await _service(request).store.views.journal(call)
 
 
 @post("/v1/ops/quotas", status_code=200, responses=problems(400, 401, 403, 422, 503))
 async def set_quota(request: AnyRequest, data: JSONBody[Quota]) -> Quota:
     """Set an org's concurrent_calls in one environment (held at the token endpoint)."""
-    await _key(request, OPERATOR)
+    await _key(request)
     if data.environment not in ENVIRONMENTS:
         raise Unprocessable(f"a quota's environment is {' or '.join(ENVIRONMENTS)}")
     return await _service(request).store.admissions.set_quota(data)

@@ -24,14 +24,12 @@ from litestar import Request, Response, post
 from litestar.datastructures import State
 from litestar.params import JSONBody
 
-from pinecall_contracts.keys import KeyKind
 from pinecall_contracts.outbound import OutboundCall, OutboundRequest
 from pinecall_dispatcher.outbound import place_outbound
 from pinecall_dispatcher.service import DispatcherService
 from pinecall_servicekit.http import problems, request_key
 
 AnyRequest = Request[object, object, State]
-APP: tuple[KeyKind, ...] = ("app",)
 
 
 @post(
@@ -45,7 +43,7 @@ async def outbound_call(
     """Ring ``to`` for ``agent`` of ``org`` in the app key's environment: 201 with the call, or
     200 with the call an earlier request of the same ``id`` placed (nothing dialled again)."""
     service: DispatcherService = request.app.state.dispatcher
-    key = await request_key(request, service.keyring, APP)
+    key = await request_key(request, service.keyring)
     placed = await place_outbound(service.outbound, data, environment=key.environment or "")
     return Response(placed, status_code=200 if placed.replayed else 201)
 

@@ -28,14 +28,13 @@ from litestar import delete, get, put
 from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
 
 from pinecall_contracts.ids import ENVIRONMENTS, ORG_PATTERN
-from pinecall_contracts.keys import KeyInfo, KeyKind
+from pinecall_contracts.keys import KeyInfo
 from pinecall_contracts.phones import PhoneNumber, PhoneNumberList, PhoneNumberPut
 from pinecall_dispatcher.api import AnyRequest, _key, _service
 from pinecall_dispatcher.numbers import Numbers
 from pinecall_servicekit.errors import Forbidden, Unprocessable
 from pinecall_servicekit.http import problems
 
-KEYS: tuple[KeyKind, ...] = ("app", "operator")
 OrgQuery = Annotated[str | None, QueryParameter(pattern=ORG_PATTERN)]
 
 
@@ -62,7 +61,7 @@ def _scope(key: KeyInfo, org: str | None, environment: str | None) -> tuple[str,
 async def _numbers(
     request: AnyRequest, org: str | None, environment: str | None
 ) -> tuple[Numbers, str, str]:
-    org_, env = _scope(await _key(request, KEYS), org, environment)
+    org_, env = _scope(await _key(request), org, environment)
     return _service(request).numbers, org_, env
 
 

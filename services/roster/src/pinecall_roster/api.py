@@ -26,7 +26,6 @@ parse back could be listed but never cordoned.
 
 from __future__ import annotations
 
-from collections.abc import Collection
 from typing import Annotated
 
 import msgspec
@@ -44,12 +43,11 @@ from pinecall_contracts.fleet import (
     WorkerHeartbeat,
 )
 from pinecall_contracts.ids import WorkerNameError, parse_worker_name
-from pinecall_contracts.keys import KeyInfo, KeyKind
+from pinecall_contracts.keys import KeyInfo
 from pinecall_roster.service import RosterService
 from pinecall_servicekit.body import StrictBody
 from pinecall_servicekit.errors import BadRequest, PinecallError, Unprocessable
 from pinecall_servicekit.http import problems, request_key
-from pinecall_servicekit.keys import FLEET, OPERATOR, SERVICE_OR_OPERATOR
 
 AnyRequest = Request[object, object, State]
 
@@ -59,8 +57,8 @@ def _service(state: State) -> RosterService:
     return service
 
 
-async def _key(request: AnyRequest, kinds: Collection[KeyKind]) -> KeyInfo:
-    return await request_key(request, _service(request.app.state).keyring, kinds)
+async def _key(request: AnyRequest) -> KeyInfo:
+    return await request_key(request, _service(request.app.state).keyring)
 
 
 class _Names(msgspec.Struct):
@@ -100,7 +98,7 @@ class _HeartbeatBody(StrictBody):
 )
 async def heartbeat(request: AnyRequest, data: JSONBody[WorkerHeartbeat]) -> HeartbeatReply:
     """A worker's heartbeat, every 5 s, with its environment's fleet key."""
-    key = await _key(request, FLEET)
+    key = await _key(request)
     return await _service(request.app.state).heartbeat(data, key)
 
 
@@ -112,7 +110,7 @@ async def wanted(
     most: Annotated[int | None, QueryParameter(ge=0, le=100_000)] = None,
 ) -> Wanted:
     """How many scaled workers the key's fleet should run (KEDA, every 15 s)."""
-    key = await _key(request, FLEET)
+    key = await _key(request)
     if not scaled or seats is None:
         raise Unprocessable("scaled (a worker name prefix) and seats (per worker) are required")
     service = _service(request.app.state)
@@ -128,14 +126,14 @@ async def wanted(
 @get("/v1/ops/fleet", responses=problems(400, 401, 403, 503))
 async def fleet(request: AnyRequest, fleet: FromQuery[str | None] = None) -> RosterSnapshot:
     """Every fleet with its workers and totals (or only ``fleet``)."""
-    await _key(request, SERVICE_OR_OPERATOR)
+    await _key(request)
     return _service(request.app.state).snapshot(fleet)
 
 
 @get("/v1/ops/fleets", responses=problems(401, 403, 503))
 async def fleets(request: AnyRequest) -> FleetRecords:
     """The fleets rows: name, environment, the LiveKit each dispatches on."""
-    await _key(request, SERVICE_OR_OPERATOR)
+    await _key(request)
     service = _service(request.app.state)
     await service.reload_fleets()
     return FleetRecords(fleets=list(service.fleets.values()))
@@ -144,7 +142,7 @@ async def fleets(request: AnyRequest) -> FleetRecords:
 async def _cordon(
     request: AnyRequest, worker: str, cordoned: bool, reason: str | None, force: bool = False
 ) -> CordonSetting:
-    key = await _key(request, OPERATOR)
+    key = await _key(request)
     try:
         return await _service(request.app.state).cordon(
             worker, cordoned, key.name, reason, force=force
@@ -184,7 +182,7 @@ async def uncordon(
 @post("/v1/ops/keys/{key_id:str}/revoke", status_code=200, responses=problems(401, 403, 404, 503))
 async def revoke_key(request: AnyRequest, key_id: FromPath[str]) -> KeyInfo:
     """Revoke a key; every replica forgets it at once (said on NATS)."""
-    await _key(request, OPERATOR)
+    await _key(request)
     return await _service(request.app.state).revoke_key(key_id)
 
 

@@ -192,9 +192,32 @@ def keys() -> None:
     default=None,
     help="For fleet and app keys.",
 )
+@click.option(
+    "--person",
+    default=None,
+    help="A person's key (app, or an operator person's operator key), asked of the roster over "
+    "NATS with the operator key (`persons list` shows ids).",
+)
 @run
-async def keys_create(kind: KeyKind, name: str, environment: str | None) -> None:
-    """Make a key and print its secret (shown this once)."""
+async def keys_create(
+    kind: KeyKind, name: str, environment: str | None, person: str | None
+) -> None:
+    """Make a key and print its secret (shown this once). Without --person the key is written
+    directly: it is how the first operator key is made, before any roster answers."""
+    if person is not None:
+        from pinecall_contracts.keys import KeyCreated
+        from pinecall_contracts.persons import PersonKeyCreate
+        from pinecall_roster.people_commands import ask
+
+        try:
+            request = msgspec.convert(
+                {"kind": kind, "name": name, "environment": environment, "person": person},
+                PersonKeyCreate,
+            )
+        except msgspec.ValidationError as exc:
+            raise click.BadParameter(str(exc), param_hint="--person") from exc
+        click.echo((await ask("keys-create", request, KeyCreated)).secret)
+        return
     from pinecall_roster.store import Store  # SQLAlchemy, loaded by the keys commands alone
     from pinecall_servicekit import db
 

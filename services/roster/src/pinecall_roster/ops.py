@@ -22,9 +22,9 @@ from pinecall_contracts.fleet import (
 )
 from pinecall_contracts.ids import WorkerNameError
 from pinecall_contracts.keys import KeyInfo
+from pinecall_roster.people import people_verbs
 from pinecall_roster.service import RosterService
 from pinecall_servicekit.errors import BadRequest
-from pinecall_servicekit.keys import OPERATOR, SERVICE_OR_OPERATOR
 from pinecall_servicekit.verbs import Verb, serve_verbs
 
 VERSION = "0.1.0"
@@ -58,7 +58,6 @@ async def start_ops(service: RosterService) -> Service:
             raise BadRequest(str(exc)) from exc
 
     subjects = bus.subjects
-    reader = SERVICE_OR_OPERATOR  # a service reads what an operator reads; a cordon is a person's
     return await serve_verbs(
         bus,
         service.keyring,
@@ -66,10 +65,9 @@ async def start_ops(service: RosterService) -> Service:
         version=VERSION,
         description="the roster's fleet verbs",
         verbs=[
-            Verb("fleet-list", subjects.ops_fleet_list, FleetListRequest, fleet_list, reader),
-            Verb(
-                "fleet-records", subjects.ops_fleet_records, FleetListRequest, fleet_records, reader
-            ),
-            Verb("fleet-cordon", subjects.ops_fleet_cordon, CordonRequest, fleet_cordon, OPERATOR),
+            Verb("fleet-list", subjects.ops_fleet_list, FleetListRequest, fleet_list),
+            Verb("fleet-records", subjects.ops_fleet_records, FleetListRequest, fleet_records),
+            Verb("fleet-cordon", subjects.ops_fleet_cordon, CordonRequest, fleet_cordon),
+            *people_verbs(service),
         ],
     )

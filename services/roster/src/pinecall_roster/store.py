@@ -74,7 +74,9 @@ class Store:
             for r in rows
         ]
 
-    async def create_key(self, kind: KeyKind, name: str, environment: str | None) -> KeyCreated:
+    async def create_key(
+        self, kind: KeyKind, name: str, environment: str | None, *, person: str | None = None
+    ) -> KeyCreated:
         """A new key; its secret is in the answer and nowhere else.
 
         Fleet and app keys need an environment (``production`` or ``sandbox``); operator and
@@ -103,9 +105,17 @@ class Store:
                     environment=environment,
                     secret_sha256=digest,
                     created_at=now,
+                    person=person,
                 )
             )
-        info = KeyInfo(id=key_id, kind=kind, name=name, environment=environment, created_at=now)
+        info = KeyInfo(
+            id=key_id,
+            kind=kind,
+            name=name,
+            environment=environment,
+            created_at=now,
+            person=person,
+        )
         return KeyCreated(key=info, secret=token)
 
     async def keys(self) -> list[KeyInfo]:

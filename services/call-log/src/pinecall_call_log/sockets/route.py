@@ -44,7 +44,6 @@ from pinecall_contracts.appsocket import (
     ToolResultFrame,
     Welcome,
 )
-from pinecall_contracts.keys import KeyKind
 from pinecall_servicekit.errors import (
     BadRequest,
     Conflict,
@@ -53,7 +52,7 @@ from pinecall_servicekit.errors import (
     Unavailable,
     Unprocessable,
 )
-from pinecall_servicekit.keys import bearer
+from pinecall_servicekit.http import request_key
 
 log = logging.getLogger("pinecall.call_log.sockets")
 
@@ -64,7 +63,6 @@ class _Envelope(msgspec.Struct):
     type: Any = None
 
 
-APP: tuple[KeyKind, ...] = ("app",)
 APP_TAGS = {kind.__struct_config__.tag for kind in FromApp.__args__}
 
 
@@ -86,7 +84,7 @@ async def app_socket(socket: AnySocket) -> None:
         return
     await socket.accept(subprotocols=SUBPROTOCOL)
     try:
-        key = await service.keyring.verify(bearer(socket.headers.get("authorization")), kinds=APP)
+        key = await request_key(socket, service.keyring)
     except PinecallError as exc:
         code = Close.BAD_KEY if exc.status in (401, 403) else 1011
         await socket.close(code, exc.detail[:120])

@@ -13,12 +13,9 @@ from litestar.params import JSONBody
 
 from pinecall_contracts.evals import VoiceEval, VoiceEvalResult
 from pinecall_contracts.ids import ENVIRONMENTS
-from pinecall_contracts.keys import KeyKind
 from pinecall_dispatcher.service import DispatcherService
 from pinecall_servicekit.errors import Forbidden, Unprocessable
 from pinecall_servicekit.http import problems, request_key
-
-APP_OR_OPERATOR: tuple[KeyKind, ...] = ("app", "operator")
 
 
 @post("/v1/evals/voice", status_code=200, responses=problems(400, 401, 403, 422, 429, 503))
@@ -28,7 +25,7 @@ async def voice_eval(
     """Ring the agent with the runtime's own caller, say the script, and answer what it heard:
     each turn's words and first audio (ms), and how the call went. Waits for the call."""
     service: DispatcherService = request.app.state.dispatcher
-    key = await request_key(request, service.keyring, APP_OR_OPERATOR)
+    key = await request_key(request, service.keyring)
     if key.kind == "app":
         environment = key.environment or ""
         if data.environment not in (None, environment):
