@@ -181,3 +181,46 @@ async def test_a_bad_person_change_is_refused_and_nothing_is_said(platform) -> N
                    keys.operator)  # fmt: skip
     with pytest.raises(PinecallError):
         await _ask(bus, "persons-set", PersonSet(id="000000000000"), PersonInfo, keys.operator)
+
+
+async def test_a_persons_key_acts_for_its_org_and_agents_whichever_part_names_them(  # type: ignore[no-untyped-def]
+    platform, database_url: str, nats_url: str, nats_namespace: str
+) -> None:
+    """The org and agent a request's body names are checked as those of its query and path
+    (the probe of this stop minted tokens, placed an outbound call and ran an eval for another
+    org's agent with a developer's key that ``?org=`` refused)."""
+    from pinecall_testkit.common import running_at
+    from pinecall_testkit.dispatcher import dispatcher_app
+
+    keys, (roster_a, *_) = platform
+    bus: Bus = roster_a.app.state.roster.bus
+    await _ask(bus, "orgs-create", OrgCreate(name="org_acme", environments=["production"]),
+               OrgInfo, keys.operator)  # fmt: skip
+    developer = (await _person(bus, keys.operator, "developer", production=True,
+                               agents=["booking"]))[1].secret  # fmt: skip
+    app = dispatcher_app(database_url, nats_url, nats_namespace,
+                         call_log_url="http://127.0.0.1:1", service_key=keys.service)  # fmt: skip
+    asks = [
+        ("/v1/tokens", {"agent": "booking", "org": "org_other"}, "not of org_other"),
+        ("/v1/tokens", {"agent": "sales", "org": "org_acme"}, "may not touch agent sales"),
+        ("/v1/calls/outbound", {"agent": "booking", "org": "org_other", "to": "+15005550006"},
+         "not of org_other"),
+        ("/v1/evals/voice", {"agent": "sales", "org": "org_acme", "script": ["Hi."]},
+         "may not touch agent sales"),
+    ]  # fmt: skip
+    async with running_at("http://dispatcher.test")(app) as dispatcher:
+        for path, body, why in asks:
+            r = await dispatcher.post(path, json=body, headers=bearer(developer))
+            assert r.status_code == 403, (path, body, r.text)
+            assert r.headers["content-type"].startswith("application/problem+json")
+            assert r.json()["detail"].endswith(why), (path, r.json())
+        blank = await dispatcher.post(
+            "/v1/evals/voice", json={"agent": "booking", "script": ["   "]},
+            headers=bearer(developer),
+        )  # fmt: skip
+        assert blank.status_code == 400, blank.text
+        short = await dispatcher.post(
+            "/v1/calls/outbound", json={"agent": "booking", "to": "+12"},
+            headers=bearer(developer),
+        )  # fmt: skip
+        assert short.status_code == 400, short.text

@@ -23,7 +23,8 @@ EVAL_VOICE: Final = "eval.voice"
 MAX_LINES: Final = 10
 MAX_LINE_CHARS: Final = 300
 
-Line = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_LINE_CHARS)]
+Line = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_LINE_CHARS, pattern=r"\S")]
+"""A line the caller says: something to say (a line of blanks was said as silence)."""
 
 EvalOutcome = Literal[
     "completed", "ended", "overflow", "unanswered", "silent", "room_gone", "failed"
@@ -44,7 +45,9 @@ class VoiceEval(Contract, frozen=True, kw_only=True, tag="evals.voice.v1"):
     """``POST /v1/evals/voice``: ring ``org``'s ``agent`` and say ``script``."""
 
     agent: AgentField
-    org: Annotated[str, msgspec.Meta(max_length=128)] = ""
+    org: Annotated[
+        str, msgspec.Meta(pattern=r"^([A-Za-z0-9][A-Za-z0-9_.:-]{0,127})?$(?![\s\S])")
+    ] = ""
     script: Annotated[list[Line], msgspec.Meta(max_length=MAX_LINES)]
     """The caller's lines, said in order, each once the agent answered the one before (the
     first once the agent's greeting, if any, is over); at least one (422 otherwise)."""

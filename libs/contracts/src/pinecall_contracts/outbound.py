@@ -21,16 +21,18 @@ from pinecall_contracts.base import Contract
 from pinecall_contracts.calls import AgentField, CallIdField
 from pinecall_contracts.ids import EnvironmentField, Fleet
 
-E164_PATTERN = r"^\+[1-9][0-9]{1,14}$(?![\s\S])"
-"""An E.164 number: ``+``, a country code that does not start with 0, at most 15 digits in all
-(ITU-T E.164 §6)."""
+E164_PATTERN = r"^\+[1-9][0-9]{6,14}$(?![\s\S])"
+"""An E.164 number: ``+``, a country code that does not start with 0, 7 to 15 digits in all
+(ITU-T E.164 §6), as a phone number's (``phones.E164_PATTERN``): "+12" was taken and then
+refused by the job offer, leaving a call nobody held."""
 E164 = Annotated[str, msgspec.Meta(pattern=E164_PATTERN, examples=["+14155550123"])]
 RequestId = Annotated[
     str,
     msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$(?![\s\S])", examples=["cb-7Qm2x"]),
 ]
 """An app-minted id of an outbound request: the same id again is the same call, dialled once."""
-Org = Annotated[str, msgspec.Meta(max_length=128)]
+Org = Annotated[str, msgspec.Meta(pattern=r"^([A-Za-z0-9][A-Za-z0-9_.:-]{0,127})?$(?![\s\S])")]
+"""An org's name (``ids.ORG_PATTERN``), or empty for the app key's own."""
 
 
 def callee_identity(call: str) -> str:

@@ -96,21 +96,29 @@ def problems(*statuses: int) -> dict[int, ResponseSpec]:
     }
 
 
-async def request_key(request: ASGIConnection[Any, Any, Any, Any], keyring: KeyRing) -> KeyInfo:
+async def request_key(
+    request: ASGIConnection[Any, Any, Any, Any],
+    keyring: KeyRing,
+    *,
+    org: str | None = None,
+    agent: str | None = None,
+) -> KeyInfo:
     """The key the request's ``Authorization: Bearer <key>`` header names, if it and its person
     may do what the request's route needs (the one registry, :data:`.registry.ROUTES`, by the
     method, ``WS`` for a WebSocket, and the route's path template): ``Unauthorized`` (401) for
     none or one that is not good, ``Forbidden`` (403) saying what is missing
     (:func:`pinecall_servicekit.policy.check`, with the target the request names: ``?org=``,
-    ``?environment=``, ``{agent}``)."""
+    ``?environment=``, ``{agent}``, and the ``org`` and ``agent`` its body names, which the
+    handler passes: a person's key acts for its org and its agents whichever part of the
+    request names them)."""
     method = "WS" if request.scope["type"] == ScopeType.WEBSOCKET else request.scope["method"]
     permission = ROUTES[(method, request.scope["path_template"])]
     holder = await keyring.holder(bearer(request.headers.get("authorization")))
-    agent = request.path_params.get("agent")
+    named = request.path_params.get("agent")
     target = Target(
-        org=request.query_params.get("org"),
+        org=org if org is not None else request.query_params.get("org"),
         environment=request.query_params.get("environment"),
-        agent=agent if isinstance(agent, str) else None,
+        agent=agent if agent is not None else named if isinstance(named, str) else None,
     )
     check(holder, permission, target)
     return holder.key

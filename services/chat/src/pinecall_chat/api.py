@@ -48,7 +48,7 @@ async def chat_token(request: AnyRequest, data: JSONBody[ChatTokenRequest]) -> C
     ``agent`` of ``org`` in the key's environment and, given ``call``, to that call. 403 for an
     agent the org does not define there or another's call, 404 no such call, 409 one ended."""
     service = service_of(request)
-    key = await request_key(request, service.keyring)
+    key = await request_key(request, service.keyring, org=data.org or None, agent=data.agent)
     assert key.environment is not None  # an app key is one environment's
     await _dialable(service, data, key.environment)
     settings = service.settings

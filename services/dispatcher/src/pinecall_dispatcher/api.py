@@ -54,14 +54,14 @@ def _service(request: AnyRequest) -> DispatcherService:
     return service
 
 
-async def _key(request: AnyRequest) -> KeyInfo:
-    return await request_key(request, _service(request).keyring)
+async def _key(request: AnyRequest, *, org: str | None = None, agent: str | None = None) -> KeyInfo:
+    return await request_key(request, _service(request).keyring, org=org, agent=agent)
 
 
 @post("/v1/tokens", status_code=200, responses=problems(400, 401, 403, 422, 429, 503))
 async def token(request: AnyRequest, data: JSONBody[TokenRequest]) -> VisitorToken:
     """A web visitor's token for an agent, in the app key's environment."""
-    key = await _key(request)
+    key = await _key(request, org=data.org or None, agent=data.agent)
     return await _service(request).admission.token(data, key)
 
 
@@ -69,7 +69,7 @@ async def token(request: AnyRequest, data: JSONBody[TokenRequest]) -> VisitorTok
 async def written_call(request: AnyRequest, data: JSONBody[WrittenAdmission]) -> WrittenAdmitted:
     """Admit a written call before the chat service opens it (the org's quota, the agent's
     existence; no fleet, no seat)."""
-    await _key(request)
+    await _key(request, org=data.org or None, agent=data.agent)
     if data.environment not in ENVIRONMENTS:
         raise Unprocessable(f"a written call's environment is {' or '.join(ENVIRONMENTS)}")
     return await _service(request).admission.written(data)

@@ -43,7 +43,7 @@ async def outbound_call(
     """Ring ``to`` for ``agent`` of ``org`` in the app key's environment: 201 with the call, or
     200 with the call an earlier request of the same ``id`` placed (nothing dialled again)."""
     service: DispatcherService = request.app.state.dispatcher
-    key = await request_key(request, service.keyring)
+    key = await request_key(request, service.keyring, org=data.org or None, agent=data.agent)
     placed = await place_outbound(service.outbound, data, environment=key.environment or "")
     return Response(placed, status_code=200 if placed.replayed else 201)
 

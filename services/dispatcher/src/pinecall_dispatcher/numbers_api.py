@@ -59,9 +59,9 @@ def _scope(key: KeyInfo, org: str | None, environment: str | None) -> tuple[str,
 
 
 async def _numbers(
-    request: AnyRequest, org: str | None, environment: str | None
+    request: AnyRequest, org: str | None, environment: str | None, agent: str | None = None
 ) -> tuple[Numbers, str, str]:
-    org_, env = _scope(await _key(request), org, environment)
+    org_, env = _scope(await _key(request, agent=agent), org, environment)
     return _service(request).numbers, org_, env
 
 
@@ -76,7 +76,7 @@ async def put_number(
 ) -> PhoneNumber:
     """Tie the number to the org's agent: its trunk and dispatch rule on the environment's
     LiveKit. The same put again answers the number and makes nothing."""
-    numbers, org_, env = await _numbers(request, org, environment)
+    numbers, org_, env = await _numbers(request, org, environment, data.agent)
     return await numbers.put(number, org_, env, data.agent)
 
 

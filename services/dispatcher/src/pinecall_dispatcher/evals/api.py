@@ -25,7 +25,7 @@ async def voice_eval(
     """Ring the agent with the runtime's own caller, say the script, and answer what it heard:
     each turn's words and first audio (ms), and how the call went. Waits for the call."""
     service: DispatcherService = request.app.state.dispatcher
-    key = await request_key(request, service.keyring)
+    key = await request_key(request, service.keyring, org=data.org or None, agent=data.agent)
     if key.kind == "app":
         environment = key.environment or ""
         if data.environment not in (None, environment):
