@@ -18,11 +18,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, Final, TypeVar
 
 import stamina
 from aiobotocore.config import AioConfig
-from aiobotocore.session import get_session
+from aiobotocore.session import AioSession, get_session
 from botocore.exceptions import BotoCoreError, ClientError
 
 from pinecall_servicekit.recordings import RecordingsSettings
@@ -102,6 +102,27 @@ class BucketAccess:
         return url[len(head) :]
 
 
+def _warmed() -> AioSession:
+    """The process's one aiobotocore session, its S3 model and endpoint data loaded now.
+
+    botocore loads and parses them (gzipped JSON, megabytes) the first time a session makes a
+    client, on the caller's event loop: a call's job blocked 1.1–2.3 s as its recording started,
+    just as the greeting played (the probe of ``up``, worker logs: ``list_available_services``).
+    Made at import, so livekit-agents' forkserver, which preloads the worker's modules, makes it
+    once and every call's process inherits it: a client then takes ~12 ms."""
+    session = get_session()
+    loader = session.get_component("data_loader")
+    for kind in ("service-2", "endpoint-rule-set-1"):
+        loader.load_service_model("s3", kind, api_version=None)  # as create_client asks
+    for name in ("endpoints", "partitions", "_retry", "sdk-default-configuration"):
+        loader.load_data(name)
+    session._get_internal_component("endpoint_resolver")
+    return session
+
+
+_SESSION: Final = _warmed()
+
+
 def _retryable(exc: Exception) -> bool:
     if isinstance(exc, ClientError):
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
@@ -125,7 +146,7 @@ class Bucket:
             read_timeout=30,
             s3={"addressing_style": "path"} if self.access.endpoint else {},
         )
-        self._context = get_session().create_client(
+        self._context = _SESSION.create_client(
             "s3",
             region_name=self.access.region,
             endpoint_url=self.access.endpoint,
