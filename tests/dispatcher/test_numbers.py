@@ -304,3 +304,21 @@ async def test_the_operator_puts_lists_shows_and_removes_a_number_with_the_cli(
     env["PINECALL_DISPATCHER_URL"] = f"http://127.0.0.1:{free_port()}"  # nothing listens
     code, _, err = await cli(env, "list", *org)
     assert code == ExitCode.UNAVAILABLE, err
+
+
+async def test_concurrent_puts_of_one_number_make_one_trunk_and_one_rule(
+    chain: Chain, keys: Keys
+) -> None:
+    """Six identical puts at once (the probe's): each answers the same trunk and rule, and
+    LiveKit holds one of each — a put that found the row of another still making them took it
+    for a dead one's and made its own over it, leaving a rule of a deleted trunk."""
+    await heard(chain, keys)
+    answers = await asyncio.gather(
+        *(put(chain, keys.app, NUMBER, {"agent": LAB_AGENT}) for _ in range(6))
+    )
+    assert [r.status_code for r in answers] == [200] * 6, [r.text for r in answers]
+    assert len({(r.json()["trunk_id"], r.json()["rule_id"]) for r in answers}) == 1
+    assert await on_livekit(chain.lk) == (1, 1)
+    [rule] = chain.lk.sip.store.rules.values()
+    assert list(rule.trunk_ids) == [answers[0].json()["trunk_id"]]
+    assert await rows(chain) == 1

@@ -125,26 +125,32 @@ class Numbers:
         fleet = await self.roster.fleet_of(environment)
         if fleet is None:
             raise NoFleet(f"no fleet serves {environment}: its numbers cannot be placed")
-        row, claimed = await self.store.numbers.claim(
-            {
-                "number": number,
-                "org": org,
-                "environment": environment,
-                "agent": agent,
-                "fleet": fleet.name,
-                "livekit_url": fleet.livekit_url,
-            }
-        )
-        if (row["org"], row["environment"], row["agent"]) != (org, environment, agent):
-            raise _taken(number)  # another put claimed it meanwhile
-        if row["trunk_id"]:
-            return _answer(row)
-        try:
-            made = await self._make(row, resumed=not claimed)
-        except Exception:
-            if claimed:
-                await self.store.numbers.forget(number)
-            raise
+        wanted = {
+            "number": number,
+            "org": org,
+            "environment": environment,
+            "agent": agent,
+            "fleet": fleet.name,
+            "livekit_url": fleet.livekit_url,
+        }
+        row, claimed = await self.store.numbers.claim(wanted)
+        async with self.store.numbers.making(number):  # one put at a time makes them
+            if not claimed:  # read again under the lock: another put may have made or forgot it
+                again = await self.store.numbers.get(number)
+                if again is None:  # the put before failed and forgot it: this one claims it
+                    row, claimed = await self.store.numbers.claim(wanted)
+                else:
+                    row = again
+            if (row["org"], row["environment"], row["agent"]) != (org, environment, agent):
+                raise _taken(number)  # another put claimed it meanwhile
+            if row["trunk_id"]:
+                return _answer(row)
+            try:
+                made = await self._make(row, resumed=not claimed)
+            except Exception:
+                if claimed:
+                    await self.store.numbers.forget(number)
+                raise
         return _answer(made)
 
     async def _make(self, row: dict[str, Any], *, resumed: bool) -> dict[str, Any]:

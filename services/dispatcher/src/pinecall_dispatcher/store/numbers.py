@@ -3,11 +3,16 @@
 A number is the table's key, so two puts of one number never both claim it: the first insert
 wins and the other reads the holder. A claimed row has no ``trunk_id`` until LiveKit made the
 trunk and the rule; a row left so (a replica that died midway) is made again by its org's next
-put (:mod:`pinecall_dispatcher.numbers`).
+put (:mod:`pinecall_dispatcher.numbers`). Puts of one number make its trunk and rule one at a
+time (:meth:`NumberStore.making`): a put that found the row of another still making them took it
+for a dead one's and made its own over it, leaving a rule of a deleted trunk (the probe's six
+concurrent puts).
 """
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import sqlalchemy as sa
@@ -23,6 +28,16 @@ Row = dict[str, Any]
 class NumberStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+
+    @contextlib.asynccontextmanager
+    async def making(self, number: str) -> AsyncIterator[None]:
+        """Hold ``number``'s lock while a put makes its trunk and rule: a transaction of its own
+        holding ``pg_advisory_xact_lock`` (freed when it ends, or when a dead replica's
+        connection drops)."""
+        lock = sa.func.pg_advisory_xact_lock(sa.func.hashtextextended(f"number:{number}", 0))
+        async with db.translate_errors("locking a phone number"), self.engine.begin() as conn:
+            await conn.execute(sa.select(lock))
+            yield
 
     async def claim(self, row: Row) -> tuple[Row, bool]:
         """Insert ``row`` (``number``, ``org``, ``environment``, ``agent``, ``fleet``,
