@@ -54,7 +54,7 @@ Timestamp = Annotated[dt.datetime, msgspec.Meta(tz=True)]
 Count = Annotated[int, msgspec.Meta(ge=0, le=2**31 - 1)]
 Seq = Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
 Text = Annotated[str, msgspec.Meta(max_length=2000)]
-EntryKey = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:/-]{1,128}$")]
+EntryKey = Annotated[str, msgspec.Meta(pattern=r"^[A-Za-z0-9_.:/-]{1,128}$(?![\s\S])")]
 """A writer's id of an agent-log entry (:attr:`AgentEntry.key`)."""
 TimeoutS = Annotated[float, msgspec.Meta(gt=0.0, le=600.0)]
 

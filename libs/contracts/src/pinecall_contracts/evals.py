@@ -23,7 +23,10 @@ EVAL_VOICE: Final = "eval.voice"
 MAX_LINES: Final = 10
 MAX_LINE_CHARS: Final = 300
 
-Line = Annotated[str, msgspec.Meta(min_length=1, max_length=MAX_LINE_CHARS, pattern=r"\S")]
+Line = Annotated[
+    str,
+    msgspec.Meta(min_length=1, max_length=MAX_LINE_CHARS, pattern=r"^[\s\S]*\S[\s\S]*$(?![\s\S])"),
+]
 """A line the caller says: something to say (a line of blanks was said as silence)."""
 
 EvalOutcome = Literal[
