@@ -364,7 +364,9 @@ def summary(result: dict[str, Any]) -> str:
         "apps: "
         f"{apps['kills']} killed, {apps['handed']} calls handed, loss to attached p50 "
         f"{_s(loss['p50'])}, p99 {_s(loss['p99'])}"
-    ) + (f"\n{call_backs_line(result['callbacks'])}" if "dialled" in result["callbacks"] else "")
+    ) + (
+        f"\n{call_backs_line(backs)}" if "dialled" in (backs := result.get("callbacks", {})) else ""
+    )
 
 
 def _s(seconds: float | None) -> str:
