@@ -106,7 +106,8 @@ async def test_a_lost_agent_gets_its_call_ended_drained_a_call_back_and_the_sent
         await chain.lk.events.wait_for(
             ev.ParticipantJoined, lambda e: e.room == offer.room and e.kind == AGENT, count=2
         )
-        await chain.handled(offer.room, "participant_joined", "AGENT")
+        # the sentence job's join (the second agent's), not the dead job's, applied
+        await chain.handled(offer.room, "participant_joined", "AGENT", count=2)
     # never to the lost worker, though it is still heard and has the most seats free
     assert to == other.name
     assert (sentence.call, sentence.attempt, sentence.written) == (offer.call, 2, 3)

@@ -217,14 +217,23 @@ class Chain:
         async with asyncio.timeout(60):
             return await self.lab.start(agent_name=overflow_name(fleet), seats=1000)
 
-    async def handled(self, room: str, event: str, kind: str | None = None) -> None:
-        """Wait until a dispatcher replica applied ``event`` of ``room`` (of a ``kind``
-        participant); bound it with ``asyncio.timeout``."""
+    async def handled(
+        self, room: str, event: str, kind: str | None = None, *, count: int = 1
+    ) -> None:
+        """Wait until a dispatcher replica applied ``count`` of ``event`` of ``room`` (of a
+        ``kind`` participant: the second agent's join is the sentence job's, the first the dead
+        one's); bound it with ``asyncio.timeout``."""
 
-        def seen(service: DispatcherService) -> bool:
-            return any(
-                e.room == room and e.event == event and kind in (None, e.participant_kind)
-                for e in service.placing.handled
+        services: list[DispatcherService] = [r.app.state.dispatcher for r in self.dispatchers]
+
+        def seen(_: DispatcherService) -> bool:  # counted over every replica: any may apply one
+            return (
+                sum(
+                    e.room == room and e.event == event and kind in (None, e.participant_kind)
+                    for service in services
+                    for e in service.placing.handled
+                )
+                >= count
             )
 
         await self._any_replica(lambda s: s.placing.changes, seen)
