@@ -23,12 +23,12 @@ import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_contracts.keys import KeyInfo, KeyKind, KeyRevoked
-from pinecall_contracts.persons import PersonChanged, PersonInfo
+from pinecall_contracts.persons import PersonChanged
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.changes import Changes
 from pinecall_servicekit.db import UTC_TIMESTAMP, autocommit, metadata, translate_errors
 from pinecall_servicekit.errors import Forbidden, Unauthorized
-from pinecall_servicekit.persons import ORGS, PERSONS, Holder
+from pinecall_servicekit.persons import ORGS, PERSONS, Holder, person_info
 
 OPERATOR: Final[tuple[KeyKind, ...]] = ("operator",)
 """The ops verbs (cordons, keys, quotas, …): a person's, never a service's."""
@@ -97,17 +97,7 @@ def _holder(row: sa.Row[Any]) -> Holder:
     """A row of :data:`_KEY_BY_ID` as the policy reads it."""
     if row.p_id is None:
         return Holder(key_info(row))
-    person = PersonInfo(
-        id=row.p_id,
-        org=row.p_org,
-        name=row.p_name,
-        role=row.p_role,
-        agents=None if row.p_agents is None else list(row.p_agents),
-        production=row.p_production,
-        operator=row.p_operator,
-        disabled=row.p_disabled,
-        created_at=row.p_created_at,
-    )
+    person = person_info(row, prefix="p_")
     environments = tuple(row.o_environments) if row.o_environments is not None else ()
     return Holder(key_info(row), person, environments)
 

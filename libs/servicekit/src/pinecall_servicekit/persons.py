@@ -66,16 +66,19 @@ def org_info(row: sa.Row[Any]) -> OrgInfo:
     )
 
 
-def person_info(row: sa.Row[Any]) -> PersonInfo:
-    """A ``roster.persons`` row on the wire."""
+def person_info(row: sa.Row[Any], *, prefix: str = "") -> PersonInfo:
+    """A ``roster.persons`` row on the wire; ``prefix``: its columns' labels in a join (the key
+    ring's ``p_``)."""
+    col = row._mapping
+    agents = col[f"{prefix}agents"]
     return PersonInfo(
-        id=row.id,
-        org=row.org,
-        name=row.name,
-        role=row.role,
-        agents=None if row.agents is None else list(row.agents),
-        production=row.production,
-        operator=row.operator,
-        disabled=row.disabled,
-        created_at=row.created_at,
+        id=col[f"{prefix}id"],
+        org=col[f"{prefix}org"],
+        name=col[f"{prefix}name"],
+        role=col[f"{prefix}role"],
+        agents=None if agents is None else list(agents),
+        production=col[f"{prefix}production"],
+        operator=col[f"{prefix}operator"],
+        disabled=col[f"{prefix}disabled"],
+        created_at=col[f"{prefix}created_at"],
     )
