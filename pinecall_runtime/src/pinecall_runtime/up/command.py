@@ -56,7 +56,7 @@ from pinecall_clients.roster import RosterClient
 from pinecall_contracts.agents import AgentVersion
 from pinecall_runtime.agents import read_definition
 from pinecall_runtime.monitoring.prometheus import PROMETHEUS, fired, job_of
-from pinecall_runtime.up import recordings, services, supervise, written
+from pinecall_runtime.up import recordings, secretscan, services, supervise, written
 from pinecall_runtime.up import report as reporting
 from pinecall_runtime.up.apps import Ledgers, killing, wait_held
 from pinecall_runtime.up.callbacks import CallBacks
@@ -618,6 +618,18 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
             for name in ("up.json", "keys.json"):  # the platform is gone: nothing points at it
                 (state_dir / name).unlink(missing_ok=True)
             click.echo(f"up: stopped {', '.join(f'{n}={c}' for n, c in codes.items())}")
+            looked = secretscan.scan(
+                [
+                    *sorted(run.logs.glob("*.log")),
+                    *([Path(run.traces_file)] * bool(run.traces_file)),
+                ],
+                secretscan.minted(run, processes),
+            )
+            click.echo(looked.line())
+            if result is not None:
+                result["secrets"] = {"looked_for": looked.looked_for, "files": looked.files,
+                                     "leaks": looked.leaks}  # fmt: skip
+                result["problems"] += [f"a secret in a log: {leak}" for leak in looked.leaks]
     if options["report"] is not None and result is not None:
         result |= {
             "seconds": round(time.monotonic() - began, 1),
