@@ -11,7 +11,7 @@ only, an operator key; fleet and service keys are never a person's. Bad input is
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_contracts.keys import KeyCreated, KeyKind
-from pinecall_contracts.persons import QUOTA_NAMES, ROLES, OrgInfo, PersonInfo, Role
+from pinecall_contracts.persons import QUOTA_NAMES, ROLES, OrgInfo, PersonInfo, QuotaName, Role
 from pinecall_roster.store import Store
 from pinecall_servicekit import db
 from pinecall_servicekit.errors import Conflict, NotFound, Unprocessable
@@ -40,7 +40,7 @@ class Persons:
         self.engine = engine
 
     async def create_org(
-        self, name: str, environments: Sequence[str], quotas: dict[str, int] | None = None
+        self, name: str, environments: Sequence[str], quotas: Mapping[QuotaName, int] | None = None
     ) -> OrgInfo:
         """A new org that may use ``environments`` (``Conflict`` when the name is taken;
         ``Unprocessable`` for a quota not in ``QUOTA_NAMES`` or below 0)."""
@@ -54,7 +54,7 @@ class Persons:
         org = OrgInfo(
             name=name,
             environments=sorted(set(environments)),
-            quotas=dict(quotas or {}),
+            quotas={str(name): count for name, count in (quotas or {}).items()},
             created_at=db.utcnow(),
         )
         async with db.translate_errors("creating an org"), self.engine.begin() as conn:
