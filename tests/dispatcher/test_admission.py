@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import httpx
+import psycopg
 import pytest
 from livekit import api
 
@@ -160,6 +161,35 @@ async def test_an_orgs_quota_is_per_environment(chain: Chain, keys: Keys) -> Non
     assert (await token(chain, keys.app, org="another")).status_code == 200
     snapshot = await chain.service.offers("pinecall")
     assert snapshot.fleets[0].refused == {"quota": 2}
+
+
+async def test_an_orgs_own_quota_holds_where_the_dispatcher_has_none(
+    chain: Chain, keys: Keys, database_url: str
+) -> None:
+    """``orgs create --quota concurrent_calls=1`` (``roster.orgs``) holds in each environment;
+    the dispatcher's own row for the org in one environment overrides it there."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(
+            "INSERT INTO roster.orgs (name, environments, quotas, created_at)"
+            " VALUES ('another', '{production,sandbox}', '{\"concurrent_calls\": 1}', now())"
+        )
+    await chain.worker("worker-p", seats=8)
+    await chain.worker("worker-s", seats=8, fleet="pinecall-sandbox", environment="sandbox")
+    assert (await token(chain, keys.app, org="another")).status_code == 200
+    over = await token(chain, keys.app, org="another")
+    assert over.json()["detail"] == (
+        "another holds 1 call in production, and its concurrent_calls quota there is 1"
+    )
+    assert (await token(chain, keys.app_sandbox, org="another")).status_code == 200
+    assert (await token(chain, keys.app_sandbox, org="another")).status_code == 429
+    r = await chain.dispatchers[0].post(
+        "/v1/ops/quotas",
+        json={"org": "another", "environment": "production", "concurrent_calls": 2},
+        headers=bearer(keys.operator),
+    )
+    assert r.status_code == 200, r.text
+    assert (await token(chain, keys.app, org="another")).status_code == 200
+    assert (await token(chain, keys.app, org="acme")).status_code == 200  # no quota: no limit
 
 
 async def test_a_fleet_all_cordoned_is_refused_as_cordoned_not_as_full(

@@ -120,7 +120,7 @@ def test_the_seed_worker_name_escapes_as_documented() -> None:
     assert escape_token("pinecall/worker-a.1791067258") == "pinecall=2Fworker-a=2E1791067258"
     subjects = Subjects("pinecall")
     assert subjects.heartbeat("pinecall/worker-a.1791067258") == (
-        "pinecall.fleet.heartbeat.pinecall=2Fworker-a=2E1791067258"
+        "pinecall.fleet.heartbeat.pinecall.pinecall=2Fworker-a=2E1791067258"
     )
 
 

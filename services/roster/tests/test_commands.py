@@ -189,8 +189,8 @@ async def test_what_is_no_workers_name_is_a_usage_error(env: dict[str, str]) -> 
         (
             ("keys", "create", "--kind", "fleet", "--name", "x"),
             {},
-            ExitCode.FAILED,
-            "[unprocessable]",
+            ExitCode.USAGE,
+            "--kind fleet needs --environment (production or sandbox)",
         ),
     ],
 )

@@ -65,6 +65,10 @@ async def test_orgs_persons_and_a_persons_key(roster: Replica, env: dict[str, st
     assert [k["person"] for k in json.loads(out) if k["name"] == "ada's"] == [person]
     code, out, err = await cli("persons", "set", person, "--disabled", env=env)
     assert (code, out) == (0, f"{person}: disabled\n"), err
+    code, out, err = await cli("keys", "create", "--kind", "app", "--name", "ada's second",
+                               "--environment", "production", "--person", person, env=env)  # fmt: skip
+    assert (code, out) == (ExitCode.FAILED, ""), err
+    assert f"[unprocessable] person {person} is disabled: no new key" in err
     code, out, err = await cli("persons", "set", person, "--enabled", "--role", "viewer",
                                "--all-agents", env=env)  # fmt: skip
     assert (code, out) == (0, f"{person}: viewer\n"), err
@@ -75,6 +79,12 @@ async def test_orgs_persons_and_a_persons_key(roster: Replica, env: dict[str, st
     [
         (("orgs", "create", "org_acme", "--environment", "production", "--quota", "five"),
          ExitCode.USAGE, "is not NAME=COUNT"),
+        (("orgs", "create", "org_acme", "--environment", "production", "--quota", "calls=5"),
+         ExitCode.USAGE, "no quota 'calls': it is concurrent_calls"),
+        (("keys", "create", "--kind", "app", "--name", "n", "--person", "5e1f0a2b3c4d"),
+         ExitCode.USAGE, "--kind app needs --environment (production or sandbox)"),
+        (("keys", "create", "--kind", "fleet", "--name", "n"),
+         ExitCode.USAGE, "--kind fleet needs --environment (production or sandbox)"),
         (("orgs", "create", "org acme!", "--environment", "production"),
          ExitCode.USAGE, "Invalid value for NAME"),
         (("persons", "create", "--org", "o", "--name", "n", "--role", "boss"),

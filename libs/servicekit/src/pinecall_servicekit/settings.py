@@ -18,6 +18,7 @@ import msgspec
 
 from pinecall_contracts.environment import PINECALL_VARIABLES
 from pinecall_servicekit.lifecycle import KEEP_ALIVE_S
+from pinecall_servicekit.natsauth import redact
 
 PREFIX = "PINECALL_"
 NATS_SCHEMES = frozenset({"nats", "tls", "ws", "wss"})
@@ -113,7 +114,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             scheme, host = _scheme_host(server.strip())
             if scheme not in NATS_SCHEMES or not host:
                 raise SettingsError(
-                    f"{self.env_name('nats_url')}: not a nats:// URL: {self.nats_url!r}"
+                    f"{self.env_name('nats_url')}: not a nats:// URL: {redact(self.nats_url)!r}"
                 )
 
 

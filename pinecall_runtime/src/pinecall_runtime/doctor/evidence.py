@@ -34,6 +34,7 @@ from pinecall_servicekit.errors import (
     Unauthorized,
 )
 from pinecall_servicekit.migrations import Migrations, MigrationStatus
+from pinecall_servicekit.natsauth import redact
 from pinecall_servicekit.operator import OperatorSettings, where_from
 
 T = TypeVar("T")
@@ -153,7 +154,7 @@ class Asking:
         except BusUnavailable as exc:
             self._missing(
                 "nats",
-                s.nats_url,
+                redact(s.nats_url),
                 f"no connection: {exc.detail}",
                 f"check NATS, and {where_from('nats_url', settings=s) or 'PINECALL_NATS_URL'}",
             )

@@ -46,6 +46,7 @@ WEBHOOKS = {
     "of LiveKit's webhook configuration",
     "forged": "the secret is not LiveKit's: check PINECALL_LIVEKIT_KEYS",
     "expired": "LiveKit's clock and webhook-ingest's differ, or deliveries come late: check NTP",
+    "not_yet_valid": "LiveKit's clock is ahead of webhook-ingest's by over a minute: check NTP",
     "unsigned": "something other than LiveKit posts to the webhook URL, or a proxy drops "
     "Authorization",
     "malformed_token": "something other than LiveKit posts to the webhook URL",

@@ -38,6 +38,7 @@ import contextlib
 import fcntl
 import json
 import os
+import secrets
 import shutil
 import signal
 import time
@@ -56,14 +57,14 @@ from pinecall_clients.roster import RosterClient
 from pinecall_contracts.agents import AgentVersion
 from pinecall_runtime.agents import read_definition
 from pinecall_runtime.monitoring.prometheus import PROMETHEUS, fired, job_of
-from pinecall_runtime.up import recordings, services, supervise, written
+from pinecall_runtime.up import recordings, secretscan, services, supervise, written
 from pinecall_runtime.up import report as reporting
 from pinecall_runtime.up.apps import Ledgers, killing, wait_held
 from pinecall_runtime.up.callbacks import CallBacks
 from pinecall_runtime.up.outbound import Outbound
 from pinecall_runtime.up.outbound import summary as outbound_summary
 from pinecall_runtime.up.services import EXAMPLE, Urls, urls
-from pinecall_runtime.up.stage import ENVIRONMENTS, Run, own_platform
+from pinecall_runtime.up.stage import ENVIRONMENTS, Run, nats_users, own_platform
 from pinecall_runtime.up.supervise import Processes, Supervised
 from pinecall_runtime.up.watch import Watch
 from pinecall_servicekit.bus import Bus
@@ -524,7 +525,7 @@ def where_it_runs(platform: Endpoints, database_url: str, namespace: str) -> lis
         f"postgres: {pg.server}{' (embedded)' * platform.embedded_postgres}"
         f", database {pg.database} for this run",
         f"nats:     {platform.nats_url}{' (embedded)' * platform.embedded_nats}"
-        f", namespace {namespace}",
+        f"{', authorization on' * platform.nats_authorization}, namespace {namespace}",
     ]
 
 
@@ -538,9 +539,11 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     began = time.monotonic()
     result: dict[str, Any] | None = None
+    token = secrets.token_hex(4)  # the run's name: its NATS users are made before its NATS
+    users = nats_users(token)
     with (
-        ensure_platform(settings.database_url, settings.nats_url) as platform,
-        own_platform(platform, state_dir) as run,
+        ensure_platform(settings.database_url, settings.nats_url, nats_users=users) as platform,
+        own_platform(platform, state_dir, token, users) as run,
     ):
         for line in where_it_runs(platform, run.database_url, run.namespace):
             click.echo(line)
@@ -618,6 +621,15 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
             for name in ("up.json", "keys.json"):  # the platform is gone: nothing points at it
                 (state_dir / name).unlink(missing_ok=True)
             click.echo(f"up: stopped {', '.join(f'{n}={c}' for n, c in codes.items())}")
+            traces = [Path(run.traces_file)] if run.traces_file else []
+            looked = secretscan.scan(
+                [*sorted(run.logs.glob("*.log")), *traces], secretscan.minted(run, processes)
+            )
+            click.echo(looked.line())
+            if result is not None:
+                result["secrets"] = {"looked_for": looked.looked_for, "files": looked.files,
+                                     "leaks": looked.leaks}  # fmt: skip
+                result["problems"] += [f"a secret in a log: {leak}" for leak in looked.leaks]
     if options["report"] is not None and result is not None:
         result |= {
             "seconds": round(time.monotonic() - began, 1),

@@ -28,6 +28,7 @@ import psycopg
 from pinecall_contracts.subjects import Subjects
 from pinecall_runtime.processes import run_cli
 from pinecall_servicekit.dburl import with_database
+from pinecall_servicekit.natsauth import NatsUser, fleet_user, service_user
 from pinecall_servicekit.platform import Endpoints
 
 ENVIRONMENTS: dict[str, str] = {"production": "pinecall", "sandbox": "pinecall-sandbox"}
@@ -103,13 +104,32 @@ class Run:
         self.app_keys = {e: keys[f"app-{e}"] for e in ENVIRONMENTS}
 
 
+def nats_users(token: str) -> list[NatsUser]:
+    """The NATS users of run ``token`` (namespace ``up<token>``), for a NATS ``up`` starts
+    itself: first the one every process of the run (and the CLI, through ``up.json``) connects
+    as, then each environment's fleet's, allowed only its own heartbeats (:mod:`.natsauth`)."""
+    namespace = f"up{token}"
+    return [
+        service_user("services", namespace),
+        *(fleet_user(fleet, namespace) for fleet in ENVIRONMENTS.values()),
+    ]
+
+
 @contextlib.contextmanager
-def own_platform(platform: Endpoints, state_dir: Path) -> Iterator[Run]:
+def own_platform(
+    platform: Endpoints, state_dir: Path, token: str | None = None,
+    users: list[NatsUser] | None = None,
+) -> Iterator[Run]:  # fmt: skip
     """A database and namespace of the run's own (empty: :meth:`Run.prepare` migrates it and
     makes the keys); dropped and deleted when the context ends. The logs under
-    ``state_dir/logs`` stay until the next run. Raises ``psycopg.Error`` when the database
-    could not be created."""
-    token = secrets.token_hex(4)
+    ``state_dir/logs`` stay until the next run. ``token``: the run's name (random if None);
+    ``users``: :func:`nats_users` of it, the first one's the run's NATS URL when the platform's
+    NATS has authorization on. Raises ``psycopg.Error`` when the database could not be
+    created."""
+    token = token or secrets.token_hex(4)
+    nats_url = platform.nats_url
+    if platform.nats_authorization and users:
+        nats_url = users[0].url(platform.nats_url)
     admin = platform.database_url
     database = f"pcup_{token}"
     logs = state_dir / "logs"
@@ -123,7 +143,7 @@ def own_platform(platform: Endpoints, state_dir: Path) -> Iterator[Run]:
         yield Run(
             token=token,
             database_url=with_database(admin, database),
-            nats_url=platform.nats_url,
+            nats_url=nats_url,
             namespace=namespace,
             logs=logs,
             sockets=sockets,
@@ -131,7 +151,7 @@ def own_platform(platform: Endpoints, state_dir: Path) -> Iterator[Run]:
         )
     finally:
         shutil.rmtree(sockets, ignore_errors=True)
-        asyncio.run(_delete_streams(platform.nats_url, namespace))
+        asyncio.run(_delete_streams(nats_url, namespace))
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
 

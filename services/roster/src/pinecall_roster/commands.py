@@ -204,6 +204,12 @@ async def keys_create(
 ) -> None:
     """Make a key and print its secret (shown this once). Without --person the key is written
     directly: it is how the first operator key is made, before any roster answers."""
+    if kind in ("fleet", "app") and environment is None:
+        raise CommandError(
+            "usage",
+            f"--kind {kind} needs --environment ({' or '.join(ENVIRONMENTS)})",
+            ExitCode.USAGE,
+        )
     if person is not None:
         from pinecall_contracts.keys import KeyCreated
         from pinecall_contracts.persons import PersonKeyCreate

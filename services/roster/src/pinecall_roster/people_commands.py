@@ -17,6 +17,7 @@ import msgspec
 from pinecall_contracts.base import Contract, to_builtins
 from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_contracts.persons import (
+    QUOTA_NAMES,
     OrgCreate,
     OrgInfo,
     OrgList,
@@ -63,6 +64,8 @@ def _quotas(_: click.Context, __: click.Parameter, values: tuple[str, ...]) -> d
         match = _QUOTA.match(value)
         if not match:
             raise click.BadParameter(f"{value!r} is not NAME=COUNT (e.g. concurrent_calls=20)")
+        if match[1] not in QUOTA_NAMES:
+            raise click.BadParameter(f"no quota {match[1]!r}: it is {', '.join(QUOTA_NAMES)}")
         quotas[match[1]] = int(match[2])
     return quotas
 

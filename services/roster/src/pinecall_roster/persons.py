@@ -11,7 +11,7 @@ only, an operator key; fleet and service keys are never a person's. Bad input is
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_contracts.keys import KeyCreated, KeyKind
-from pinecall_contracts.persons import ROLES, OrgInfo, PersonInfo, Role
+from pinecall_contracts.persons import QUOTA_NAMES, ROLES, OrgInfo, PersonInfo, QuotaName, Role
 from pinecall_roster.store import Store
 from pinecall_servicekit import db
 from pinecall_servicekit.errors import Conflict, NotFound, Unprocessable
@@ -40,17 +40,21 @@ class Persons:
         self.engine = engine
 
     async def create_org(
-        self, name: str, environments: Sequence[str], quotas: dict[str, int] | None = None
+        self, name: str, environments: Sequence[str], quotas: Mapping[QuotaName, int] | None = None
     ) -> OrgInfo:
-        """A new org that may use ``environments`` (``Conflict`` when the name is taken)."""
+        """A new org that may use ``environments`` (``Conflict`` when the name is taken;
+        ``Unprocessable`` for a quota not in ``QUOTA_NAMES`` or below 0)."""
         if not environments or set(environments) - set(ENVIRONMENTS):
             raise Unprocessable(f"an org's environments are some of {', '.join(ENVIRONMENTS)}")
+        unknown = sorted(set(quotas or {}) - set(QUOTA_NAMES))
+        if unknown:
+            raise Unprocessable(f"no quota {unknown[0]!r}: it is {', '.join(QUOTA_NAMES)}")
         if any(v < 0 for v in (quotas or {}).values()):
             raise Unprocessable("a quota is a count: 0 or more")
         org = OrgInfo(
             name=name,
             environments=sorted(set(environments)),
-            quotas=dict(quotas or {}),
+            quotas={str(name): count for name, count in (quotas or {}).items()},
             created_at=db.utcnow(),
         )
         async with db.translate_errors("creating an org"), self.engine.begin() as conn:
@@ -151,12 +155,17 @@ class Persons:
         self, person_id: str, kind: KeyKind, name: str, environment: str | None
     ) -> KeyCreated:
         """A new key of the person: an app key of an environment their org may use, or an
-        operator key of an operator person (``Unprocessable`` otherwise)."""
+        operator key of an operator person (``Unprocessable`` otherwise, and for a disabled
+        person, who is refused everywhere and so holds no new key)."""
         person = await self.person(person_id)
+        if person.disabled:
+            raise Unprocessable(f"person {person_id} is disabled: no new key")
         if kind not in PERSON_KINDS:
             raise Unprocessable(f"a person holds app or operator keys, not {kind} keys")
         if kind == "operator" and not person.operator:
             raise Unprocessable(f"person {person_id} is not an operator: no operator key")
+        if kind == "app" and environment is None:
+            raise Unprocessable(f"an app key needs an environment: {' or '.join(ENVIRONMENTS)}")
         if kind == "app":
             orgs = {o.name: o for o in await self.orgs()}
             if environment not in orgs[person.org].environments:

@@ -1,7 +1,7 @@
 """One roster replica: its roster, cordons, keys and fleets, and how they meet NATS.
 
 A heartbeat received over HTTP is recorded here at once (so its answer is exact) and told to the
-other replicas on ``<ns>.fleet.heartbeat.<worker>``; every replica, this one included, records
+other replicas on ``<ns>.fleet.heartbeat.<fleet>.<worker>``; every replica, this one included, records
 what it hears there. Totals for a heartbeat's ``fleet_full`` are cached one second per fleet
 (seed 000: "a heartbeat's full is answered from totals at most a second old").
 """

@@ -3,12 +3,14 @@
 LiveKit signs a webhook with a JWT in ``Authorization`` (no ``Bearer``) whose ``sha256`` claim is
 the base64 SHA-256 of the exact body bytes (livekit/protocol ``webhook/notifier.go``; livekit-api
 ``webhook.py``), so the body is verified as received, never re-serialized. A proxy may add a
-``Bearer `` prefix; it is tolerated.
+``Bearer `` prefix; it is tolerated. The token's times (``exp``, ``nbf``, ``iat``) are read with
+:data:`CLOCK_SKEW` of leeway, the skew LiveKit itself allows.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+import datetime as dt
+from typing import Final, Literal
 
 import jwt
 from google.protobuf.json_format import MessageToDict
@@ -23,12 +25,19 @@ Refusal = Literal[
     "malformed_token",
     "forged",
     "expired",
+    "not_yet_valid",
     "hash_mismatch",
     "no_hash",
     "not_utf8",
     "unknown_key",
 ]
 """Why a webhook was refused: the label of ``pinecall_webhooks_refused_total``."""
+
+CLOCK_SKEW: Final = dt.timedelta(seconds=60)
+"""How far LiveKit's clock and ours may differ: a token expired, or not valid yet, by up to this
+much still verifies (PyJWT's ``leeway``, passed through livekit-api's ``TokenVerifier``). It is
+what LiveKit allows its own tokens: its verifier checks claims with go-jose's ``Validate``, whose
+default leeway is one minute."""
 
 
 class WebhookRefused(Exception):
@@ -53,7 +62,8 @@ def verify(body: bytes, authorization: str | None, key: str, secret: str) -> Web
     """The event ``body`` carries, if ``authorization`` signs exactly these bytes with ``key``.
 
     Raises :class:`WebhookRefused`: unsigned, malformed_token, unknown_key (another API key),
-    forged (wrong secret), expired, no_hash, hash_mismatch, not_utf8.
+    forged (wrong secret), expired or not_yet_valid (beyond :data:`CLOCK_SKEW`), no_hash,
+    hash_mismatch, not_utf8.
     """
     token = token_of(authorization)
     try:
@@ -67,9 +77,17 @@ def verify(body: bytes, authorization: str | None, key: str, secret: str) -> Web
     except UnicodeDecodeError as exc:
         raise WebhookRefused("not_utf8", "the body is not UTF-8") from exc
     try:
-        return WebhookReceiver(TokenVerifier(key, secret)).receive(text, token)
+        return WebhookReceiver(TokenVerifier(key, secret, leeway=CLOCK_SKEW)).receive(text, token)
     except jwt.ExpiredSignatureError as exc:
-        raise WebhookRefused("expired", "the token has expired") from exc
+        raise WebhookRefused(
+            "expired", f"the token has expired (more than {CLOCK_SKEW.seconds} s ago)"
+        ) from exc
+    except jwt.ImmatureSignatureError as exc:
+        raise WebhookRefused(
+            "not_yet_valid",
+            f"the token is not valid for more than {CLOCK_SKEW.seconds} s yet: "
+            "LiveKit's clock is ahead of ours",
+        ) from exc
     except jwt.InvalidSignatureError as exc:
         raise WebhookRefused("forged", "the token's signature does not verify") from exc
     except jwt.PyJWTError as exc:

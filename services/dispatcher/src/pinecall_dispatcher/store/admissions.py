@@ -25,6 +25,7 @@ from pinecall_contracts.words import counted
 from pinecall_dispatcher.store.tables import QUOTAS, REFUSALS, ROOMS, WRITTEN
 from pinecall_servicekit import db
 from pinecall_servicekit.errors import TooManyRequests
+from pinecall_servicekit.persons import ORGS
 
 
 def live_calls(
@@ -88,8 +89,11 @@ async def hold_quota(
     written_held_s: float,
 ) -> None:
     """Take ``org``'s lock in ``environment`` for the rest of ``conn``'s transaction, and raise
-    ``TooManyRequests`` (429) if the org holds its ``concurrent_calls`` there (no quota row: no
-    limit). What the transaction writes next is counted by the next one to take the lock."""
+    ``TooManyRequests`` (429) if the org holds its ``concurrent_calls`` there. The quota is the
+    dispatcher's row for the org in that environment (``POST /v1/ops/quotas``), else the org's own
+    ``concurrent_calls`` (``orgs create --quota``, ``roster.orgs``; it holds in each environment),
+    else none: no limit. What the transaction writes next is counted by the next one to take the
+    lock."""
     await conn.execute(
         sa.select(
             sa.func.pg_advisory_xact_lock(sa.func.hashtextextended(f"quota:{environment}:{org}", 0))
@@ -103,6 +107,8 @@ async def hold_quota(
         )
     ).scalar()
     if quota is None:
+        quota = await org_quota(conn, org)
+    if quota is None:
         return
     held = (
         await conn.execute(
@@ -114,6 +120,15 @@ async def hold_quota(
             f"{org} holds {counted(held, 'call')} in {environment}, and its "
             f"concurrent_calls quota there is {quota}"
         )
+
+
+async def org_quota(conn: AsyncConnection, org: str) -> int | None:
+    """The org's own ``concurrent_calls`` (``roster.orgs``' quotas), None for none or no org row."""
+    found = await conn.execute(
+        sa.select(ORGS.c.quotas["concurrent_calls"].as_integer()).where(ORGS.c.name == org)
+    )
+    value: int | None = found.scalar()
+    return value
 
 
 class AdmissionStore:
