@@ -7,12 +7,15 @@ revocation heard), never a sleep; the timeouts only bound a failure.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 
 import pytest
 import sqlalchemy as sa
 
+from pinecall_contracts.base import decode
+from pinecall_contracts.fleet import WorkerHeartbeat
 from pinecall_contracts.ids import WorkerKey
 from pinecall_roster.service import RosterService
 from pinecall_servicekit.errors import Unauthorized
@@ -189,3 +192,32 @@ async def test_requests_missing_a_key_share_one_read_of_it_and_a_revoked_key_is_
             assert not ring.remembers(keys.production_id), "a revoked key was remembered"
         finally:
             sa.event.remove(engine, "before_cursor_execute", executed)
+
+
+async def test_heartbeats_cross_a_rolling_deploy_in_both_directions(
+    replica: Start, keys: Keys
+) -> None:
+    """A replica of the release before the fleet was a token of its heartbeat subject
+    (``<ns>.fleet.heartbeat.<worker>``, subscribed as ``….*``) still hears this release's
+    heartbeats, and this release hears its: otherwise, mid-deploy, a worker heard by one
+    release's replica would look gone to the other's (its dispatcher's offers included)."""
+    async with replica() as a:
+        bus = service(a).bus
+        older = f"{bus.subjects.namespace}.fleet.heartbeat.*"
+        heard: asyncio.Queue[WorkerHeartbeat] = asyncio.Queue()
+        await bus.subscribe(older, WorkerHeartbeat, heard.put)
+        r = await a.post(
+            "/v1/fleet/heartbeat", json=heartbeat(active=5), headers=bearer(keys.production)
+        )
+        assert r.status_code == 200
+        async with asyncio.timeout(5):
+            told = await heard.get()
+        assert (told.worker, told.active) == (WORKER, 5)
+
+        other = "pinecall/worker-b.1791067258"
+        beat = decode(json.dumps(heartbeat("worker-b", active=2)).encode(), WorkerHeartbeat)
+        await bus.publish(bus.subjects.heartbeat_before(other), beat)  # an older replica's
+        await service(a).changes.wait_for(
+            lambda: any(w.worker == other for w in service(a).view("pinecall").workers),
+            timeout=5,
+        )

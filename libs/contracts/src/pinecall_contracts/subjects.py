@@ -129,10 +129,20 @@ class Subjects:
         fleet = worker.partition("/")[0]
         return f"{self.namespace}.fleet.heartbeat.{escape_token(fleet)}.{escape_token(worker)}"
 
+    def heartbeat_before(self, worker: str) -> str:
+        """``<ns>.fleet.heartbeat.<worker>``: the subject a heartbeat was told on before the
+        fleet was a token of its own. A roster replica tells each heartbeat on both until no
+        replica of an older release runs (expand, then contract: during a rolling deploy an older
+        roster or dispatcher replica hears only this one, and a worker it did not hear would look
+        gone to it)."""
+        return f"{self.namespace}.fleet.heartbeat.{escape_token(worker)}"
+
     @property
     def heartbeats(self) -> str:
-        """Every heartbeat of every fleet: the roster replicas subscribe here."""
-        return f"{self.namespace}.fleet.heartbeat.*.*"
+        """Every heartbeat of every fleet, in either shape (:meth:`heartbeat` and
+        :meth:`heartbeat_before`): the roster and dispatcher replicas subscribe here. One told
+        on both is heard twice; hearing a heartbeat again changes nothing."""
+        return f"{self.namespace}.fleet.heartbeat.>"
 
     def fleet_heartbeats(self, fleet: str) -> str:
         """Every heartbeat of ``fleet``'s workers: all a fleet's NATS user may publish."""

@@ -132,6 +132,8 @@ class RosterService:
             raise Conflict(f"a newer registration of {parsed.key} is heard: this one is superseded")
         await self.changes.notify()
         await self.bus.publish(self.bus.subjects.heartbeat(heartbeat.worker), heartbeat)
+        # and on the older release's subject, for its replicas during a rolling deploy
+        await self.bus.publish(self.bus.subjects.heartbeat_before(heartbeat.worker), heartbeat)
         return HeartbeatReply(
             cordoned=self.cordons.is_cordoned(parsed.key),
             fleet_full=domain.fleet_is_full(self.totals(heartbeat.fleet)),
