@@ -66,7 +66,10 @@ SHARE = 4.0
 LOSS_BOUND_S = EVERY_S + 2.5 + 1.0 + 1.0 + 1.0
 """Seconds of its end a job SIGKILLed in its first 5 MiB loses at most: the pump's interval,
 the recorder's write interval, its wait on a quiet input, an OGG page, and a second for the
-upload and the scheduling of a busy machine."""
+upload and the scheduling of a busy machine. Except an agent's turn still playing: the
+recorder writes nothing past its start until it finished playing (``RecorderIO._write_task``
+waits on ``pending_since``, so the agent's audio is placed before the timeline passes it), so a
+kill mid-turn loses that turn so far, plus this."""
 FINISH_WITHIN_S = 30.0
 """Seconds the last part and the completion get, retries included (inside the seal's 60 s)."""
 
