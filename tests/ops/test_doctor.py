@@ -4,6 +4,7 @@ named when it is there; a service that does not answer is a finding, never a cra
 from __future__ import annotations
 
 import asyncio
+import datetime as dt
 import os
 import sys
 from pathlib import Path
@@ -23,7 +24,7 @@ from pinecall_servicekit import db
 from pinecall_servicekit.errors import Unauthorized
 from pinecall_servicekit.lifecycle import ExitCode
 from pinecall_servicekit.operator import OperatorSettings, UpState
-from pinecall_testkit.call_log import Keys, bearer
+from pinecall_testkit.call_log import Keys, Replica, bearer, opening
 from pinecall_testkit.roster import heartbeat
 from pinecall_testkit.webhook_ingest import agent_left, sign
 
@@ -58,13 +59,14 @@ async def test_doctor_says_ok_when_all_is_well(
         ("ok", "admission"),
         ("ok", "follow-ups"),
         ("ok", "webhooks"),
+        ("ok", "recordings"),
         ("ok", "migrations"),
     ], [line(f) for f in said.findings]
     assert said.ok
 
 
 async def test_doctor_finds_each_problem_and_says_what_to_do(
-    platform: Chain, keys: Keys, operator: OperatorSettings, database_url: str
+    platform: Chain, keys: Keys, operator: OperatorSettings, database_url: str, call_log: Replica
 ) -> None:
     a, b, c = (f"pinecall/worker-{h}.1791067258" for h in "abc")
     await beat(platform, keys.production, "worker-a")
@@ -108,6 +110,19 @@ async def test_doctor_finds_each_problem_and_says_what_to_do(
         headers={"authorization": sign(body, API_KEY, API_SECRET)},
     )
     assert nowhere.status_code == 400
+    # a recording the bucket refused, on its call's log
+    await call_log.post("/v1/calls", json=opening("call_rf1"), headers=bearer(keys.production))
+    refused_part = {
+        "kind": "call.recording_failed",
+        "ts": dt.datetime.now(dt.UTC).isoformat(),
+        "data": {"reason": "UploadPart on recordings: 403 AccessDenied", "job": "answer"},
+    }
+    wrote = await call_log.post(
+        "/v1/calls/call_rf1/entries",
+        json={"after": 0, "entries": [refused_part]},
+        headers=bearer(keys.production),
+    )
+    assert wrote.status_code == 200, wrote.text
     # call-log's schema left a revision behind its scripts
     engine = db.create_engine(database_url, pool_size=1)
     async with engine.begin() as conn:
@@ -145,6 +160,10 @@ async def test_doctor_finds_each_problem_and_says_what_to_do(
     assert "end it in ?world=<environment>" in said_once(
         "WARN  webhooks: _unknown: 1 webhook refused in 10 min, no_environment"
     )
+    assert "PINECALL_RECORDINGS_BUCKET" in said_once(
+        "WARN  recordings: production: 1 recording failed in 60 min (the last: call_rf1, "
+        "UploadPart on recordings: 403 AccessDenied)"
+    )
     assert "→ pinecall-runtime migrate" in said_once(
         "FAIL  migrations: call-log: stale: the database is at 0001, its scripts at "
         + ",".join(call_log_migrations.heads())
@@ -177,6 +196,7 @@ async def test_a_service_that_does_not_answer_is_a_finding_never_a_crash(
     assert [(f.level, f.check, f.subject) for f in said.findings] == [
         ("fail", "services", "roster"),
         ("fail", "services", "dispatcher"),
+        ("fail", "services", "call-log"),  # its $SRV.PING and its recordings-failed verb
         ("fail", "services", "call-log"),
         ("fail", "services", "webhook-ingest"),
         ("fail", "services", "reaper"),
@@ -186,6 +206,7 @@ async def test_a_service_that_does_not_answer_is_a_finding_never_a_crash(
         ("skip", "admission", "admission"),
         ("skip", "follow-ups", "follow-ups"),
         ("skip", "webhooks", "webhooks"),
+        ("skip", "recordings", "recordings"),
         ("ok", "migrations", "migrations"),
     ]
     assert said.findings[1].what == (

@@ -15,10 +15,12 @@ from pinecall_contracts.fleet import (
     WorkerMinute,
     WorkerRow,
 )
+from pinecall_contracts.recordings import RecordingsFailedCount
 from pinecall_runtime.doctor import diagnose
 from pinecall_runtime.doctor.findings import Drop, Evidence, Finding, Unanswered, wrong
 from pinecall_runtime.doctor.fleets import fleets, services, workers
 from pinecall_runtime.doctor.intake import admission, followups, kept_rooms, webhooks
+from pinecall_runtime.doctor.recordings import recordings
 from pinecall_runtime.doctor.schema import migrations
 from pinecall_servicekit.migrations import MigrationStatus
 
@@ -65,6 +67,7 @@ HEALTHY = Evidence(
             schema="roster", heads=["0001"], applied=["0001"], standing="at_head"
         )
     },
+    recordings_failed=RecordingsFailedCount(since=AT, count=0),
 )
 
 
@@ -79,6 +82,7 @@ def test_a_healthy_platform_is_all_ok_and_not_wrong() -> None:
         "admission",
         "follow-ups",
         "webhooks",
+        "recordings",
         "migrations",
     ]
     assert not wrong(found)
@@ -358,3 +362,24 @@ def test_a_source_that_did_not_answer_is_skipped_not_guessed() -> None:
     assert levels(webhooks(None)) == [("skip", "webhooks")]
     assert levels(migrations(None)) == [("skip", "migrations")]
     assert levels(migrations({"worker": "not told: an older release"})) == [("skip", "worker")]
+
+
+def test_recordings_that_failed_in_the_hour_warn_by_environment_and_say_the_last() -> None:
+    failed = RecordingsFailedCount(
+        since=AT,
+        count=3,
+        environments={"sandbox": 1, "production": 2},
+        last_call="call_9",
+        last_reason="UploadPart on recordings: 403 AccessDenied",
+    )
+    found = recordings(failed)
+    assert levels(found) == [("warn", "production"), ("warn", "sandbox")]
+    assert found[0].what == (
+        "2 recordings failed in 60 min (the last: call_9, UploadPart on recordings: 403 "
+        "AccessDenied)"
+    )
+    assert found[1].what == "1 recording failed in 60 min"
+    assert "PINECALL_RECORDINGS_BUCKET" in found[0].todo
+    assert wrong(found)
+    assert levels(recordings(None)) == [("skip", "recordings")]
+    assert levels(recordings(RecordingsFailedCount(since=AT, count=0))) == [("ok", "recordings")]

@@ -9,9 +9,10 @@ import pytest
 from pinecall_call_log.ops import OMITTED, page_of
 from pinecall_contracts.base import Contract, encode
 from pinecall_contracts.calls import CallLogPage, CallLogRequest, LoggedEntry
+from pinecall_contracts.recordings import RecordingsFailedCount, RecordingsFailedRequest
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.errors import Forbidden, NotFound, Unauthorized
-from pinecall_testkit.call_log import Keys, Replica, batch, bearer, opening
+from pinecall_testkit.call_log import Keys, Replica, batch, bearer, entry, opening
 
 
 def bus_of(call_log: Replica) -> Bus:
@@ -91,3 +92,50 @@ def test_a_page_keeps_under_its_budget_and_an_entry_too_large_alone_is_omitted()
     page, cut = page_of([huge, small[1]], 1000)
     assert ([e.seq for e in page], cut) == ([1, 2], False)
     assert page[0].data == {OMITTED: len(encode(huge))}
+
+
+async def test_the_recordings_that_failed_lately_are_counted_by_environment(
+    call_log: Replica, keys: Keys
+) -> None:
+    """``calls.recordings-failed`` (what ``doctor`` counts, issue 19): the window's failures,
+    not older ones nor other entries, the newest one's call and reason; an operator's verb."""
+    now = dt.datetime.now(dt.UTC)
+    written = {
+        "call_1": now - dt.timedelta(minutes=5),
+        "call_2": now - dt.timedelta(minutes=1),
+        "call_3": now - dt.timedelta(hours=3),  # before the window
+    }
+    for call, at in written.items():
+        await call_log.post("/v1/calls", json=opening(call), headers=bearer(keys.production))
+        failed = {
+            "kind": "call.recording_failed",
+            "ts": at.isoformat(),
+            "data": {"reason": f"{call}: UploadPart on recordings: 503 SlowDown", "job": "answer"},
+        }
+        body = {"after": 0, "entries": [entry(0, ts=at.isoformat()), failed]}
+        answer = await call_log.post(
+            f"/v1/calls/{call}/entries", json=body, headers=bearer(keys.production)
+        )
+        assert answer.status_code == 200, answer.text
+    bus = bus_of(call_log)
+    subject = bus.subjects.ops_recordings_failed
+    said = await bus.request(
+        subject, RecordingsFailedRequest(minutes=60), RecordingsFailedCount,
+        headers=bearer(keys.operator),
+    )  # fmt: skip
+    assert (said.count, said.environments) == (2, {"production": 2})
+    assert (said.last_call, said.last_reason) == (
+        "call_2",
+        "call_2: UploadPart on recordings: 503 SlowDown",
+    )
+    assert now - dt.timedelta(minutes=61) < said.since < now
+    wider = await bus.request(
+        subject, RecordingsFailedRequest(minutes=240), RecordingsFailedCount,
+        headers=bearer(keys.operator),
+    )  # fmt: skip
+    assert wider.count == 3
+    with pytest.raises(Forbidden):  # a fleet key is not an operator's
+        await bus.request(
+            subject, RecordingsFailedRequest(), RecordingsFailedCount,
+            headers=bearer(keys.production),
+        )  # fmt: skip

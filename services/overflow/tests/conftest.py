@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 import pytest
@@ -69,10 +69,15 @@ async def sealed(nats_url: str, nats_namespace: str) -> AsyncIterator[Sealed]:
 
 
 def settings_for(
-    standin: StandIn, vendor_fakes: VendorFakes, keys: Keys, call_log_url: str
+    standin: StandIn,
+    vendor_fakes: VendorFakes,
+    keys: Keys,
+    call_log_url: str,
+    environ: Mapping[str, str] | None = None,
 ) -> OverflowSettings:
+    """The overflow's settings in the lab, ``environ`` read first (``PINECALL_*``)."""
     return OverflowSettings.from_env(
-        {},
+        environ or {},
         fleet="pinecall",
         fleet_key=keys.production,
         overflow_says=SAYS,

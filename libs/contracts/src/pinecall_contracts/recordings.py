@@ -16,7 +16,7 @@ bucket over the S3 API as a multipart upload while the call goes on; the entries
 from __future__ import annotations
 
 import datetime as dt
-from typing import Literal
+from typing import Annotated, Literal
 
 import msgspec
 
@@ -83,3 +83,23 @@ class RecordingLinks(Contract, frozen=True, kw_only=True, tag="recordings.links.
 
     call: str
     recordings: list[RecordingLink]
+
+
+class RecordingsFailedRequest(
+    Contract, frozen=True, kw_only=True, tag="recordings.failed_request.v1"
+):
+    """The ops verb ``calls.recordings-failed`` over NATS (what ``doctor`` reads): the
+    ``call.recording_failed`` entries written in the last ``minutes`` minutes."""
+
+    minutes: Annotated[int, msgspec.Meta(ge=1, le=10_080)] = 60
+
+
+class RecordingsFailedCount(Contract, frozen=True, kw_only=True, tag="recordings.failed_count.v1"):
+    """How many recordings failed since ``since``, by environment, and the newest one's call and
+    reason (None when there was none)."""
+
+    since: dt.datetime
+    count: int
+    environments: dict[str, int] = msgspec.field(default_factory=dict)
+    last_call: str | None = None
+    last_reason: str | None = None

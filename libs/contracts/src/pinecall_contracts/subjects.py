@@ -209,6 +209,12 @@ class Subjects:
         """CallLogRequest → CallLogPage: a call and a page of its entries (for ``logs``)."""
         return f"{self.namespace}.ops.calls.log"
 
+    @property
+    def ops_recordings_failed(self) -> str:
+        """RecordingsFailedRequest → RecordingsFailedCount: ``call.recording_failed`` entries
+        of a recent window (for ``doctor``)."""
+        return f"{self.namespace}.ops.calls.recordings-failed"
+
     # service: webhook-ingest serves no verb; its nats.micro service answers discovery only.
     @property
     def ingest_service(self) -> str:
@@ -384,6 +390,7 @@ DELIVERY: dict[str, Delivery] = {
     "ops_dispatch_offers": "service",
     "ops_dispatch_journal": "service",
     "ops_calls_log": "service",
+    "ops_recordings_failed": "service",
     "ping": "service",
     "webhook_dropped": "stream",
     "cordons_bucket": "kv",

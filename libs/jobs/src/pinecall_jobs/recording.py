@@ -6,8 +6,10 @@ what ``AgentSession.start(record=True)`` uses for LiveKit Cloud) wraps the sessi
 and output and encodes both on one timeline in a thread of the job's process: an OGG/Opus file
 (PyAV's libopus), 48 kHz, two channels, **the caller left, the agent right**. A player mixes the
 two into the call as it was heard; anyone reading one side (a transcript, a dispute) takes its
-channel alone. The recorder writes every 2.5 s (``WRITE_INTERVAL``) to a local file in a
-temporary folder; it is deleted once the recording is completed or given up.
+channel alone. The recorder encodes every 2.5 s (``WRITE_INTERVAL``) into a local file in a
+temporary folder, written through page by page (:mod:`pinecall_jobs.flushing`: FFmpeg would
+otherwise hold its first 256 KiB, ~25 s of the call, off the disk); the file is deleted once
+the recording is completed or given up.
 
 **The upload, and what a crash loses.** S3 takes a multipart upload whose parts are at least
 5 MiB except the last, at most 10 000 of them, and a part uploaded again under its number
@@ -19,8 +21,9 @@ by a :data:`SHARE`'th, which keeps the bytes sent under ``SHARE`` times the reco
 while a part is open (each send of a part of age *a* costs *a* of audio, sent every *a*/``SHARE``
 seconds). Once the open part passes 5 MiB it is frozen and the next one opens. A job that dies
 loses at most ``max(EVERY_S, age_of_open_part / SHARE)`` seconds of the end of its call, plus
-the recorder's 2.5 s not yet written (at most ~4 minutes, on a part 15 minutes old; ``EVERY_S``
-+ 2.5 s on a call under its first 5 MiB); the parts it uploaded stay in the upload, which its
+what the recorder had not written yet: its 2.5 s interval, its 1 s wait on a quiet input and
+the OGG page's 1 s (at most ~4 minutes, on a part 15 minutes old; :data:`LOSS_BOUND_S` on a
+call under its first 5 MiB, which ``tests/recordings/test_killed.py`` holds it to); the parts it uploaded stay in the upload, which its
 ``call.recording_started`` entry names, and :func:`pinecall_jobs.kept.keep_uploaded`
 completes them.
 
@@ -51,6 +54,7 @@ from livekit.agents.voice.recorder_io import RecorderIO
 from pinecall_clients.bucket import MIN_PART_BYTES, Bucket, BucketAccess, BucketError, Part
 from pinecall_contracts import entries
 from pinecall_contracts.recordings import Recording, RecordingFailed, RecordingJob, RecordingStarted
+from pinecall_jobs.flushing import flush_each_packet
 from pinecall_jobs.kept import entry_data, recording_of
 
 _log = logging.getLogger(__name__)
@@ -59,6 +63,13 @@ EVERY_S = 5.0
 """Seconds between uploads of the open part while it is young (a crash loses about this)."""
 SHARE = 4.0
 """The open part is sent again once its age grew by 1/SHARE: bytes sent ≤ SHARE × the rate."""
+LOSS_BOUND_S = EVERY_S + 2.5 + 1.0 + 1.0 + 1.0
+"""Seconds of its end a job SIGKILLed in its first 5 MiB loses at most: the pump's interval,
+the recorder's write interval, its wait on a quiet input, an OGG page, and a second for the
+upload and the scheduling of a busy machine. Except an agent's turn still playing: the
+recorder writes nothing past its start until it finished playing (``RecorderIO._write_task``
+waits on ``pending_since``, so the agent's audio is placed before the timeline passes it), so a
+kill mid-turn loses that turn so far, plus this."""
 FINISH_WITHIN_S = 30.0
 """Seconds the last part and the completion get, retries included (inside the seal's 60 s)."""
 
@@ -130,6 +141,7 @@ class CallRecording:
             return None
         self.started = RecordingStarted(key=self.key, upload_id=upload_id, job=self.job)
         self._folder = Path(tempfile.mkdtemp(prefix="pinecall-recording-"))
+        flush_each_packet()  # the file grows as it is encoded, so each upload has it so far
         recorder = RecorderIO(agent_session=session)
         session.input.audio = recorder.record_input(session.input.audio or _Silence())
         session.output.audio = recorder.record_output(session.output.audio)
@@ -211,8 +223,8 @@ class CallRecording:
         await self.stop()
         await self._send(last=True)
         await self._bucket.complete(self.started.key, self.started.upload_id, self._frozen)
-        data = self.path.read_bytes()
-        return recording_of(self.access, self.started.key, data, job=self.job, complete=True)
+        data = await asyncio.to_thread(self.path.read_bytes)
+        return await recording_of(self.access, self.started.key, data, job=self.job, complete=True)
 
     def stop(self) -> asyncio.Future[None]:
         """Stop recording now, the call over (its caller left, the agent ended it): the file

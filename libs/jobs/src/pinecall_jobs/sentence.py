@@ -14,9 +14,14 @@ In order, each step idempotent so a job that dies half way leaves what the reape
    that does not answer within 10 s does not keep the caller in silence: the sentence is said,
    nothing is written, the room still goes, and the call is the reaper's;
 2. join the room and say the sentence with an ``AgentSession`` that has a voice (Cartesia) and
-   nothing else: no ears, no model (``session.say``, awaited to the end of its playout);
+   nothing else: no ears, no model (``session.say``, awaited to the end of its playout); an
+   agent that records (``Sentence.record``) has what the caller hears recorded as any call's
+   (issue 19, :class:`pinecall_jobs.recording.CallRecording`, job ``sentence``: its caller's
+   channel silent), ``call.recording_started`` written as it begins;
 3. ``call.sentence`` ``{"text", "job"}`` on the call's log, counted after the writer's count
-   (a 409 means the offer's count was stale: the entry goes once more after the log's count);
+   (a 409 means the offer's count was stale: the entry goes once more after the log's count),
+   then the sentence's ``call.recording`` (or ``call.recording_failed``), then what a dead
+   job left unfinished is kept (:func:`pinecall_jobs.kept.keep_unfinished`);
 4. ``then(callers)``: what the job's owner adds (the overflow's call back);
 5. end the call with ``outcome`` (nothing changes on a call already ended, as a dead worker's is;
    a 409 says the reaper sealed it first, and only the room is left to close);
@@ -42,7 +47,8 @@ from pinecall_contracts import entries
 from pinecall_contracts.calls import CallOpen, EndCause, Outcome
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_jobs.errors import CallTaken
-from pinecall_jobs.kept import keep_unfinished
+from pinecall_jobs.kept import entry_data, keep_unfinished
+from pinecall_jobs.recording import CallRecording
 from pinecall_jobs.room import Caller, JobRoom
 
 _log = logging.getLogger(__name__)
@@ -73,6 +79,10 @@ class Sentence:
     recordings: BucketAccess | None = None
     """The environment's recordings' bucket: a dead job's recording left unfinished on the log
     (``call.recording_started``) is completed from the parts it uploaded (issue 19)."""
+    record: bool = False
+    """Record what the caller hears into ``recordings`` (the agent's definition says
+    ``record``: :func:`pinecall_jobs.definition.read_definition`); no bucket then is a
+    ``call.recording_failed``, as on any call."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -128,12 +138,15 @@ async def say_sentence(
             )
             writer, opened = None, False
         room = await JobRoom.join(ctx, lab_rooms=sentence.lab_rooms)
-        interrupted = await _say(room, sentence)
+        recording = _recording(offer, sentence) if writer is not None else None
+        interrupted = await _say(room, sentence, recording, writer)
         callers = room.callers()
         sealed = False
         try:
             if writer is not None:
                 writer.add(SAID, {"text": sentence.says, "job": offer.job})
+                if recording is not None:  # before keep_unfinished, which would keep it
+                    writer.add(*await recording.finish())
                 await _drain_once_more(writer)
                 if sentence.recordings is not None and not opened:
                     await keep_unfinished(log, offer.call, sentence.recordings)
@@ -210,18 +223,41 @@ async def _end(
     return False
 
 
-async def _say(room: JobRoom, sentence: Sentence) -> bool:
-    """Say the sentence to the end of its playout; True if it was cut short."""
+def _recording(offer: JobOffer, sentence: Sentence) -> CallRecording | None:
+    if not sentence.record:
+        return None
+    return CallRecording(
+        sentence.recordings,
+        environment=offer.environment,
+        org=offer.org,
+        call=offer.call,
+        job="sentence",
+    )
+
+
+async def _say(
+    room: JobRoom,
+    sentence: Sentence,
+    recording: CallRecording | None = None,
+    writer: CallLogWriter | None = None,
+) -> bool:
+    """Say the sentence to the end of its playout, ``recording`` it (its start on ``writer``);
+    True if it was cut short. The recording is stopped here, finished by the caller."""
     voice = sentence.voice()
     # no ears: nothing can interrupt it, and there is nothing to resume after a false one
     quiet: Any = {"interruption": {"enabled": False, "resume_false_interruption": False}}
     session: AgentSession[Any] = AgentSession(tts=voice, turn_handling=quiet)
     try:
         await room.start(session, Agent(instructions=""))
+        if recording is not None and (started := await recording.begin(session)) is not None:
+            assert writer is not None
+            writer.add(entries.CALL_RECORDING_STARTED, entry_data(started))
         handle = session.say(sentence.says, allow_interruptions=False, add_to_chat_ctx=False)
         await handle
         return handle.interrupted
     finally:
+        if recording is not None:
+            await recording.stop()  # the file ends with the sentence's playout
         await session.aclose()
         await voice.aclose()
 

@@ -84,6 +84,7 @@ VERBS: Final[dict[str, str]] = {
     "dispatch-offers": "ops:read",
     "dispatch-journal": "ops:read",
     "calls-log": "ops:read",
+    "recordings-failed": "ops:read",
     "orgs-create": "orgs:write",
     "orgs-list": "orgs:read",
     "persons-create": "persons:write",

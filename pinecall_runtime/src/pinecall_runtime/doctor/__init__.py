@@ -2,12 +2,12 @@
 
 Source: ``shared/DESIGN.md``, "The operator's surface": silent fleets, failing workers, rooms kept
 in offers past a minute, refusals at admission (intake health), follow-ups waiting and call
-backs not reached, dropped webhooks, stale migrations.
+backs not reached, dropped webhooks, recordings that failed, stale migrations.
 
 :mod:`.evidence` asks the platform (the services' ops verbs over NATS, webhook-ingest's drops
 stream, ``$SRV.PING``, each installed service's version table), each question bounded, a
 service that does not answer being a finding and never a crash; :mod:`.findings` holds what was
-said; the rules (:mod:`.fleets`, :mod:`.intake`, :mod:`.schema`) are pure functions of it;
+said; the rules (:mod:`.fleets`, :mod:`.intake`, :mod:`.recordings`, :mod:`.schema`) are pure functions of it;
 :mod:`.command` is the click command. :func:`diagnose` runs every rule in the order said.
 """
 
@@ -16,6 +16,7 @@ from __future__ import annotations
 from pinecall_runtime.doctor.findings import Evidence, Finding
 from pinecall_runtime.doctor.fleets import fleets, services, workers
 from pinecall_runtime.doctor.intake import admission, followups, kept_rooms, webhooks
+from pinecall_runtime.doctor.recordings import recordings
 from pinecall_runtime.doctor.schema import migrations
 
 __all__ = ["Evidence", "Finding", "diagnose"]
@@ -31,5 +32,6 @@ def diagnose(evidence: Evidence) -> list[Finding]:
         *admission(evidence.offers),
         *followups(evidence.offers),
         *webhooks(evidence.drops),
+        *recordings(evidence.recordings_failed),
         *migrations(evidence.migrations),
     ]

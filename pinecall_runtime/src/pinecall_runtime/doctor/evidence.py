@@ -1,7 +1,8 @@
 """Asking the platform what ``doctor`` needs, every question bounded and none fatal.
 
 Over NATS, at once: the roster's ``fleet.list``, the dispatcher's ``dispatch.offers``,
-``$SRV.PING`` of call-log and webhook-ingest (they have nothing ``doctor`` reads but must be up),
+call-log's ``calls.recordings-failed`` (the last hour's), ``$SRV.PING`` of call-log,
+webhook-ingest and the reaper (webhook-ingest has nothing ``doctor`` reads but must be up),
 and webhook-ingest's drops stream (counts per ``<environment>.<reason>``, the newest drop's
 detail). From Postgres: each installed service's version table against its scripts (the entry
 points ``pinecall_runtime.migrations``). A service that does not answer within ``timeout_s``,
@@ -22,8 +23,10 @@ from pinecall_contracts.base import Contract
 from pinecall_contracts.dispatch import OffersRequest, OffersSnapshot
 from pinecall_contracts.fleet import FleetListRequest, RosterSnapshot
 from pinecall_contracts.livekit import WebhookDropped
+from pinecall_contracts.recordings import RecordingsFailedCount, RecordingsFailedRequest
 from pinecall_contracts.subjects import unescape_token
 from pinecall_runtime.doctor.findings import Drop, Evidence, Unanswered
+from pinecall_runtime.doctor.recordings import WINDOW_MIN
 from pinecall_servicekit import db, dburl
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.errors import (
@@ -144,8 +147,14 @@ class Asking:
 
     async def over_nats(
         self,
-    ) -> tuple[RosterSnapshot | None, OffersSnapshot | None, list[Drop] | None]:
-        """The roster's fleets, the dispatcher's offers and the drops, asked at once."""
+    ) -> tuple[
+        RosterSnapshot | None,
+        OffersSnapshot | None,
+        list[Drop] | None,
+        RecordingsFailedCount | None,
+    ]:
+        """The roster's fleets, the dispatcher's offers, the drops and the failed recordings,
+        asked at once."""
         s = self.settings
         try:
             bus = await Bus.connect(
@@ -158,9 +167,16 @@ class Asking:
                 f"no connection: {exc.detail}",
                 f"check NATS, and {where_from('nats_url', settings=s) or 'PINECALL_NATS_URL'}",
             )
-            return None, None, None
+            return None, None, None, None
         try:
-            roster, offers, _, _, _, drops = await asyncio.gather(
+            failed_recordings = self._verb(
+                bus,
+                "call-log",
+                bus.subjects.ops_recordings_failed,
+                RecordingsFailedRequest(minutes=WINDOW_MIN),
+                RecordingsFailedCount,
+            )
+            the_rest = asyncio.gather(
                 self._verb(
                     bus, "roster", bus.subjects.ops_fleet_list, FleetListRequest(), RosterSnapshot
                 ),
@@ -176,9 +192,12 @@ class Asking:
                 self._ping(bus, "reaper", bus.subjects.reaper_service),
                 self.drops(bus),
             )
+            (roster, offers, _, _, _, drops), failed = await asyncio.gather(
+                the_rest, failed_recordings
+            )
         finally:
             await bus.close()
-        return roster, offers, drops
+        return roster, offers, drops, failed
 
     async def migrations(
         self, services: dict[str, Migrations | str]
@@ -215,7 +234,7 @@ async def gather(settings: OperatorSettings, timeout_s: float = 5.0) -> Evidence
         raise Unauthorized("no operator key: set PINECALL_OPERATOR_KEY")
     services = installed()
     asking = Asking(settings, timeout_s)
-    (roster, offers, drops), schemas = await asyncio.gather(
+    (roster, offers, drops, failed), schemas = await asyncio.gather(
         asking.over_nats(), asking.migrations(services)
     )
     if asking.refused is not None:
@@ -228,4 +247,5 @@ async def gather(settings: OperatorSettings, timeout_s: float = 5.0) -> Evidence
         offers=offers,
         drops=drops,
         migrations=schemas,
+        recordings_failed=failed,
     )

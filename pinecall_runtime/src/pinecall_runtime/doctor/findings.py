@@ -16,6 +16,7 @@ import msgspec
 
 from pinecall_contracts.dispatch import OffersSnapshot
 from pinecall_contracts.fleet import RosterSnapshot
+from pinecall_contracts.recordings import RecordingsFailedCount
 from pinecall_servicekit.migrations import MigrationStatus
 
 Level = Literal["ok", "info", "warn", "fail", "skip"]
@@ -70,6 +71,8 @@ class Evidence(msgspec.Struct, frozen=True, kw_only=True):
     """None when the drops stream was not read (NATS down, or no webhook-ingest ever started)."""
     migrations: dict[str, MigrationStatus | str] | None = None
     """Each installed service's standing, or why it could not be told; None: no database."""
+    recordings_failed: RecordingsFailedCount | None = None
+    """call-log's count of ``call.recording_failed`` lately; None: it did not answer."""
 
 
 def ok(check: str, what: str) -> Finding:

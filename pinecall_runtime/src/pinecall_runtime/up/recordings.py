@@ -39,9 +39,9 @@ from pinecall_runtime.up.supervise import Supervised
 
 BUCKET = "recordings"
 """The bucket ``lab s3`` makes and the services are told (``PINECALL_RECORDINGS_BUCKET``)."""
-RECORDED_BY = ("call-log", "worker-", "reaper")
+RECORDED_BY = ("call-log", "worker-", "overflow-", "reaper")
 """The processes (by name, or its start) whose settings read ``PINECALL_RECORDINGS_*`` (the
-reaper keeps what a dead job uploaded); any other would refuse them as unknown settings at
+overflow records its sentences; the reaper keeps what a dead job uploaded); any other would refuse them as unknown settings at
 start-up."""
 WITHIN_S = 1.0
 """A recording lasts as long as its call within this many seconds (issue 19)."""

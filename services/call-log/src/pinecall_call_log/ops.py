@@ -3,6 +3,9 @@
 ``<ns>.ops.calls.log`` (CallLogRequest → CallLogPage: what the call is and a page of its entries,
 what ``pinecall-runtime logs <call>`` shows beside the dispatcher's journal), with an operator key
 in ``Authorization``; the same data as ``GET /v1/calls/{call}`` and ``/entries`` on HTTP.
+``<ns>.ops.calls.recordings-failed`` (RecordingsFailedRequest → RecordingsFailedCount: the
+``call.recording_failed`` entries of the last minutes, by environment, the newest's call and
+reason; what ``doctor`` counts, issue 19).
 Errors travel as ``Nats-Service-Error-Code``: 400 a request that is not a CallLogRequest (a call
 id that is not one, a limit out of 1..1000), 401/403 the key, 404 a call this log does not hold.
 Replicas share a queue group: one answers each request. ``$SRV.PING.<ns>-call-log`` finds them.
@@ -15,6 +18,8 @@ the other half is never outgrown by what the call runs on.
 
 from __future__ import annotations
 
+import datetime as dt
+
 import msgspec
 from nats.micro.service import Service
 
@@ -22,6 +27,7 @@ from pinecall_call_log.service import CallLogService
 from pinecall_contracts.base import encode
 from pinecall_contracts.calls import OMITTED, CallLogPage, CallLogRequest, LoggedEntry
 from pinecall_contracts.keys import KeyInfo
+from pinecall_contracts.recordings import RecordingsFailedCount, RecordingsFailedRequest
 from pinecall_servicekit.verbs import Verb, serve_verbs
 
 
@@ -68,11 +74,25 @@ async def start_ops(service: CallLogService, version: str) -> Service:
             more=cut or len(log.entries) > request.limit,
         )
 
+    async def recordings_failed(
+        request: RecordingsFailedRequest, key: KeyInfo
+    ) -> RecordingsFailedCount:
+        since = dt.datetime.now(dt.UTC) - dt.timedelta(minutes=request.minutes)
+        return await service.store.failed_recordings.since(since)
+
     return await serve_verbs(
         bus,
         service.keyring,
         name=bus.subjects.call_log_service,
         version=version,
         description="call-log's verbs",
-        verbs=[Verb("calls-log", bus.subjects.ops_calls_log, CallLogRequest, calls_log)],
+        verbs=[
+            Verb("calls-log", bus.subjects.ops_calls_log, CallLogRequest, calls_log),
+            Verb(
+                "recordings-failed",
+                bus.subjects.ops_recordings_failed,
+                RecordingsFailedRequest,
+                recordings_failed,
+            ),
+        ],
     )

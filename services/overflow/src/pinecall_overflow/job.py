@@ -15,8 +15,10 @@ here"): the offer's agent is read from call-log with the fleet key (``GET /v1/ag
 its environment's) before the job opens the call, and its definition's ``voice`` given to
 Cartesia, so the caller hears the sentence in the voice of the agent it rang (a dead worker's
 caller, in the voice it was talking to). An agent with no voice of its own, none defined, or a
-call-log that does not answer in :data:`VOICE_WITHIN_S` (one try: the caller is waiting, and
-the open after it retries for 10 s anyway): the overflow's own voice. Nothing is remembered
+call-log that does not answer in time (:func:`pinecall_jobs.definition.read_definition`): the
+overflow's own voice. An agent whose definition says ``record`` has the sentence recorded into
+the overflow's bucket (``PINECALL_RECORDINGS_*``, as the worker's; issue 19), and a dead
+worker's recording left unfinished is kept from its parts. Nothing is remembered
 between jobs: each job runs in a thread and an event loop of its own, and one read is small
 beside the call's open, entries, end and seal. The agent's ``language`` is not given: the
 sentence is one text in the operator's language (``PINECALL_OVERFLOW_SAYS``), and speech is
@@ -28,7 +30,6 @@ The job runs in the span ``job <kind>`` of its call's trace, from its offer's ``
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable
 
@@ -36,9 +37,11 @@ import msgspec
 from livekit.agents import JobContext
 from opentelemetry import trace
 
+from pinecall_clients.bucket import BucketAccess
 from pinecall_clients.calllog import CallLogClient
-from pinecall_clients.errors import AgentUnknown, CallLogError, CallLogRefused
+from pinecall_clients.errors import CallLogRefused
 from pinecall_clients.livekit import LiveKit, LiveKitAccess
+from pinecall_contracts.agents import AgentDefinition
 from pinecall_contracts.calls import CallbackRequest, CallOpen
 from pinecall_contracts.dispatch import JobOffer, Number
 from pinecall_contracts.ids import overflow_name
@@ -51,6 +54,7 @@ from pinecall_jobs import (
     read_offer,
     say_sentence,
 )
+from pinecall_jobs.definition import read_definition
 from pinecall_overflow.settings import OverflowSettings
 from pinecall_servicekit import calltrace
 
@@ -58,32 +62,12 @@ _log = logging.getLogger(__name__)
 _tracer = trace.get_tracer(__name__)
 
 REASON = "the overflow answered: no seat for the call"
-VOICE_WITHIN_S = 2.0
-"""Seconds a job waits for its agent's definition before it speaks in the overflow's voice."""
 
 
-async def agent_voice(offer: JobOffer, log: CallLogClient) -> str | None:
-    """The voice of ``offer``'s agent (its latest definition's, in the offer's environment), or
-    None for the overflow's own: no voice defined, no such agent, or no answer in
-    :data:`VOICE_WITHIN_S` (logged)."""
-    if not offer.org:
-        return None  # an agent is an org's: a ring that names none names no definition
-    try:
-        async with asyncio.timeout(VOICE_WITHIN_S):
-            found = await log.agent(offer.agent, org=offer.org, within_s=None, attempts=1)
-    except AgentUnknown:
-        _log.warning("call %s: %s of %s is not defined; the overflow's voice", offer.call,
-                     offer.agent, offer.org)  # fmt: skip
-        return None
-    except (CallLogError, TimeoutError) as exc:
-        _log.warning("call %s: %s's voice not read (%s); the overflow's voice", offer.call,
-                     offer.agent, exc or f"no answer in {VOICE_WITHIN_S:.0f} s")  # fmt: skip
-        return None
-    return found.definition.voice or None
-
-
-def sentence_of(settings: OverflowSettings, voice: str | None = None) -> Sentence:
-    """The sentence job's needs, speaking with ``voice`` (None: the overflow's own)."""
+def sentence_of(settings: OverflowSettings, definition: AgentDefinition | None = None) -> Sentence:
+    """The sentence job's needs: speaking with ``definition``'s voice (None, or no voice: the
+    overflow's own), recording what it says into the settings' bucket when it says ``record``."""
+    voice = definition.voice or None if definition is not None else None
     return Sentence(
         says=settings.overflow_says,
         worker=overflow_name(settings.fleet),
@@ -94,6 +78,8 @@ def sentence_of(settings: OverflowSettings, voice: str | None = None) -> Sentenc
         ),
         voice=cartesia_voice(settings.cartesia_url, settings.cartesia_api_key, voice=voice),
         lab_rooms=settings.lab_rooms,
+        recordings=BucketAccess.of(settings),
+        record=definition is not None and definition.record,
     )
 
 
@@ -172,7 +158,7 @@ async def entrypoint(settings: OverflowSettings, ctx: JobContext) -> None:
     attributes = {calltrace.CALL: offer.call, calltrace.ROOM: offer.room, "pinecall.job": offer.job}
     with _tracer.start_as_current_span(f"job {offer.job}", context=parent, attributes=attributes):
         async with CallLogClient(settings.call_log_url, settings.fleet_key or "") as log:
-            sentence = sentence_of(settings, await agent_voice(offer, log))
+            sentence = sentence_of(settings, await read_definition(offer, log))
             try:
                 if offer.job == "answer" and offer.caller == "outbound":
                     await not_dialled(ctx, offer, sentence, log)

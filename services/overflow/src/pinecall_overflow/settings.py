@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from pinecall_servicekit.settings import HttpUrl, Settings, SettingsError
+from pinecall_servicekit.recordings import RecordingsSettings
+from pinecall_servicekit.settings import HttpUrl, SettingsError
 
 SAYS = (
     "Sorry, everyone is busy helping other callers right now. We have your number and will "
@@ -12,8 +13,9 @@ SAYS = (
 )
 
 
-class OverflowSettings(Settings, frozen=True, kw_only=True):
-    """What ``overflow start`` needs: LiveKit, the call log with the fleet key, and a voice."""
+class OverflowSettings(RecordingsSettings, frozen=True, kw_only=True):
+    """What ``overflow start`` needs: LiveKit, the call log with the fleet key, a voice, and
+    the recordings' bucket (``PINECALL_RECORDINGS_*``, read as the worker reads them)."""
 
     ENV_NAMES: ClassVar = {
         "livekit_url": "LIVEKIT_URL",

@@ -2,7 +2,7 @@
 calls, the agent log and callbacks (:mod:`.agents`), the calls not sealed yet (:mod:`.unsealed`), the agents' definitions
 and their versions (:mod:`.definitions`), what an app socket is handed and the app's
 commands (:mod:`.held`), WhatsApp numbers (:mod:`.numbers`), call backs read for the
-dispatcher's follow-ups (:mod:`.callbacks`).
+dispatcher's follow-ups (:mod:`.callbacks`), the recordings that failed lately (:mod:`.failed`).
 The only package of the service that speaks SQL; driver errors leave it as ``StoreUnavailable``.
 """
 
@@ -16,6 +16,7 @@ from pinecall_call_log.store.agents import AgentStore, ToolState
 from pinecall_call_log.store.callbacks import CallbackStore
 from pinecall_call_log.store.calls import CallStore
 from pinecall_call_log.store.definitions import DefinitionStore
+from pinecall_call_log.store.failed import FailedRecordings
 from pinecall_call_log.store.held import HeldStore, WaitingTool
 from pinecall_call_log.store.numbers import NumberStore
 from pinecall_call_log.store.tables import SCHEMA
@@ -27,6 +28,7 @@ __all__ = [
     "CallStore",
     "CallbackStore",
     "DefinitionStore",
+    "FailedRecordings",
     "HeldStore",
     "NumberStore",
     "Store",
@@ -54,3 +56,4 @@ class Store:
         self.held = HeldStore(engine)
         self.numbers = NumberStore(engine)
         self.callbacks = CallbackStore(engine)
+        self.failed_recordings = FailedRecordings(engine)

@@ -64,6 +64,11 @@ ENTRIES = sa.Table(
     sa.Column("data", JSONB, nullable=False),
     sa.Column("digest", sa.LargeBinary(16), nullable=True),
     sa.UniqueConstraint("call_id", "counted", name="uq_entries_call_id_counted"),
+    sa.Index(
+        "ix_entries_recording_failed",
+        "ts",
+        postgresql_where=sa.text("kind = 'call.recording_failed'"),
+    ),
 )
 
 TOOL_CALLS = sa.Table(

@@ -2,11 +2,13 @@
 died (seed 000, "A worker that dies"), run by the job the worker and the overflow share
 (:func:`pinecall_jobs.say_sentence`: a voice and nothing else, a writer following on from the dead
 worker's count, the room deleted, the call sealed). The worker gives it its own voice, LiveKit,
-name and call-log key.
+name and call-log key; it records what it says when the agent's definition says ``record``
+(issue 19), into the worker's bucket.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from livekit.agents import JobContext
@@ -17,6 +19,7 @@ from pinecall_clients.errors import CallLogError
 from pinecall_clients.livekit import LiveKitAccess
 from pinecall_contracts.dispatch import JobOffer
 from pinecall_jobs import CallTaken, Sentence, cartesia_voice, say_sentence
+from pinecall_jobs.definition import read_definition
 from pinecall_worker.settings import WorkerSettings
 
 _log = logging.getLogger(__name__)
@@ -38,6 +41,9 @@ async def sentence_job(ctx: JobContext, settings: WorkerSettings, offer: JobOffe
         recordings=BucketAccess.of(settings),
     )
     async with CallLogClient(settings.call_log_url, settings.fleet_key or "") as log:
+        definition = await read_definition(offer, log)
+        if definition is not None and definition.record:
+            sentence = dataclasses.replace(sentence, record=True)
         try:
             await say_sentence(ctx, offer, sentence, log=log)
         except CallTaken as exc:
