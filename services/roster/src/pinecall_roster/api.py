@@ -44,7 +44,7 @@ from pinecall_contracts.fleet import (
 )
 from pinecall_contracts.ids import (
     FLEET_PATTERN,
-    WORKER_HOST_PATTERN,
+    WORKER_PART_PATTERN,
     WorkerNameError,
     parse_worker_name,
 )
@@ -59,8 +59,8 @@ AnyRequest = Request[object, object, State]
 
 FleetPath = Annotated[str, PathParameter(pattern=FLEET_PATTERN)]
 """A fleet's name in a route (``pinecall``)."""
-HostPath = Annotated[str, PathParameter(pattern=WORKER_HOST_PATTERN)]
-"""A worker's name between its fleet and its start, in a route (``worker-a``)."""
+HostPath = Annotated[str, PathParameter(pattern=WORKER_PART_PATTERN)]
+"""A worker's name after its fleet, in a route (``worker-a``, or ``worker-a.1791067258``)."""
 
 
 def _service(state: State) -> RosterService:
