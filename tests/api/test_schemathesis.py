@@ -59,8 +59,9 @@ EXPECTED: dict[tuple[str, str], dict[str, list[str]]] = {
     # fields and the clock, which JSON Schema does not say (422 naming the rule); and Litestar's
     # schema drops an optional number's ``minimum: 0`` (load_per_core ≥ 0: 400)
     ("POST", "/v1/fleet/heartbeat"): {"positive_data_acceptance": [*ACCEPTED, "400", "422"]},
-    # a prefix naming another fleet than the key's could match no worker of it (422)
-    ("GET", "/v1/fleet/wanted"): {"positive_data_acceptance": [*ACCEPTED, "422"]},
+    # a prefix naming another fleet than the key's could match no worker of it (422); and
+    # Litestar's schema drops an optional parameter's ``minimum: 0`` (most ≥ 0: 400)
+    ("GET", "/v1/fleet/wanted"): {"positive_data_acceptance": [*ACCEPTED, "400", "422"]},
     # a call back names the caller's number or contact, one of two optional fields (422)
     ("POST", "/v1/callbacks"): {"positive_data_acceptance": [*ACCEPTED, "422"]},
     # ending or sealing an open call names its outcome; one ended names none (422 by its state)
