@@ -84,7 +84,7 @@ QUOTA_BAD = [
     ({"org": "acme", "environment": "production", "concurrent_calls": -1}, 400),
     ({"org": "acme", "environment": "production", "concurrent_calls": "3"}, 400),
     ({"org": "", "environment": "production", "concurrent_calls": 3}, 400),
-    ({"org": "acme", "environment": "mars", "concurrent_calls": 3}, 422),
+    ({"org": "acme", "environment": "mars", "concurrent_calls": 3}, 400),
     ({"org": "acme", "concurrent_calls": 3}, 400),
     (
         {"org": "ac\x00me", "environment": "production", "concurrent_calls": 3},

@@ -200,7 +200,7 @@ async def test_bad_input_is_a_problem_and_makes_nothing(chain: Chain, keys: Keys
     """A script with no lines, an unknown agent, another org's agent, an operator naming no
     environment, an app key naming another: a problem detail each, and no room, no call."""
     cases = [
-        (keys.app, {"agent": LAB_AGENT, "org": LAB_ORG, "script": []}, 422, "empty_script"),
+        (keys.app, {"agent": LAB_AGENT, "org": LAB_ORG, "script": []}, 400, "bad_request"),
         (keys.app, {"agent": "nobody", "org": LAB_ORG, "script": ["Hi."]}, 422, "unknown_agent"),
         (keys.app, {"agent": LAB_AGENT, "org": "org_other", "script": ["Hi."]}, 422,
          "unknown_agent"),

@@ -115,7 +115,7 @@ async def test_heartbeat_sandbox_key_for_production_fleet(roster: Replica, keys:
         ({"scaled": "scaled", "seats": "many"}, 400),
         ({"scaled": "scaled", "seats": 0}, 400),
         ({"scaled": "scaled", "seats": 32, "most": -1}, 400),
-        ({"seats": 32}, 422),
+        ({"seats": 32}, 400),  # scaled is required
         ({"scaled": "pinecall-sandbox/s", "seats": 32}, 422),  # another fleet's: never matches
     ],
 )
@@ -224,7 +224,7 @@ async def test_unknown_route_and_method(roster: Replica) -> None:
         ({"agent_name": "pinecall/w.1.1791067258"}, 422, "agent_name: not a worker name"),
         ({"active": "2"}, 400, "active"),
         ({"load": 5.0}, 422, "active ÷ max_jobs"),
-        ({"max_jobs": 0, "active": 0, "load": 0.0}, 422, "max_jobs"),
+        ({"max_jobs": 0, "active": 0, "load": 0.0}, 400, "max_jobs"),
         ({"minute": {"ended": 1, "failed": 2}}, 422, "failed"),
         ({"worker": "pinecall/worker-a.999999999999", "agent_name": None}, 422, "future"),
         ({"version": "x" * 201}, 400, "version"),

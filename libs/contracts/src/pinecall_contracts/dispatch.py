@@ -145,7 +145,8 @@ class Quota(Contract, frozen=True, kw_only=True, tag="dispatch.quota.v1"):
     """An org's concurrency in one environment, held at the token endpoint, never mid-call."""
 
     org: Annotated[str, msgspec.Meta(min_length=1, max_length=128)]
-    environment: EnvironmentField
+    environment: Literal["production", "sandbox"]
+    """One of :data:`pinecall_contracts.ids.ENVIRONMENTS` (the schema says which)."""
     concurrent_calls: Annotated[int, msgspec.Meta(ge=0, le=1_000_000)]
 
 

@@ -51,7 +51,7 @@ class VoiceEval(Contract, frozen=True, kw_only=True, tag="evals.voice.v1"):
     org: Annotated[
         str, msgspec.Meta(pattern=r"^([A-Za-z0-9][A-Za-z0-9_.:-]{0,127})?$(?![\s\S])")
     ] = ""
-    script: Annotated[list[Line], msgspec.Meta(max_length=MAX_LINES)]
+    script: Annotated[list[Line], msgspec.Meta(min_length=1, max_length=MAX_LINES)]
     """The caller's lines, said in order, each once the agent answered the one before (the
     first once the agent's greeting, if any, is over); at least one (422 otherwise)."""
     environment: EnvironmentField | None = None

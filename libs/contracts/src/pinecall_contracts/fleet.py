@@ -61,8 +61,8 @@ class WorkerHeartbeat(Contract, frozen=True, kw_only=True, tag="fleet.worker_hea
     agent_name: Worker | None = None
     active: Count
     """Calls the worker holds now."""
-    max_jobs: Count
-    """Its seats (``PINECALL_MAX_JOBS``)."""
+    max_jobs: Annotated[int, msgspec.Meta(ge=1, le=2**31 - 1)]
+    """Its seats (``PINECALL_MAX_JOBS``): one at least."""
     load: Ratio
     """``active ÷ max_jobs``; full at 1.0."""
     draining: bool = False

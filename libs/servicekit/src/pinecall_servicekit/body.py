@@ -8,6 +8,7 @@ runtime's contracts are strict, and a handler used to decode the raw body a seco
 takes the body's bytes and decodes them once with msgspec, strictly, into the declared type; Litestar
 then takes the value as it is (its signature model types a DTO's ``data`` as ``Any``).
 
+A number of no fraction (``2042.0``) is an integer, as JSON Schema (the OpenAPI) counts it.
 A body that does not decode is a ``BadRequest`` (400, ``bad_request``): ``malformed JSON: …`` or
 ``not a <Struct>: … - at `$.field```. A route that can say more about a refused body (the roster's
 422 for a worker name outside the grammar) gives its own subclass, whose :meth:`StrictBody.refused`
@@ -45,6 +46,18 @@ def _body_type(field: FieldDefinition) -> Any:
     return field.annotation
 
 
+def _integral(literal: str) -> int | float:
+    number = float(literal)
+    return int(number) if number.is_integer() else number
+
+
+_INTEGRAL: msgspec.json.Decoder[Any] = msgspec.json.Decoder(float_hook=_integral)
+"""JSON with each number of no fraction (``2042.0``, ``1e3``) an ``int``: a body the strict
+decoding refused is read again so, then converted as strictly (JSON Schema counts ``2042.0``
+an integer, as the OpenAPI says it; a ``float`` field takes an ``int``). Only a refused body
+pays for it."""
+
+
 class StrictBody(AbstractDTO[Any]):
     """Litestar's data DTO for JSON bodies: msgspec decodes the raw bytes once, strictly, into
     the handler's declared ``data`` type. It only decodes: responses are Litestar's to encode
@@ -68,6 +81,11 @@ class StrictBody(AbstractDTO[Any]):
         try:
             return decoder.decode(value)
         except msgspec.ValidationError as exc:
+            if "got `float`" in str(exc):  # 2042.0 is an integer (JSON Schema's "integer")
+                try:
+                    return msgspec.convert(_INTEGRAL.decode(value), kind, strict=True)
+                except (msgspec.ValidationError, msgspec.DecodeError):
+                    pass  # the first refusal says why (malformed JSON past it too)
             name = getattr(kind, "__name__", str(kind))
             raise self.refused(value, BadRequest(f"not a {name}: {plainly(str(exc))}")) from exc
         except msgspec.DecodeError as exc:
@@ -96,7 +114,8 @@ class StrictBody(AbstractDTO[Any]):
         cls, field_definition: FieldDefinition, handler_id: str, schema_creator: SchemaCreator
     ) -> Reference | Schema:
         """The declared type's schema, as Litestar makes it for a handler without a DTO: the
-        request body names the Struct (``#/components/schemas/WorkerHeartbeat``)."""
+        request body names the Struct (``#/components/schemas/WorkerHeartbeat``), never ``null``
+        (an optional body is left out: :func:`pinecall_servicekit.openapi.exact`)."""
         return schema_creator.for_field_definition(field_definition)
 
     @classmethod

@@ -30,6 +30,7 @@ from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.openapi import OpenAPIConfig, ResponseSpec
 from litestar.plugins.opentelemetry import OpenTelemetryConfig, OpenTelemetryPlugin
+from litestar.routes import HTTPRoute
 from litestar.types import ASGIApp, ControllerRouterHandler, Message, Receive, Scope, Send
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -47,11 +48,12 @@ from pinecall_servicekit.body import StrictBody
 from pinecall_servicekit.db import unstorable
 from pinecall_servicekit.errors import BadRequest, PinecallError
 from pinecall_servicekit.keys import KeyRing, bearer
+from pinecall_servicekit.openapi import exact
 from pinecall_servicekit.policy import Target, check
 from pinecall_servicekit.registry import ROUTES
 
 PROBLEM_JSON = "application/problem+json"
-Readiness = Callable[[State], Awaitable[dict[str, bool]]]
+ReadinessCheck = Callable[[State], Awaitable[dict[str, bool]]]
 """Names each dependency and whether it answers now (``{"postgres": True, "nats": False}``)."""
 
 _log = logging.getLogger(__name__)
@@ -160,9 +162,10 @@ _HTTP_CODES = {
 def _http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response[bytes]:
     """Litestar's own refusals (a body that is not JSON, too large, a route or method that is
     not there) in the same shape as ours: the status's title, and what Litestar said as the
-    detail."""
+    detail; with the headers it set (a 405's ``Allow``, the methods the route takes: RFC 9110
+    15.5.6)."""
     status = exc.status_code
-    return problem_response(
+    response = problem_response(
         ProblemDetails(
             title=_TITLES.get(status, str(exc.detail)),
             status=status,
@@ -172,6 +175,8 @@ def _http_error(request: Request[Any, Any, Any], exc: HTTPException) -> Response
             retryable=status >= 500,
         )
     )
+    response.headers.update(exc.headers or {})
+    return response
 
 
 def _too_deep(request: Request[Any, Any, Any], exc: RecursionError) -> Response[bytes]:
@@ -198,22 +203,46 @@ def _unexpected(request: Request[Any, Any, Any], exc: Exception) -> Response[byt
     )
 
 
-def _health_routes(registry: CollectorRegistry, readiness: Readiness | None) -> list[Any]:
-    @get("/healthz", media_type=MediaType.JSON, include_in_schema=False, sync_to_thread=False)
-    def healthz() -> dict[str, str]:
-        return {"status": "ok"}
+class Health(msgspec.Struct, frozen=True):
+    """``GET /healthz``: the process answers."""
 
-    @get("/readyz", media_type=MediaType.JSON, include_in_schema=False)
-    async def readyz(state: State) -> Response[Any]:
+    status: str
+
+
+class Readiness(msgspec.Struct, frozen=True):
+    """``GET /readyz``: whether every dependency answers (200), or not (503), and each one's."""
+
+    ready: bool
+    checks: dict[str, bool]
+
+
+def _health_routes(registry: CollectorRegistry, readiness: ReadinessCheck | None) -> list[Any]:
+    @get("/healthz", media_type=MediaType.JSON, sync_to_thread=False)
+    def healthz() -> Health:
+        """The process answers."""
+        return Health(status="ok")
+
+    @get(
+        "/readyz",
+        media_type=MediaType.JSON,
+        responses={
+            503: ResponseSpec(
+                data_container=Readiness,
+                description="A dependency did not answer: which, in checks",
+                generate_examples=False,
+            )
+        },
+    )
+    async def readyz(state: State) -> Response[Readiness]:
+        """Whether the service's dependencies answer: 200, or 503 naming those that do not."""
         checks = await readiness(state) if readiness else {}
         ready = all(checks.values())
-        return Response(
-            content={"ready": ready, "checks": checks}, status_code=200 if ready else 503
-        )
+        return Response(Readiness(ready=ready, checks=checks), status_code=200 if ready else 503)
 
-    @get("/metrics", include_in_schema=False, sync_to_thread=False)
-    def metrics() -> Response[bytes]:
-        return Response(content=generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+    @get("/metrics", media_type=CONTENT_TYPE_LATEST, sync_to_thread=False)
+    def metrics() -> Response[str]:
+        """Prometheus's text format of the service's metrics."""
+        return Response(content=generate_latest(registry).decode(), media_type=CONTENT_TYPE_LATEST)
 
     return [healthz, readyz, metrics]
 
@@ -236,6 +265,35 @@ def freeze_what_started() -> None:
         _frozen = True
         gc.collect()
         gc.freeze()
+
+
+def _allowed(app: Litestar, template: str) -> str:
+    """The methods a route template takes, over every handler of it (Litestar's own ``OPTIONS``
+    answer names only those of the first handler registered at a path)."""
+    methods = {
+        method
+        for route in app.routes
+        if isinstance(route, HTTPRoute) and route.path_format == template
+        for method in route.methods
+    }
+    return ", ".join(sorted(methods))
+
+
+def options(scope: Scope, send: Send) -> Send:
+    """``send`` with an ``OPTIONS`` answer's ``Allow`` naming every method of its route (RFC
+    9110 10.2.1; a client generated from the OpenAPI reads it)."""
+    template = scope.get("path_template")
+
+    async def sent(message: Message) -> None:
+        if message["type"] == "http.response.start" and template:
+            allow = _allowed(scope["litestar_app"], template).encode()
+            message["headers"] = [
+                (name, allow if name.lower() == b"allow" else value)
+                for name, value in message.get("headers", [])
+            ]
+        await send(message)
+
+    return sent
 
 
 class _Timed:
@@ -261,7 +319,9 @@ class _Timed:
             await send(message)
 
         try:
-            await self.app(scope, receive, sent)
+            await self.app(
+                scope, receive, options(scope, sent) if scope["method"] == "OPTIONS" else sent
+            )
         finally:
             route = scope.get("path_template") or "unrouted"
             self.requests.labels(
@@ -276,7 +336,7 @@ def service_app(
     route_handlers: Sequence[ControllerRouterHandler],
     lifespan: Sequence[Callable[[Litestar], AbstractAsyncContextManager[None]]],
     registry: CollectorRegistry,
-    readiness: Readiness | None = None,
+    readiness: ReadinessCheck | None = None,
     state: dict[str, Any] | None = None,
 ) -> Litestar:
     """A service's Litestar app with the shared routes, error mapping, OpenAPI and telemetry."""
@@ -287,7 +347,7 @@ def service_app(
         registry=registry,
         buckets=LATENCY_BUCKETS_S,
     )
-    return Litestar(
+    app = Litestar(
         middleware=[lambda app: _Timed(app, requests, service)],
         route_handlers=[*route_handlers, *_health_routes(registry, readiness)],
         lifespan=list(lifespan),
@@ -311,3 +371,5 @@ def service_app(
         # queue listener thread per app, never stopped (one more per app a test starts)
         logging_config=None,
     )
+    exact(app.openapi_schema)  # the schema says what the routes enforce
+    return app

@@ -263,7 +263,11 @@ async def write_event(request: AnyRequest, call: CallPath, data: JSONBody[Entry]
     return EventWritten(seq=await service_of(request).event(call, data))
 
 
-@post("/v1/calls/{call:str}/reopened", status_code=200, responses=problems(400, 401, 403, 422, 503))
+@post(
+    "/v1/calls/{call:str}/reopened",
+    status_code=200,
+    responses=problems(400, 401, 403, 409, 422, 503),
+)
 async def reopened(request: AnyRequest, call: CallPath, data: JSONBody[Reopened]) -> CallRecord:
     """A call an older release opened, said again once: no quota, no second ``call.ringing``."""
     environment = _environment(await key_of(request))

@@ -14,6 +14,7 @@ each. ``since`` is an aware RFC 3339 time (422 naive or malformed); the page is 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Annotated
 
 from litestar import get
@@ -21,10 +22,11 @@ from litestar.params import FromQuery, QueryParameter
 
 from pinecall_call_log.api import AnyRequest, key_of, service_of
 from pinecall_contracts.calls import CallbackPage
-from pinecall_servicekit.errors import Unprocessable
+from pinecall_servicekit.errors import BadRequest, Unprocessable
 from pinecall_servicekit.http import problems
 
 Limit = Annotated[int, QueryParameter(ge=1, le=1000)]
+_RFC3339_DATE = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt ]")
 
 
 @get("/v1/callbacks", responses=problems(400, 401, 403, 422, 503))
@@ -33,6 +35,12 @@ async def list_callbacks(
 ) -> CallbackPage:
     """Call backs of every environment requested at or after ``since``, oldest first."""
     await key_of(request)
+    if not _RFC3339_DATE.match(request.query_params.get("since", "")):
+        # Litestar reads query values leniently: a number would be a Unix time here
+        raise BadRequest(
+            "since is an RFC 3339 time (2026-12-03T12:00:00+00:00), not a number",
+            errors=[{"message": "not a date-time", "key": "since", "source": "query"}],
+        )
     if since.tzinfo is None:
         raise Unprocessable(
             "since is a time with its offset (RFC 3339, e.g. 2026-12-03T12:00:00+00:00)",

@@ -128,7 +128,7 @@ def _whatsapp(request: AnyRequest) -> WhatsApp:
     return wa
 
 
-@get("/v1/whatsapp/webhook", media_type="text/plain", responses=problems(403, 503))
+@get("/v1/whatsapp/webhook", media_type="text/plain", responses=problems(400, 403, 503))
 async def handshake(
     request: AnyRequest,
     mode: Annotated[str | None, QueryParameter(name="hub.mode")] = None,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import Literal
 
 import click
 import msgspec
@@ -74,7 +75,9 @@ def quota() -> None:
 )
 @click.option("--concurrent-calls", type=click.IntRange(0, 1_000_000), required=True)
 @run
-async def quota_set(org: str, environment: str, concurrent_calls: int) -> None:
+async def quota_set(
+    org: str, environment: Literal["production", "sandbox"], concurrent_calls: int
+) -> None:
     """Set ORG's concurrent_calls in an environment (0 refuses every new call)."""
     try:
         wanted = Quota(org=org, environment=environment, concurrent_calls=concurrent_calls)

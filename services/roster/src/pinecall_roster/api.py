@@ -31,7 +31,7 @@ from typing import Annotated
 import msgspec
 from litestar import Request, get, post
 from litestar.datastructures import State
-from litestar.params import FromPath, FromQuery, JSONBody, QueryParameter
+from litestar.params import FromPath, FromQuery, JSONBody, PathParameter, QueryParameter
 
 from pinecall_contracts.fleet import (
     CordonRequest,
@@ -42,7 +42,12 @@ from pinecall_contracts.fleet import (
     Wanted,
     WorkerHeartbeat,
 )
-from pinecall_contracts.ids import WorkerNameError, parse_worker_name
+from pinecall_contracts.ids import (
+    FLEET_PATTERN,
+    WORKER_PART_PATTERN,
+    WorkerNameError,
+    parse_worker_name,
+)
 from pinecall_contracts.keys import KeyInfo
 from pinecall_roster.service import RosterService
 from pinecall_servicekit.body import StrictBody
@@ -50,6 +55,12 @@ from pinecall_servicekit.errors import BadRequest, PinecallError, Unprocessable
 from pinecall_servicekit.http import problems, request_key
 
 AnyRequest = Request[object, object, State]
+
+
+FleetPath = Annotated[str, PathParameter(pattern=FLEET_PATTERN)]
+"""A fleet's name in a route (``pinecall``)."""
+HostPath = Annotated[str, PathParameter(pattern=WORKER_PART_PATTERN)]
+"""A worker's name after its fleet, in a route (``worker-a``, or ``worker-a.1791067258``)."""
 
 
 def _service(state: State) -> RosterService:
@@ -105,14 +116,12 @@ async def heartbeat(request: AnyRequest, data: JSONBody[WorkerHeartbeat]) -> Hea
 @get("/v1/fleet/wanted", responses=problems(400, 401, 403, 422, 503))
 async def wanted(
     request: AnyRequest,
-    scaled: FromQuery[str | None] = None,
-    seats: Annotated[int | None, QueryParameter(ge=1, le=10_000)] = None,
+    scaled: Annotated[str, QueryParameter(min_length=1, description="a worker name prefix")],
+    seats: Annotated[int, QueryParameter(ge=1, le=10_000, description="seats per worker")],
     most: Annotated[int | None, QueryParameter(ge=0, le=100_000)] = None,
 ) -> Wanted:
     """How many scaled workers the key's fleet should run (KEDA, every 15 s)."""
     key = await _key(request)
-    if not scaled or seats is None:
-        raise Unprocessable("scaled (a worker name prefix) and seats (per worker) are required")
     service = _service(request.app.state)
     fleet = service.fleet_of_key(key)
     if "/" in scaled and not scaled.startswith(f"{fleet}/"):  # it could match no worker of it
@@ -158,8 +167,8 @@ async def _cordon(
 )
 async def cordon(
     request: AnyRequest,
-    fleet_name: FromPath[str],
-    worker: FromPath[str],
+    fleet_name: FleetPath,
+    worker: HostPath,
     data: JSONBody[CordonRequest | None] = None,
 ) -> CordonSetting:
     """Cordon a worker: it takes no new call, finishes what it holds and exits 3."""
@@ -172,9 +181,7 @@ async def cordon(
     status_code=200,
     responses=problems(400, 401, 403, 404, 422, 503),
 )
-async def uncordon(
-    request: AnyRequest, fleet_name: FromPath[str], worker: FromPath[str]
-) -> CordonSetting:
+async def uncordon(request: AnyRequest, fleet_name: FleetPath, worker: HostPath) -> CordonSetting:
     """Lift a worker's cordon."""
     return await _cordon(request, f"{fleet_name}/{worker}", False, None)
 

@@ -23,7 +23,9 @@ from pinecall_webhook_ingest.ingest import Ingest
 async def webhook(
     request: Request[object, object, State],
     world: Annotated[
-        str | None, QueryParameter(pattern=r"^[a-z][a-z0-9-]{0,31}$(?![\s\S])")
+        str | None,
+        # required in the schema; one left out is still the ingest's to refuse (400), counted
+        QueryParameter(pattern=r"^[a-z][a-z0-9-]{0,31}$(?![\s\S])", required=True),
     ] = None,
 ) -> dict[str, object]:
     """Verify LiveKit's webhook on its raw body and pass it on once."""
