@@ -21,7 +21,9 @@ from pinecall_servicekit.dburl import with_database
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
-pytestmark = pytest.mark.long  # scheduled first (the testing plugin)
+# scheduled first (the testing plugin); 600 s, past `load`'s own 300 s (at pytest-timeout's
+# 300 s, pyproject.toml, its thread method would end the xdist worker first: os._exit)
+pytestmark = [pytest.mark.long, pytest.mark.timeout(600)]
 
 
 @pytest.mark.parametrize(

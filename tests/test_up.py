@@ -38,7 +38,11 @@ from pinecall_servicekit.dburl import with_database
 from pinecall_servicekit.platform import Endpoints
 from pinecall_testkit.up import platform_env
 
-pytestmark = pytest.mark.long  # scheduled first (the testing plugin)
+# scheduled first (the testing plugin); 600 s, past `up`'s own 480 s (run_up, the handover run):
+# at pytest-timeout's 300 s (pyproject.toml) its thread method ends the xdist worker with
+# os._exit ("node down: Not properly terminated", CI) before the run's own timeout could fail
+# the test with its output
+pytestmark = [pytest.mark.long, pytest.mark.timeout(600)]
 
 T0 = dt.datetime(2026, 12, 1, 12, 0, tzinfo=dt.UTC)
 

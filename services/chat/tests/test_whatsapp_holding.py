@@ -5,6 +5,8 @@ written waiting while stale, and the next announcement named the same agents, so
 
 from __future__ import annotations
 
+import asyncio
+
 from pinecall_chat.whatsapp_threads import Threads
 from pinecall_contracts.appsocket import Holding
 
@@ -41,3 +43,29 @@ async def test_an_agent_held_again_after_stale_announcements_has_its_waiting_mes
     await heard_at(7.0)  # ... held again: drained
     assert drained == [AGENT, AGENT]
     assert threads.holds(*AGENT)
+
+
+async def test_a_replica_just_started_waits_to_hear_who_holds_an_agent_before_judging_nobody_does() -> (
+    None
+):
+    """Within three announcement periods of its start a replica has maybe heard nobody yet: a
+    message then waits for the agent's holder to be heard (CI: a replica just started wrote its
+    first message waiting, so the replica killed after never answered it, nor the next)."""
+    now = [0.0]
+    threads = Threads(
+        numbers=None,  # type: ignore[arg-type]  # no message is handled here
+        engine=None,  # type: ignore[arg-type]
+        graph=None,  # type: ignore[arg-type]
+        window_s=86_400.0,
+        announce_s=1.0,
+        monotonic=lambda: now[0],
+    )
+    threads._drain = lambda scope: None  # type: ignore[method-assign,assignment,misc]
+    waiting = asyncio.create_task(threads._until_heard(*AGENT))
+    await asyncio.sleep(0)  # the task runs up to its wait
+    assert not waiting.done()
+    await threads.heard(Holding(replica="call-log-1", agents=[AGENT]))
+    await waiting  # held: it goes on at once
+    now[0] = 10.0  # listened past three periods, nothing heard since: nobody holds it, now
+    assert not threads.holds(*AGENT)
+    await threads._until_heard(*AGENT)

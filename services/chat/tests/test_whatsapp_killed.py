@@ -15,6 +15,7 @@ from pinecall_loadlab.vendors.config import AnthropicConfig, VendorsConfig
 from pinecall_loadlab.vendors.server import VendorFakes
 from pinecall_loadlab.whatsapp import WhatsAppConfig, WhatsAppFake
 from pinecall_servicekit.bus import Bus
+from pinecall_testkit.appsocket import App
 from pinecall_testkit.appsocket import app as app_socket
 from pinecall_testkit.call_log import Keys, Listening, bearer, replica_env, served
 
@@ -25,17 +26,61 @@ and SDK's imports and clients made then; CI measured the replica's start alone a
 the suite's other process on the two cores, and 30 s after it was ready ran out three times."""
 
 
+HEARTBEAT_S = 5.0
+"""The app's ping period, in seconds (call-log closes a socket silent for two of its 15 s)."""
+
+
+@contextlib.asynccontextmanager
+async def beating(app: App) -> AsyncIterator[None]:
+    """The app's heartbeat while the block runs, as the SDK's: a ``ping.v1`` every
+    :data:`HEARTBEAT_S`, its ``pong.v1`` read. A silent app socket is closed after 30 s and
+    nobody holds the agent then: a run as long (the second replica's start under load) had its
+    message written waiting, never answered (CI; the agent log and ``apps.holding`` showed it)."""
+
+    async def beat() -> None:
+        while True:
+            await app.send("ping.v1", t=1.0)
+            while (await app.next())["type"] != "pong.v1":
+                pass
+            await asyncio.sleep(HEARTBEAT_S)  # the heartbeat's period, not a wait for an event
+
+    task = asyncio.create_task(beat(), name="app-heartbeat")
+    try:
+        yield
+    finally:
+        task.cancel()
+        [ended] = await asyncio.gather(task, return_exceptions=True)
+        if not isinstance(ended, asyncio.CancelledError):
+            raise AssertionError(f"the app's heartbeat stopped: {ended!r}")
+
+
 @contextlib.asynccontextmanager
 async def silent() -> AsyncIterator[str]:
-    """A model URL that takes connections and never answers."""
+    """A model URL that takes connections and never answers. Each connection it accepted is
+    closed when its client goes (the killed replica's) or the block ends: Python 3.11's
+    ``Server.close`` leaves accepted ones open, and a stream at EOF stays half open, so they
+    were collected open in a later test (ResourceWarning, "unclosed transport", CI)."""
+    held: set[asyncio.StreamWriter] = set()
 
     async def hold(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await reader.read(-1)
+        held.add(writer)
+        try:
+            await reader.read(-1)
+        finally:
+            held.discard(writer)
+            writer.close()
 
     server = await asyncio.start_server(hold, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
-    async with server:
+    try:
         yield f"http://127.0.0.1:{port}"
+    finally:
+        server.close()
+        open_ = list(held)
+        for writer in open_:
+            writer.close()
+        await asyncio.gather(*(w.wait_closed() for w in open_), return_exceptions=True)
+        await server.wait_closed()
 
 
 async def test_a_message_acknowledged_by_a_replica_killed_after_is_answered_once_by_another(
@@ -64,8 +109,9 @@ async def test_a_message_acknowledged_by_a_replica_killed_after_is_answered_once
             "PINECALL_WHATSAPP_ACK_WAIT_S": "1",
             "ANTHROPIC_API_KEY": "lab",
         }
-        async with app_socket(call_log, keys) as app:
+        async with app_socket(call_log, keys) as app, contextlib.AsyncExitStack() as stack:
             await app.register()
+            await stack.enter_async_context(beating(app))  # the test outlasts 30 s under load
             async with served(env | {"PINECALL_ANTHROPIC_URL": nowhere}, 1, service="chat") as [a]:
                 fake.set_webhook_url(a.url + "/v1/whatsapp/webhook")
                 sent = fake.contact("34600111222", name="Ana").send("are you open today")

@@ -114,10 +114,11 @@ async def start(opened: Opened, settings: ChatSettings, engine: Conversations) -
         inbox=wa.inbox,
     )  # fmt: skip
     opened.on_close(wa.threads.aclose)
-    await wa.inbox.start(wa.threads.handle)
-    opened.on_close(wa.inbox.aclose)
+    # who holds which agent is heard before the first item is taken (Threads._until_heard)
     subscription = await bus.subscribe(bus.subjects.apps_holding, Holding, wa.threads.heard)
     opened.on_close(subscription.unsubscribe)
+    await wa.inbox.start(wa.threads.handle)
+    opened.on_close(wa.inbox.aclose)
     return wa
 
 

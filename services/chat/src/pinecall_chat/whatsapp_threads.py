@@ -16,7 +16,9 @@ once it has acknowledged Meta, processed in each thread's arrival order.
 - **Nobody holds the agent**: an agent is held while a call-log replica says one of its app
   sockets takes its calls (``apps.holding``, :class:`~pinecall_contracts.appsocket.Holding`).
   Otherwise the message is written on the agent's log as ``message.waiting`` ``{message,
-  number, contact, name, text, timestamp}``, and the moment a replica says the agent is held,
+  number, contact, name, text, timestamp}`` (a replica judges that only once it has listened
+  to ``apps.holding`` for three announcement periods: until then it waits to hear the agent
+  held), and the moment a replica says the agent is held,
   the waiting messages (those with no ``message.taken`` or ``message.expired``) are answered in
   the log's order, each first said taken, ``message.taken {message, call, waiting_seq, by}``
   (written once per message: the replica it names answers it), or let
@@ -30,6 +32,7 @@ once it has acknowledged Meta, processed in each thread's arrival order.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import platform
 import secrets
@@ -109,6 +112,8 @@ class Threads(WaitingMessages):
         self._queued: set[str] = set()
         """Waiting messages put on their thread's queue here (each once)."""
         self._heard = asyncio.Event()
+        self._listening_since = monotonic()
+        """When this replica began hearing ``apps.holding`` (:meth:`_until_heard`)."""
 
     # -- who holds an agent ----------------------------------------------------------------
 
@@ -137,6 +142,18 @@ class Threads(WaitingMessages):
         while not self.holds(environment, org, agent):
             self._heard.clear()
             await self._heard.wait()
+
+    async def _until_heard(self, environment: str, org: str, agent: str) -> None:
+        """Return once the agent is held, or once this replica has listened to ``apps.holding``
+        for three announcement periods (what :meth:`holds` calls fresh): before that, an agent
+        not held may be one whose holder was not heard yet. A replica just started took its
+        first message as nobody's and wrote it waiting; its drain then took it and, killed
+        while answering, left it taken and never answered (test_whatsapp_killed, CI)."""
+        left = self._listening_since + 3 * self.announce_s - self.monotonic()
+        if left > 0 and not self.holds(environment, org, agent):
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(left):
+                    await self.until_held(environment, org, agent)
 
     # -- an item of the WhatsApp stream ------------------------------------------------------
 
@@ -232,6 +249,7 @@ class Threads(WaitingMessages):
         stamp = float(message.timestamp) if message.timestamp.isdigit() else self.clock()
         self._latest[key] = max(self._latest.get(key, 0.0), stamp)
         scope = (n.environment, n.org, n.agent)
+        await self._until_heard(*scope)
         if not self.holds(*scope) or scope in self._drains.values():
             # nobody holds it, or the backlog is being queued: it joins the backlog, in order
             await self._agent_entry(n.environment, n.agent, WAITING, _waiting(item, stamp))

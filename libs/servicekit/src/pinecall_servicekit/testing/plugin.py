@@ -13,7 +13,7 @@
 - ``nats_url``: where NATS answers.
 
 With pytest-timeout installed, a test past its timeout prints its asyncio tasks first
-(:mod:`.hung`).
+(:mod:`.hung`). Each test file's garbage is collected as it ends (:mod:`.leaks`).
 """
 
 from __future__ import annotations
@@ -39,6 +39,9 @@ from pinecall_servicekit.settings import Settings
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    from pinecall_servicekit.testing import leaks
+
+    config.pluginmanager.register(leaks, "pinecall-leaks")
     if config.pluginmanager.has_plugin("timeout"):
         from pinecall_servicekit.testing import hung
 
