@@ -123,6 +123,7 @@ LAB_STAND_IN_IMPORTS = (
     *LAB_STAND_INS,
     _LAB + "/__init__.py",
     _LAB + "/scenarios/__init__.py",
+    _LAB + "/serving.py",  # stopping their servers with no socket left open
 )
 # The simulator (`lab simulate`, issue 23): a day through the production rules, imported and
 # never re-written, so of the services it may import their domains alone.
@@ -131,6 +132,7 @@ LAB_SIMULATOR_IMPORTS = (
     _LAB + "/__init__.py",
     _LAB + "/simulate/**",
     _LAB + "/livekit/**",
+    _LAB + "/serving.py",
     _LAB + "/plots.py",
     "//libs/**",
     "//services/*/src/*/domain.py",

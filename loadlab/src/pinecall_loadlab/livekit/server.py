@@ -18,6 +18,8 @@ from types import TracebackType
 
 from aiohttp import web
 
+from pinecall_loadlab import serving
+
 from . import agent_ws, control, labrtc
 from .config import StandInConfig
 from .dispatcher import Dispatcher
@@ -82,7 +84,7 @@ class StandIn:
         await self.sip.aclose()
         await self.rooms.aclose()
         if self._runner is not None:
-            await self._runner.cleanup()
+            await serving.stop(self._runner)
         await self.webhooks.aclose()
 
     async def __aenter__(self) -> StandIn:

@@ -20,6 +20,8 @@ import pytest
 from aiohttp import web
 from livekit import api
 
+from pinecall_loadlab import serving
+
 from .config import StandInConfig
 from .labagents import LabWorkers
 from .server import StandIn
@@ -84,7 +86,7 @@ async def webhook_sink() -> AsyncIterator[WebhookSink]:
     port = runner.addresses[0][1]
     sink.url = f"http://127.0.0.1:{port}/webhook"
     yield sink
-    await runner.cleanup()
+    await serving.stop(runner)
 
 
 @pytest.fixture

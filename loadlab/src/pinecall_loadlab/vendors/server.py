@@ -21,6 +21,8 @@ from types import TracebackType
 
 from aiohttp import web
 
+from pinecall_loadlab import serving
+
 from .anthropic import AnthropicFake
 from .cartesia import CartesiaFake
 from .config import VendorsConfig
@@ -82,7 +84,7 @@ class VendorFakes:
             for ws in list(state.sockets):
                 await ws.close()
         if self._runner is not None:
-            await self._runner.cleanup()
+            await serving.stop(self._runner)
 
     async def __aenter__(self) -> VendorFakes:
         await self.start()

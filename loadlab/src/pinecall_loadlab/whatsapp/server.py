@@ -38,6 +38,8 @@ from typing import Any, Literal
 
 from aiohttp import web
 
+from pinecall_loadlab import serving
+
 from . import wire
 from .config import WhatsAppConfig
 from .webhooks import Delivery, WebhookSender
@@ -259,7 +261,7 @@ class WhatsAppFake:
     async def aclose(self) -> None:
         await self.webhooks.aclose()
         if self._runner is not None:
-            await self._runner.cleanup()
+            await serving.stop(self._runner)
 
     async def __aenter__(self) -> WhatsAppFake:
         await self.start()
