@@ -33,6 +33,14 @@ from opentelemetry.sdk.trace.sampling import ALWAYS_OFF, ParentBased
 from pinecall_servicekit.retries import say_retries
 
 _configured: set[str] = set()
+_exporting: list[bool] = []
+
+
+def exports_spans() -> bool:
+    """Whether this process's tracer provider exports spans (OTLP or the traces file): set once,
+    by :func:`configure_tracing`. Without an exporter no span leaves the process, so a request needs
+    only its ``traceparent`` taken up (``pinecall_servicekit.http``), not a span of its own."""
+    return bool(_exporting and _exporting[0])
 
 
 class JsonFormatter(logging.Formatter):
@@ -100,6 +108,7 @@ def configure_tracing(service: str, *, traces_file: str | None = None) -> None:
         os.environ.get("OTEL_EXPORTER_OTLP_ENDPOINT")
         or os.environ.get("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
     )
+    _exporting.append(otlp or bool(traces_file))
     trace.set_tracer_provider(tracer_provider(service, otlp=otlp, traces_file=traces_file))
 
 
