@@ -1,9 +1,10 @@
 """OpenTelemetry and structured logging, configured in one function per process.
 
 Traces follow the standard ``OTEL_*`` environment (``OTEL_EXPORTER_OTLP_ENDPOINT`` turns the OTLP
-exporter on; ``PINECALL_TRACES_FILE``, ``up --traces``, a file of spans; without either spans are
-made but not recorded, unless their parent was sampled, so ``traceparent`` still travels and costs
-a request next to nothing). Logs are one JSON object a line carrying the current ``trace_id`` and ``span_id``. Call
+exporter on; ``PINECALL_TRACES_FILE``, ``up --traces``, a file of spans). Without either, a span is
+recorded only under a sampled parent, and an HTTP request makes none: it takes up its
+``traceparent`` as the current context (``pinecall_servicekit.http``), so the trace still travels
+and a request pays nothing for spans nobody keeps (:func:`exports_spans`). Logs are one JSON object a line carrying the current ``trace_id`` and ``span_id``. Call
 :func:`configure_telemetry` in a service's lifespan (after any fork), never at import.
 
 :func:`configure_logging` also makes stamina's retries say what they retry
