@@ -12,7 +12,10 @@ from livekit import api
 
 from pinecall_loadlab.commands import lab
 
-pytestmark = pytest.mark.long  # scheduled first (the testing plugin)
+# scheduled first (the testing plugin); 420 s, past each `lab run`'s own 300 s and its process's
+# start and kill: at pytest-timeout's 300 s (pyproject.toml) its thread method would end the
+# xdist worker with os._exit before asyncio.timeout could fail the test with the run's log
+pytestmark = [pytest.mark.long, pytest.mark.timeout(420)]
 
 
 def test_keys_must_be_key_colon_secret() -> None:

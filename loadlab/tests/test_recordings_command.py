@@ -8,17 +8,18 @@ from __future__ import annotations
 import hashlib
 import io
 import json
-from collections.abc import Iterator
 
 import av
 import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from pinecall_clients.bucket import Bucket, BucketAccess
+from pinecall_clients.bucket import Bucket
 from pinecall_loadlab.callers.speech import line_pcm
 from pinecall_loadlab.commands import lab
 from pinecall_loadlab.vendors.s3 import S3Fake
+from pinecall_loadlab.vendors.s3_testing import *  # noqa: F403  (the S3 fake's fixtures)
+from pinecall_loadlab.vendors.s3_testing import BUCKET
 
 RATE = 48_000
 
@@ -46,34 +47,26 @@ def recording(caller: np.ndarray, seconds: float) -> bytes:
     return out.getvalue()
 
 
-@pytest.fixture
-def s3() -> Iterator[S3Fake]:
-    with S3Fake.started(buckets=["recordings"]) as fake:
-        yield fake
-
-
-async def put(s3: S3Fake, key: str, data: bytes) -> str:
+async def put(bucket: Bucket, key: str, data: bytes) -> str:
     """The object in the bucket (a multipart upload of one part, as a recording is); its signed
     URL, as call-log hands it out."""
-    access = BucketAccess(bucket="recordings", endpoint=s3.url, key_id="lab", secret="lab")
-    async with Bucket(access) as bucket:
-        upload = await bucket.start_upload(key)
-        await bucket.complete(key, upload, [await bucket.put_part(key, upload, 1, data)])
-        return await bucket.signed_url(key, 300)
+    upload = await bucket.start_upload(key)
+    await bucket.complete(key, upload, [await bucket.put_part(key, upload, 1, data)])
+    return await bucket.signed_url(key, 300)
 
 
 async def test_it_says_what_each_recording_holds_and_what_could_not_be_read(
-    s3: S3Fake,
+    s3: S3Fake, bucket: Bucket
 ) -> None:
     question = np.frombuffer(line_pcm("question"), dtype=np.int16)
     spoken = recording(question, seconds=len(question) / RATE + 1.5)
     silent = recording(np.zeros(0, np.int16), seconds=4.0)
     asked = [
-        {"call": "call_spoke", "url": await put(s3, "a.ogg", spoken), "said": ["question"]},
-        {"call": "call_silent", "url": await put(s3, "b.ogg", silent), "said": ["question"]},
-        {"call": "call_quiet", "url": await put(s3, "c.ogg", silent)},
-        {"call": "call_gone", "url": f"{s3.url}/recordings/none.ogg", "said": []},
-        {"call": "call_junk", "url": await put(s3, "d.ogg", b"not an ogg"), "said": []},
+        {"call": "call_spoke", "url": await put(bucket, "a.ogg", spoken), "said": ["question"]},
+        {"call": "call_silent", "url": await put(bucket, "b.ogg", silent), "said": ["question"]},
+        {"call": "call_quiet", "url": await put(bucket, "c.ogg", silent)},
+        {"call": "call_gone", "url": f"{s3.url}/{BUCKET}/none.ogg", "said": []},
+        {"call": "call_junk", "url": await put(bucket, "d.ogg", b"not an ogg"), "said": []},
     ]
     result = CliRunner().invoke(lab, ["recordings"], input=json.dumps(asked))
     assert result.exit_code == 0, result.output

@@ -11,15 +11,16 @@ one registry, :data:`pinecall_servicekit.registry.ROUTES`: an operator's where i
 app's, a fleet's, a service's; none for the open and signed routes). A failure is a defect of the
 service or of its schema: the run must find none.
 
-What a check cannot apply to is in :data:`EXCLUDED`, each with why.
+What a check cannot apply to is in :data:`OPERATIONS`, each with why.
 """
 
 from __future__ import annotations
 
 import json
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -43,71 +44,77 @@ coverage phases make as many as the schema gives)."""
 SEED = 21
 """The run's seed: the same cases every run (a failure is found again, never by chance)."""
 
-EXCLUDED: dict[tuple[str, str], dict[str, str]] = {
-    ("GET", "/v1/calls/{call}/recording"): {
-        "not_a_server_error": "503 unavailable: no recordings' bucket here (tests/recordings "
-        "serve it with one); the route says 503 when none is configured"
-    },
-}
-"""(method, path) → {check: why it cannot apply to that operation}."""
-
-ACCEPTED = ["2xx", "3xx", "401", "403", "404", "409", "429"]
+ACCEPTED = ("2xx", "3xx", "401", "403", "404", "409", "429")
 """What positive_data_acceptance takes as a request accepted (schemathesis's own default)."""
 
-EXPECTED: dict[tuple[str, str], dict[str, list[str]]] = {
+
+@dataclass(frozen=True)
+class Operation:
+    """What the run is told of one operation, beyond its key (:func:`key_for`)."""
+
+    accepted: tuple[str, ...] = ()
+    """Statuses positive_data_acceptance takes as right besides :data:`ACCEPTED`, where the
+    service answers a request its schema allows by what it holds (a definition, a worker), which
+    no schema says."""
+    parameters: Mapping[str, object] = field(default_factory=dict)
+    """Parameters given one value (``query.<name>``, ``body.<field>``), where the generated one
+    would only wait."""
+    excluded: Mapping[str, str] = field(default_factory=dict)
+    """{check: why it cannot apply to this operation}."""
+
+
+OPERATIONS: dict[tuple[str, str], Operation] = {
     # a heartbeat's load is its active ÷ max_jobs, and its start not in the future: rules across
     # fields and the clock, which JSON Schema does not say (422 naming the rule); and Litestar's
     # schema drops an optional number's ``minimum: 0`` (load_per_core ≥ 0: 400)
-    ("POST", "/v1/fleet/heartbeat"): {"positive_data_acceptance": [*ACCEPTED, "400", "422"]},
+    ("POST", "/v1/fleet/heartbeat"): Operation(accepted=("400", "422")),
     # a prefix naming another fleet than the key's could match no worker of it (422); and
     # Litestar's schema drops an optional parameter's ``minimum: 0`` (most ≥ 0: 400)
-    ("GET", "/v1/fleet/wanted"): {"positive_data_acceptance": [*ACCEPTED, "400", "422"]},
+    ("GET", "/v1/fleet/wanted"): Operation(accepted=("400", "422")),
     # a call back names the caller's number or contact, one of two optional fields (422)
-    ("POST", "/v1/callbacks"): {"positive_data_acceptance": [*ACCEPTED, "422"]},
+    ("POST", "/v1/callbacks"): Operation(accepted=("422",)),
     # ending or sealing an open call names its outcome; one ended names none (422 by its state)
-    ("POST", "/v1/calls/{call}/end"): {"positive_data_acceptance": [*ACCEPTED, "422"]},
-    ("POST", "/v1/calls/{call}/seal"): {"positive_data_acceptance": [*ACCEPTED, "422"]},
+    ("POST", "/v1/calls/{call}/end"): Operation(accepted=("422",)),
+    ("POST", "/v1/calls/{call}/seal"): Operation(accepted=("422",)),
     # call.ended and the other kinds of the call log's own are never a writer's (422 naming them)
-    ("POST", "/v1/calls/{call}/events"): {"positive_data_acceptance": [*ACCEPTED, "422"]},
-    ("POST", "/v1/calls/{call}/entries"): {"positive_data_acceptance": [*ACCEPTED, "422"]},
+    ("POST", "/v1/calls/{call}/events"): Operation(accepted=("422",)),
+    ("POST", "/v1/calls/{call}/entries"): Operation(accepted=("422",)),
     # an agent's definition names the agent it is put under (422 naming both)
-    ("PUT", "/v1/agents/{agent}"): {"positive_data_acceptance": [*ACCEPTED, "422"]},
+    ("PUT", "/v1/agents/{agent}"): Operation(accepted=("422",)),
     # a WhatsApp number's agent must be defined first (422 no such agent)
-    ("PUT", "/v1/whatsapp/numbers/{phone_number_id}"): {
-        "positive_data_acceptance": [*ACCEPTED, "422"]
-    },
+    ("PUT", "/v1/whatsapp/numbers/{phone_number_id}"): Operation(accepted=("422",)),
     # Meta's notification is read from the raw body (its signature is over the bytes): the
     # route declares no body, and one left out is not Meta's (400)
-    ("POST", "/v1/whatsapp/webhook"): {"positive_data_acceptance": [*ACCEPTED, "400"]},
+    ("POST", "/v1/whatsapp/webhook"): Operation(accepted=("400",)),
     # a call's agent must be defined in its environment first (422 unknown_agent)
-    ("POST", "/v1/written-calls"): {"positive_data_acceptance": [*ACCEPTED, "422"]},
-    ("POST", "/v1/tokens"): {"positive_data_acceptance": [*ACCEPTED, "422"]},
-    ("POST", "/v1/calls/outbound"): {"positive_data_acceptance": [*ACCEPTED, "422"]},
-    ("POST", "/v1/evals/voice"): {
-        # and Litestar's schema drops the constraints of a list's items (a script's line is
-        # 1-300 characters, not blank: 400), which the contract (VoiceEval) says
-        "positive_data_acceptance": [*ACCEPTED, "400", "422"]
-    },
+    ("POST", "/v1/written-calls"): Operation(accepted=("422",)),
+    ("POST", "/v1/tokens"): Operation(accepted=("422",)),
+    ("POST", "/v1/calls/outbound"): Operation(accepted=("422",)),
+    # and Litestar's schema drops the constraints of a list's items (a script's line is 1-300
+    # characters, not blank: 400), which the contract (VoiceEval) says
+    ("POST", "/v1/evals/voice"): Operation(accepted=("400", "422")),
     # a number is E.164, checked by the dispatcher with a code of its own (422 invalid_number,
     # tests/dispatcher/test_numbers.py), which a pattern in the route would turn into a 400
-    ("PUT", "/v1/phone-numbers/{number}"): {"positive_data_acceptance": [*ACCEPTED, "422"]},
-    ("GET", "/v1/phone-numbers/{number}"): {"positive_data_acceptance": [*ACCEPTED, "422"]},
-    ("DELETE", "/v1/phone-numbers/{number}"): {"positive_data_acceptance": [*ACCEPTED, "422"]},
-}
-
-PARAMETERS: dict[tuple[str, str], dict[str, object]] = {
+    ("PUT", "/v1/phone-numbers/{number}"): Operation(accepted=("422",)),
+    ("GET", "/v1/phone-numbers/{number}"): Operation(accepted=("422",)),
+    ("DELETE", "/v1/phone-numbers/{number}"): Operation(accepted=("422",)),
     # a long poll: it would wait wait_s (up to 25 s) for a command nobody sends here
-    ("GET", "/v1/calls/{call}/commands"): {"query.wait_s": 0},
+    ("GET", "/v1/calls/{call}/commands"): Operation(parameters={"query.wait_s": 0}),
     # a tool's call waits timeout_s for the app's answer, which no app gives here
-    ("POST", "/v1/calls/{call}/tools"): {"body.timeout_s": 0.5},
+    ("POST", "/v1/calls/{call}/tools"): Operation(parameters={"body.timeout_s": 0.5}),
+    ("GET", "/v1/calls/{call}/recording"): Operation(
+        excluded={
+            "not_a_server_error": "503 unavailable: no recordings' bucket here (tests/recordings "
+            "serve it with one); the route says 503 when none is configured"
+        }
+    ),
 }
-"""(method, path) → parameters given one value (where the generated one would only wait)."""
+"""(method, path) → what the run is told of that operation; any other gets :data:`ACCEPTED`
+and every check."""
 
 OPERATOR_NAMES = {"environment": "production", "org": "org_acme"}
 """What an operator key names in the query where the route acts in one environment or org (a
 person's key carries its own; an operator's, across them, says which: 422 otherwise)."""
-"""(method, path) → {check: the statuses it takes as right}, where the service answers a
-request its schema allows by what it holds (a definition, a worker), which no schema says."""
 
 
 class _NoModel:
@@ -243,7 +250,7 @@ def _toml(value: object) -> str:
 
 def config(schema: dict[str, Any], keys: Keys) -> str:
     """schemathesis's configuration of a run against ``schema``: every operation's key, and the
-    checks it leaves out (:data:`EXCLUDED`)."""
+    checks it leaves out (:data:`OPERATIONS`)."""
     lines = [
         "checks.enabled = true",  # every check (a CLI --checks would override the operations')
         # Postgres's text holds no NUL: every service answers one 422 unstorable (their
@@ -260,15 +267,19 @@ def config(schema: dict[str, Any], keys: Keys) -> str:
             key = key_for(method, path, keys)
             if key is not None:
                 said.append(f"headers = {_toml({'Authorization': f'Bearer {key}'})}")
-            fixed = dict(PARAMETERS.get((method, path), {}))
+            operation = OPERATIONS.get((method, path), Operation())
+            fixed = dict(operation.parameters)
             if key == keys.operator:
                 query = {p["name"] for p in item[verb].get("parameters", []) if p["in"] == "query"}
                 fixed |= {f"query.{n}": v for n, v in OPERATOR_NAMES.items() if n in query}
             if fixed:
                 said.append(f"parameters = {_toml(fixed)}")
-            for check, statuses in EXPECTED.get((method, path), {}).items():
-                said.append(f"checks.{check}.expected-statuses = {_toml(statuses)}")
-            for check in EXCLUDED.get((method, path), {}):
+            if operation.accepted:
+                statuses = [*ACCEPTED, *operation.accepted]
+                said.append(
+                    f"checks.positive_data_acceptance.expected-statuses = {_toml(statuses)}"
+                )
+            for check in operation.excluded:
                 said.append(f"checks.{check}.enabled = false")
             if said:  # one filter: include-path and include-method would be either, not both
                 lines += [

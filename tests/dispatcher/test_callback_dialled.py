@@ -47,7 +47,11 @@ from pinecall_servicekit.testing.apps import Replica
 from pinecall_testkit.call_log import Keys, bearer
 from pinecall_testkit.worker import CallEvents
 
-pytestmark = pytest.mark.long  # a worker process and its job process start: scheduled first
+# a worker process and its job process start: scheduled first (long). 600 s, past the test's own
+# waits (300 s for the call back, after the overflow's 60 s to register and before its 60 s to
+# stop): at pytest-timeout's 300 s (pyproject.toml) its thread method would end the xdist worker
+# with os._exit before asyncio.timeout could fail the test with what it was waiting for
+pytestmark = [pytest.mark.long, pytest.mark.timeout(600)]
 
 NUMBER = "+15550142"
 """The agent's number, put with ``/v1/phone-numbers``."""

@@ -8,7 +8,7 @@ it uploaded), so they live here: a service's tests import no other service.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +16,6 @@ import pytest
 from livekit import api
 from livekit.agents import JobExecutorType
 
-from pinecall_clients.bucket import Bucket, BucketAccess
 from pinecall_labroom import LabRoom
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit.callers import sip_call
@@ -24,6 +23,8 @@ from pinecall_loadlab.livekit.testing import *  # noqa: F403  (the stand-in's fi
 from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.vendors import VendorFakes
 from pinecall_loadlab.vendors.s3 import S3Fake
+from pinecall_loadlab.vendors.s3_testing import *  # noqa: F403  (the S3 fake's fixtures)
+from pinecall_loadlab.vendors.s3_testing import recordings_settings
 from pinecall_loadlab.vendors.testing import *  # noqa: F403  (the vendor fakes)
 from pinecall_testkit.call_log import Process, replica_env, served
 from pinecall_testkit.roster import Keys, Replica, make_keys, replica_on
@@ -31,8 +32,6 @@ from pinecall_testkit.worker import CallEvents
 from pinecall_worker.call import entrypoint, prewarm
 from pinecall_worker.server import Worker
 from pinecall_worker.settings import WorkerSettings
-
-BUCKET = "recordings"
 
 
 @pytest.fixture
@@ -57,23 +56,6 @@ async def call_log(database_url: str, nats_url: str, nats_namespace: str) -> Asy
 async def call_events(nats_url: str, nats_namespace: str) -> AsyncIterator[CallEvents]:
     async with CallEvents.listening(nats_url, nats_namespace) as events:
         yield events
-
-
-@pytest.fixture
-def s3() -> Iterator[S3Fake]:
-    with S3Fake.started(buckets=[BUCKET]) as fake:
-        yield fake
-
-
-@pytest.fixture
-def access(s3: S3Fake) -> BucketAccess:
-    return BucketAccess(bucket=BUCKET, endpoint=s3.url, key_id="lab", secret="lab")
-
-
-@pytest.fixture
-async def bucket(access: BucketAccess) -> AsyncIterator[Bucket]:
-    async with Bucket(access) as opened:
-        yield opened
 
 
 @pytest.fixture
@@ -109,10 +91,7 @@ def worker(
         "deepgram_api_key": "lab",
         "anthropic_api_key": "lab",
         "cartesia_api_key": "lab",
-        "recordings_bucket": BUCKET,
-        "recordings_endpoint": s3.url,
-        "recordings_access_key_id": "lab",
-        "recordings_secret_access_key": "lab",
+        **recordings_settings(s3),
     }
     return Worker(
         WorkerSettings.from_env({}, **given),

@@ -188,7 +188,7 @@ async def test_a_dead_job_with_no_sentence_job_has_its_parts_kept_by_the_reaper_
     call_log: Process,
     call_events: CallEvents,
     s3: S3Fake,
-    access: BucketAccess,
+    bucket_access: BucketAccess,
     bucket: Bucket,
 ) -> None:
     await define(call_log, keys)
@@ -213,7 +213,9 @@ async def test_a_dead_job_with_no_sentence_job_has_its_parts_kept_by_the_reaper_
                 CallLogClient(call_log.url, keys.service) as one,
                 CallLogClient(call_log.url, keys.service) as two,
             ):
-                reapers = [Reaper(c, livekits, Rules(), recordings=access) for c in (one, two)]
+                reapers = [
+                    Reaper(c, livekits, Rules(), recordings=bucket_access) for c in (one, two)
+                ]
                 try:
                     done = await asyncio.gather(*(r.reap(later) for r in reapers))
                 finally:

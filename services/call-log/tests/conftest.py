@@ -11,7 +11,7 @@ from pinecall_call_log.app import create_app
 from pinecall_call_log.settings import CallLogSettings
 from pinecall_testkit import appsocket
 from pinecall_testkit.appsocket import Serve
-from pinecall_testkit.call_log import Keys, Replica, make_keys, running
+from pinecall_testkit.call_log import Keys, Listening, Replica, make_keys, running
 
 
 @pytest.fixture
@@ -45,3 +45,12 @@ async def call_log(
 @pytest.fixture
 async def keys(database_url: str) -> Keys:
     return await make_keys(database_url)
+
+
+@pytest.fixture
+async def socket_replica(serve: Serve, keys: Keys) -> AsyncIterator[Listening]:
+    """A replica served on a real port (an app socket dials it), the test org's support-bot
+    defined in it."""
+    async with serve() as one:
+        await appsocket.define(one, keys)
+        yield one

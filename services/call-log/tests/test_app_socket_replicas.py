@@ -6,7 +6,6 @@ heard has its calls taken back and handed."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 
 import pytest
@@ -14,8 +13,8 @@ import sqlalchemy as sa
 
 from pinecall_call_log.store.tables import APP_HOLDS, TOOL_HOLDS
 from pinecall_servicekit import db
-from pinecall_testkit.appsocket import TOOL, Serve, app, define, kinds, service
-from pinecall_testkit.call_log import Keys, Listening, bearer, opening
+from pinecall_testkit.appsocket import TOOL, Serve, app, ask, define, kinds, open_call, service
+from pinecall_testkit.call_log import Keys, Listening, bearer
 
 
 @pytest.fixture
@@ -33,25 +32,6 @@ async def _hears_taker(replica: Listening, other: Listening) -> None:
     )
 
 
-async def _open(replica: Listening, keys: Keys, call: str = "call_1") -> None:
-    answer = await replica.client.post(
-        "/v1/calls", json=opening(call), headers=bearer(keys.production)
-    )
-    assert answer.status_code == 200, answer.text
-
-
-def _ask(replica: Listening, keys: Keys) -> asyncio.Task[dict[str, object]]:
-    async def asking() -> dict[str, object]:
-        answer = await replica.client.post(
-            "/v1/calls/call_1/tools", json=TOOL, headers=bearer(keys.production)
-        )
-        assert answer.status_code == 200, answer.text
-        body: dict[str, object] = answer.json()
-        return body
-
-    return asyncio.create_task(asking())
-
-
 async def test_a_call_opened_on_one_replica_goes_to_the_socket_on_the_other(
     pair: tuple[Listening, Listening], keys: Keys
 ) -> None:
@@ -59,10 +39,10 @@ async def test_a_call_opened_on_one_replica_goes_to_the_socket_on_the_other(
     async with app(b, keys) as one:
         await one.register()
         await _hears_taker(a, b)
-        await _open(a, keys)
+        await open_call(a, keys)
         attached = await one.expect("call.attached.v1")
         assert (attached["call"], attached["why"]) == ("call_1", "new")
-        asking = _ask(a, keys)  # the worker asks on the replica the socket is not on
+        asking = ask(a, keys)  # the worker asks on the replica the socket is not on
         asked = await one.expect("tool.call.v1")
         assert (asked["id"], asked["seq"]) == ("tc_1", 2)
         await one.send("tool.result.v1", call="call_1", id="tc_1", result="booked")
@@ -91,9 +71,9 @@ async def test_a_socket_killed_hands_its_call_and_tool_to_a_socket_on_the_other_
         await on_a.register()
         await on_b.register()
         await _hears_taker(b, a)
-        await _open(b, keys)  # b's own socket takes it
+        await open_call(b, keys)  # b's own socket takes it
         await on_b.expect("call.attached.v1")
-        asking = _ask(a, keys)
+        asking = ask(a, keys)
         await on_b.expect("tool.call.v1")
         on_b.kill()
         attached = await on_a.expect("call.attached.v1")
@@ -120,11 +100,11 @@ async def test_a_drained_call_goes_to_the_other_replica_and_its_running_tool_sta
     a, b = pair
     async with app(a, keys, "app-a") as on_a, app(b, keys, "app-b") as on_b:
         await on_a.register()
-        await _open(a, keys)
+        await open_call(a, keys)
         await on_a.expect("call.attached.v1")
         await on_b.register()
         await _hears_taker(a, b)
-        asking = _ask(b, keys)
+        asking = ask(b, keys)
         asked = await on_a.expect("tool.call.v1")
         await on_a.send("agent.drain.v1")
         await on_a.expect("call.detached.v1")
@@ -148,8 +128,8 @@ async def test_a_tool_a_replica_not_heard_was_running_goes_to_the_call_holder(
     """A draining socket's replica killed while its socket ran a tool: once the replica is
     taken for dead, the tool reaches the socket holding the call."""
     a, _ = pair
-    await _open(a, keys)
-    asking = _ask(a, keys)
+    await open_call(a, keys)
+    asking = ask(a, keys)
     await service(a).changes.wait_for(lambda: service(a).waiting("call_1", "tc_1") == 1, 10)
     engine = db.create_engine(database_url, pool_size=1)
     try:
@@ -176,7 +156,7 @@ async def test_the_calls_of_a_replica_not_heard_are_taken_back_and_handed(
     pair: tuple[Listening, Listening], keys: Keys, database_url: str
 ) -> None:
     a, _ = pair
-    await _open(a, keys)  # nobody holds the agent: parked
+    await open_call(a, keys)  # nobody holds the agent: parked
     # a replica that was killed holding it: its hold stays, it is never heard again
     engine = db.create_engine(database_url, pool_size=1)
     try:
@@ -210,7 +190,7 @@ async def test_a_call_served_anew_is_attached_again_to_its_socket_on_any_replica
     async with app(b, keys) as one, app(a, keys, instance="app-2") as two:
         await one.register()
         await _hears_taker(a, b)
-        await _open(a, keys, "call_1")
+        await open_call(a, keys, "call_1")
         first = await one.expect("call.attached.v1")
         assert (first["why"], first.get("again", False)) == ("new", False)
         before = await kinds(a, keys, "call_1")
@@ -237,7 +217,7 @@ async def test_served_is_refused_for_an_unknown_call_another_environment_or_an_a
     pair: tuple[Listening, Listening], keys: Keys
 ) -> None:
     a, _ = pair
-    await _open(a, keys, "call_1")
+    await open_call(a, keys, "call_1")
     for call, key, status in (
         ("call_nobody", keys.production, 404),
         ("call_1", keys.sandbox, 403),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
@@ -16,40 +16,28 @@ import pytest
 
 from pinecall_call_log.app import create_app
 from pinecall_call_log.settings import CallLogSettings
-from pinecall_clients.bucket import Bucket, BucketAccess
+from pinecall_clients.bucket import Bucket
 from pinecall_loadlab.vendors.s3 import S3Fake
+from pinecall_loadlab.vendors.s3_testing import *  # noqa: F403  (the S3 fake's fixtures)
+from pinecall_loadlab.vendors.s3_testing import BUCKET, recordings_settings
 from pinecall_testkit.call_log import Keys, Replica, bearer, entry, opening, running
 
-BUCKET = "recordings"
 KEY = "recordings/production/org_acme/call_1/answer.ogg"
 DATA = b"OggS" + bytes(range(256)) * 40
 PATH = "/v1/calls/call_1/recording"
 
 
 @pytest.fixture
-def s3() -> Iterator[S3Fake]:
-    with S3Fake.started(buckets=[BUCKET]) as fake:
-        yield fake
-
-
-@pytest.fixture
 async def recorded(
-    s3: S3Fake, call_log_settings: CallLogSettings, keys: Keys
+    s3: S3Fake, bucket: Bucket, call_log_settings: CallLogSettings, keys: Keys
 ) -> AsyncIterator[Replica]:
     """A replica signing the fake's URLs, and call_1 whose log says its recording, in the
     bucket as one part."""
-    access = BucketAccess(bucket=BUCKET, endpoint=s3.url, key_id="lab", secret="lab")
-    async with Bucket(access) as bucket:
-        upload = await bucket.start_upload(KEY)
-        part = await bucket.put_part(KEY, upload, 1, DATA)
-        await bucket.complete(KEY, upload, [part])
+    upload = await bucket.start_upload(KEY)
+    part = await bucket.put_part(KEY, upload, 1, DATA)
+    await bucket.complete(KEY, upload, [part])
     settings = msgspec.structs.replace(
-        call_log_settings,
-        recordings_bucket=BUCKET,
-        recordings_endpoint=s3.url,
-        recordings_access_key_id="lab",
-        recordings_secret_access_key="lab",
-        recordings_url_ttl_s=120,
+        call_log_settings, **recordings_settings(s3), recordings_url_ttl_s=120
     )
     said = {
         "url": f"s3://{BUCKET}/{KEY}",

@@ -5,6 +5,7 @@ answers and which tool it asks."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
@@ -16,12 +17,16 @@ from livekit.agents.llm import ChatContext, FunctionCall
 from pinecall_chat.app import create_app
 from pinecall_chat.conversation import ChatAgent
 from pinecall_chat.settings import ChatSettings
+from pinecall_chat.whatsapp import WhatsApp
 from pinecall_jobs.tools import AppTool
+from pinecall_loadlab.whatsapp import WhatsAppConfig, WhatsAppFake
 from pinecall_testkit.appsocket import call_log_settings, define, serving
-from pinecall_testkit.call_log import Keys, Listening, listening, make_keys
+from pinecall_testkit.call_log import Keys, Listening, bearer, listening, make_keys
 from pinecall_testkit.dispatcher import dispatcher_app
 
 SECRET = "a chat secret of the test"
+Chat = Callable[..., AbstractAsyncContextManager[Listening]]
+"""The ``chat`` fixture: ``chat(**overrides)`` serves a replica."""
 
 
 class Scripted:
@@ -130,3 +135,88 @@ async def dispatcher(
     )
     async with listening(app) as served:
         yield served
+
+
+# -- WhatsApp: Meta's Cloud API fake, a number of org_acme on it, a replica that delivers to ---
+
+WAIT_S = 15.0
+PACE_S = 0.2
+"""The pair rate of these tests, in seconds: the fake's and the chat's."""
+VERIFY = "lab-verify-token"
+ACME = {"org": "org_acme"}
+
+
+@pytest.fixture
+async def fake() -> AsyncIterator[WhatsAppFake]:
+    config = WhatsAppConfig(port=0, retry_min_s=0.05, retry_max_s=0.2, pair_interval_s=PACE_S)
+    async with WhatsAppFake(config) as wa:
+        yield wa
+
+
+@pytest.fixture
+async def number(call_log: Listening, keys: Keys, fake: WhatsAppFake) -> str:
+    """The fake's number, tied to ``support-bot`` of org_acme in production."""
+    body = {"agent": "support-bot", "verify_token": VERIFY,
+            "app_secret": fake.config.app_secret, "access_token": fake.config.access_token}  # fmt: skip
+    put = await call_log.client.put(
+        f"/v1/whatsapp/numbers/{fake.number}", json=body, params=ACME, headers=bearer(keys.app)
+    )
+    assert put.status_code == 200, put.text
+    return fake.number
+
+
+class Clock:
+    """The chat's clock, moved with the fake's."""
+
+    def __init__(self) -> None:
+        self.offset = 0.0
+
+    def __call__(self) -> float:
+        return time.time() + self.offset
+
+
+@pytest.fixture
+def replica(chat: Chat, keys: Keys, fake: WhatsAppFake, dispatcher: Listening) -> Callable[[], Any]:
+    """A chat replica as production runs one: a thread's call admitted by the dispatcher."""
+
+    def start() -> AbstractAsyncContextManager[Listening]:
+        return chat(
+            service_key=keys.service,
+            dispatcher_url=dispatcher.url.replace("ws://", "http://"),
+            whatsapp_graph_url=fake.url,
+            whatsapp_pair_interval_s=PACE_S,
+        )
+
+    return start
+
+
+def whatsapp_of(one: Listening) -> WhatsApp:
+    wa: WhatsApp = one.client.app.state.whatsapp
+    return wa
+
+
+def hook_url(one: Listening) -> str:
+    return one.url.replace("ws://", "http://") + "/v1/whatsapp/webhook"
+
+
+async def call_entries(call_log: Listening, keys: Keys, call: str) -> list[dict[str, Any]]:
+    got = await call_log.client.get(f"/v1/calls/{call}/entries", headers=bearer(keys.operator))
+    assert got.status_code == 200, got.text
+    entries: list[dict[str, Any]] = got.json()["entries"]
+    return entries
+
+
+async def agent_log(call_log: Listening, keys: Keys) -> list[dict[str, Any]]:
+    got = await call_log.client.get(
+        "/v1/agents/support-bot/log",
+        params={"environment": "production"},
+        headers=bearer(keys.operator),
+    )
+    entries: list[dict[str, Any]] = got.json()["entries"]
+    return entries
+
+
+async def open_calls(call_log: Listening, keys: Keys) -> list[dict[str, Any]]:
+    got = await call_log.client.get("/v1/calls", headers=bearer(keys.operator))
+    calls: list[dict[str, Any]] = got.json()["calls"]
+    return calls

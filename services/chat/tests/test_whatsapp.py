@@ -2,108 +2,31 @@
 fake delivers to a chat replica, which runs each thread as a written call on call-log.
 
 Each message delivered twice and out of order, statuses out of order: each message written once
-and answered once, in arrival order; a forged signature is 401 and writes nothing; the handshake
-answers only a number's verify token; with no app holding the agent, messages wait on its log and
-are answered in order once one registers, and one whose window closed is let go."""
+and answered once, in arrival order; with no app holding the agent, messages wait on its log and
+are answered in order once one registers, and one whose window closed is let go. The webhook's
+handshake and what it refuses: test_whatsapp_webhook.py. The fake, the number and the replica:
+conftest.py."""
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable
-from contextlib import AbstractAsyncContextManager
+from collections.abc import Callable
 from typing import Any
 
-import pytest
-
-from pinecall_chat.whatsapp import WhatsApp
 from pinecall_chat.whatsapp_wire import thread_call
-from pinecall_loadlab.whatsapp import WhatsAppConfig, WhatsAppFake, signature
+from pinecall_loadlab.whatsapp import WhatsAppFake
 from pinecall_testkit.appsocket import app as app_socket
 from pinecall_testkit.call_log import Keys, Listening, bearer
 
-Chat = Callable[..., AbstractAsyncContextManager[Listening]]
-WAIT_S = 15.0
-PACE_S = 0.2
-"""The pair rate of these tests, in seconds: the fake's and the chat's."""
-VERIFY = "lab-verify-token"
-ACME = {"org": "org_acme"}
-
-
-@pytest.fixture
-async def fake() -> AsyncIterator[WhatsAppFake]:
-    config = WhatsAppConfig(port=0, retry_min_s=0.05, retry_max_s=0.2, pair_interval_s=PACE_S)
-    async with WhatsAppFake(config) as wa:
-        yield wa
-
-
-@pytest.fixture
-async def number(call_log: Listening, keys: Keys, fake: WhatsAppFake) -> str:
-    """The fake's number, tied to ``support-bot`` of org_acme in production."""
-    body = {"agent": "support-bot", "verify_token": VERIFY,
-            "app_secret": fake.config.app_secret, "access_token": fake.config.access_token}  # fmt: skip
-    put = await call_log.client.put(
-        f"/v1/whatsapp/numbers/{fake.number}", json=body, params=ACME, headers=bearer(keys.app)
-    )
-    assert put.status_code == 200, put.text
-    return fake.number
-
-
-class Clock:
-    """The chat's clock, moved with the fake's."""
-
-    def __init__(self) -> None:
-        self.offset = 0.0
-
-    def __call__(self) -> float:
-        return time.time() + self.offset
-
-
-@pytest.fixture
-def replica(chat: Chat, keys: Keys, fake: WhatsAppFake, dispatcher: Listening) -> Callable[[], Any]:
-    """A chat replica as production runs one: a thread's call admitted by the dispatcher."""
-
-    def start() -> AbstractAsyncContextManager[Listening]:
-        return chat(
-            service_key=keys.service,
-            dispatcher_url=dispatcher.url.replace("ws://", "http://"),
-            whatsapp_graph_url=fake.url,
-            whatsapp_pair_interval_s=PACE_S,
-        )
-
-    return start
-
-
-def _wa(one: Listening) -> WhatsApp:
-    wa: WhatsApp = one.client.app.state.whatsapp
-    return wa
-
-
-def _hook(one: Listening) -> str:
-    return one.url.replace("ws://", "http://") + "/v1/whatsapp/webhook"
-
-
-async def _entries(call_log: Listening, keys: Keys, call: str) -> list[dict[str, Any]]:
-    got = await call_log.client.get(f"/v1/calls/{call}/entries", headers=bearer(keys.operator))
-    assert got.status_code == 200, got.text
-    entries: list[dict[str, Any]] = got.json()["entries"]
-    return entries
-
-
-async def _agent_log(call_log: Listening, keys: Keys) -> list[dict[str, Any]]:
-    got = await call_log.client.get(
-        "/v1/agents/support-bot/log",
-        params={"environment": "production"},
-        headers=bearer(keys.operator),
-    )
-    entries: list[dict[str, Any]] = got.json()["entries"]
-    return entries
-
-
-async def _open_calls(call_log: Listening, keys: Keys) -> list[dict[str, Any]]:
-    got = await call_log.client.get("/v1/calls", headers=bearer(keys.operator))
-    calls: list[dict[str, Any]] = got.json()["calls"]
-    return calls
+from .conftest import (
+    WAIT_S,
+    Clock,
+    agent_log,
+    call_entries,
+    hook_url,
+    open_calls,
+    whatsapp_of,
+)
 
 
 async def test_each_message_twice_and_out_of_order_is_written_and_answered_once_in_arrival_order(
@@ -111,8 +34,8 @@ async def test_each_message_twice_and_out_of_order_is_written_and_answered_once_
 ) -> None:
     async with app_socket(call_log, keys) as app, replica() as one:
         await app.register()
-        wa = _wa(one)
-        fake.set_webhook_url(_hook(one))
+        wa = whatsapp_of(one)
+        fake.set_webhook_url(hook_url(one))
         async with asyncio.timeout(WAIT_S):
             await wa.threads.until_held("production", "org_acme", "support-bot")
         ana = fake.contact("34600111222", name="Ana")
@@ -128,7 +51,7 @@ async def test_each_message_twice_and_out_of_order_is_written_and_answered_once_
         assert [r.text for r in replies] == ["You said: two", "You said: one", "You said: three"]
         assert len(ana.received) == 3  # the replay answered nothing again
         call = thread_call(number, "34600111222", 1)
-        logged = await _entries(call_log, keys, call)
+        logged = await call_entries(call_log, keys, call)
         wamid = {d.id: d.payload["entry"][0]["changes"][0]["value"]["messages"][0]["id"]
                  for d in (m1, m2, m3)}  # fmt: skip
         users = [e["data"]["message"] for e in logged if e["kind"] == "turn.user"]
@@ -141,16 +64,16 @@ async def test_each_message_twice_and_out_of_order_is_written_and_answered_once_
         assert fake.refused == []  # the pair rate kept
         attached = await app.expect("call.attached.v1")
         assert attached["call"] == call
-        assert [c["call"] for c in await _open_calls(call_log, keys)] == [call]
+        assert [c["call"] for c in await open_calls(call_log, keys)] == [call]
 
 
 async def test_waiting_messages_are_taken_in_order_when_an_app_holds_the_agent(
     call_log: Listening, keys: Keys, fake: WhatsAppFake, number: str, replica: Any
 ) -> None:
     async with replica() as one:
-        wa = _wa(one)
+        wa = whatsapp_of(one)
         clock = wa.threads.clock = Clock()
-        fake.set_webhook_url(_hook(one))
+        fake.set_webhook_url(hook_url(one))
         old = fake.contact("34600999000", name="Old").send("still open?")
         fake.advance(86_400 + 60)  # a day and a minute: the old contact's window closes
         clock.offset += 86_400 + 60
@@ -159,9 +82,9 @@ async def test_waiting_messages_are_taken_in_order_when_an_app_holds_the_agent(
         async with asyncio.timeout(WAIT_S):
             await fake.webhooks.wait_delivered(4)
             await wa.threads.settled()
-        waiting = await _agent_log(call_log, keys)
+        waiting = await agent_log(call_log, keys)
         assert [e["kind"] for e in waiting] == ["message.waiting"] * 4
-        assert await _open_calls(call_log, keys) == []  # nothing opened while nobody holds it
+        assert await open_calls(call_log, keys) == []  # nothing opened while nobody holds it
         async with app_socket(call_log, keys) as app:
             await app.register()
             async with asyncio.timeout(WAIT_S):
@@ -170,7 +93,7 @@ async def test_waiting_messages_are_taken_in_order_when_an_app_holds_the_agent(
         assert [r.text for r in replies] == ["You said: one", "You said: two", "You said: three"]
         assert fake.refused == []  # a backlog at once, at Meta's per-contact pace
         call = thread_call(number, "34600111222", 1)
-        log = await _agent_log(call_log, keys)
+        log = await agent_log(call_log, keys)
         seq = {e["data"]["message"]: e["seq"] for e in log if e["kind"] == "message.waiting"}
         taken = [e["data"] for e in log if e["kind"] == "message.taken"]
         ids = [d.payload["entry"][0]["changes"][0]["value"]["messages"][0]["id"] for d in said]
@@ -181,61 +104,9 @@ async def test_waiting_messages_are_taken_in_order_when_an_app_holds_the_agent(
         [expired] = [e["data"] for e in log if e["kind"] == "message.expired"]
         assert expired == {"message": old_id, "waiting_seq": seq[old_id], "why": "window_closed"}
         assert fake.contacts["34600999000"].received == []
-        users = [e["data"]["message"] for e in await _entries(call_log, keys, call)
+        users = [e["data"]["message"] for e in await call_entries(call_log, keys, call)
                  if e["kind"] == "turn.user"]  # fmt: skip
         assert users == ids
-
-
-async def test_the_handshake_answers_only_a_numbers_verify_token(number: str, replica: Any) -> None:
-    async with replica() as one:
-        hook = "/v1/whatsapp/webhook"
-        hub = {"hub.mode": "subscribe", "hub.verify_token": VERIFY, "hub.challenge": "1158201444"}
-        ok = await one.client.get(hook, params=hub)
-        assert (ok.status_code, ok.text) == (200, "1158201444")
-        for wrong in ({"hub.verify_token": "forged-token"}, {"hub.mode": "unsubscribe"},
-                      {"hub.challenge": None}):  # fmt: skip
-            params = {k: v for k, v in (hub | wrong).items() if v is not None}
-            refused = await one.client.get(hook, params=params)
-            assert refused.status_code == 403
-            assert refused.headers["content-type"] == "application/problem+json"
-
-
-async def test_a_forged_or_bad_webhook_is_refused_and_writes_nothing(
-    call_log: Listening, keys: Keys, fake: WhatsAppFake, number: str, replica: Any
-) -> None:
-    async with replica() as one:
-        wa = _wa(one)
-        # Meta's wire, signed with another app's secret: the fake retries, every time refused
-        forger = WhatsAppFake(WhatsAppConfig(port=0, app_secret="not-the-app-secret",
-                                             retry_min_s=0.01, retry_for_s=2.0))  # fmt: skip
-        async with forger:
-            forger.set_webhook_url(_hook(one))
-            delivery = forger.contact("34600111222").send("forged")
-            async with asyncio.timeout(WAIT_S):
-                await forger.webhooks.wait_attempts(2)
-            assert {a.status for a in forger.webhooks.attempts} == {401}
-        body, hook = delivery.body, "/v1/whatsapp/webhook"
-        good = signature(fake.config.app_secret, body)
-        cases = [
-            (body, {}, 401),  # no signature
-            (body, {"X-Hub-Signature-256": "sha256=" + "0" * 64}, 401),
-            (body, {"X-Hub-Signature-256": good.removeprefix("sha256=")}, 401),
-            (body + b" ", {"X-Hub-Signature-256": good}, 401),  # not the raw body signed
-            (b"not json", {"X-Hub-Signature-256": good}, 400),
-            (b'{"object": "page", "entry": []}', {}, 400),
-            (b'{"object": "whatsapp_business_account", "entry": []}', {}, 400),
-            (body.replace(number.encode(), b"999"), {}, 404),  # a number nobody put
-            (b" " * (3 * 1024 * 1024 + 1), {}, 413),
-        ]
-        for sent, headers, status in cases:
-            refused = await one.client.post(hook, content=sent, headers=headers)
-            assert (refused.status_code, refused.headers["content-type"]) == (
-                status, "application/problem+json",
-            ), (sent[:60], refused.text)  # fmt: skip
-        await wa.threads.settled()
-        assert await _agent_log(call_log, keys) == []
-        assert await _open_calls(call_log, keys) == []
-        assert fake.contacts.get("34600111222") is None or not fake.contacts["34600111222"].received
 
 
 async def test_a_thread_ended_timeout_is_followed_by_a_new_call_on_the_next_message(
@@ -245,8 +116,8 @@ async def test_a_thread_ended_timeout_is_followed_by_a_new_call_on_the_next_mess
     opens the next call of the thread, and the old call is written to no more."""
     async with app_socket(call_log, keys) as app, replica() as one:
         await app.register()
-        wa = _wa(one)
-        fake.set_webhook_url(_hook(one))
+        wa = whatsapp_of(one)
+        fake.set_webhook_url(hook_url(one))
         async with asyncio.timeout(WAIT_S):
             await wa.threads.until_held("production", "org_acme", "support-bot")
         ana = fake.contact("34600111222", name="Ana")
@@ -260,7 +131,7 @@ async def test_a_thread_ended_timeout_is_followed_by_a_new_call_on_the_next_mess
             f"/v1/calls/{first}/seal", json={"outcome": "timeout"}, headers=bearer(keys.service)
         )
         assert sealed.status_code == 200, sealed.text
-        before = await _entries(call_log, keys, first)
+        before = await call_entries(call_log, keys, first)
         ana.send("two")
         async with asyncio.timeout(WAIT_S):
             [_, reply] = await ana.wait_received(2)
@@ -268,9 +139,9 @@ async def test_a_thread_ended_timeout_is_followed_by_a_new_call_on_the_next_mess
             await wa.threads.settled()
         assert reply.text == "You said: two"
         second = thread_call(number, "34600111222", 2)
-        assert [c["call"] for c in await _open_calls(call_log, keys)] == [second]
-        assert await _entries(call_log, keys, first) == before
-        users = [e["data"]["text"] for e in await _entries(call_log, keys, second)
+        assert [c["call"] for c in await open_calls(call_log, keys)] == [second]
+        assert await call_entries(call_log, keys, first) == before
+        users = [e["data"]["text"] for e in await call_entries(call_log, keys, second)
                  if e["kind"] == "turn.user"]  # fmt: skip
         assert users == ["two"]
 
@@ -287,7 +158,7 @@ async def test_a_thread_moves_between_replicas_and_a_retried_delivery_is_answere
         await app.register()
         async with asyncio.timeout(WAIT_S):
             for r in (one, two):
-                await _wa(r).threads.until_held("production", "org_acme", "support-bot")
+                await whatsapp_of(r).threads.until_held("production", "org_acme", "support-bot")
         fake.set_webhook_url(f"http://127.0.0.1:{free_port()}/v1/whatsapp/webhook")  # nobody
         ana = fake.contact("34600111222", name="Ana")
         ana.send("one")
@@ -295,14 +166,14 @@ async def test_a_thread_moves_between_replicas_and_a_retried_delivery_is_answere
             await fake.webhooks.wait_attempts(2)
             assert fake.webhooks.delivered == []
             for n, (to, text) in enumerate(((one, None), (two, "two"), (one, "three")), 1):
-                fake.set_webhook_url(_hook(to))  # the retry goes to the replica now behind it
+                fake.set_webhook_url(hook_url(to))  # the retry goes to the replica now behind it
                 if text is not None:
                     ana.send(text)
                 await ana.wait_received(n)
                 await fake.webhooks.wait_delivered(4 * n)  # the message and its three statuses
-                await _wa(to).threads.settled()
+                await whatsapp_of(to).threads.settled()
         assert [r.text for r in ana.received] == [f"You said: {t}" for t in ("one", "two", "three")]
-        logged = await _entries(call_log, keys, thread_call(number, "34600111222", 1))
+        logged = await call_entries(call_log, keys, thread_call(number, "34600111222", 1))
         assert [e["data"]["text"] for e in logged if e["kind"] == "turn.user"] == [
             "one", "two", "three",
         ]  # fmt: skip
@@ -314,7 +185,7 @@ async def test_a_thread_moves_between_replicas_and_a_retried_delivery_is_answere
         call = thread_call(number, "34600111222", 1)
         got = await call_log.client.get(f"/v1/calls/{call}", headers=bearer(keys.operator))
         assert got.json()["context"]["contact"] == "34600111222"
-        kept = [s for s in _wa(two).threads._sessions.values() if s.record.call == call]
+        kept = [s for s in whatsapp_of(two).threads._sessions.values() if s.record.call == call]
         assert [s.contact for s in kept] == ["34600111222"]
 
 
@@ -342,9 +213,9 @@ async def test_a_message_refused_at_its_orgs_quota_waits_and_is_taken_once_a_cal
     assert quota.status_code == 200, quota.text
     async with app_socket(call_log, keys) as app, replica() as one:
         await app.register()
-        wa = _wa(one)
+        wa = whatsapp_of(one)
         wa.threads.quota_retry_s = 0.2
-        fake.set_webhook_url(_hook(one))
+        fake.set_webhook_url(hook_url(one))
         async with asyncio.timeout(WAIT_S):
             await wa.threads.until_held("production", "org_acme", "support-bot")
         ana, ben = fake.contact("34600111222"), fake.contact("34600333444")
@@ -355,7 +226,7 @@ async def test_a_message_refused_at_its_orgs_quota_waits_and_is_taken_once_a_cal
         wamid = sent.payload["entry"][0]["changes"][0]["value"]["messages"][0]["id"]
 
         async def waiting() -> list[dict[str, Any]]:
-            return [e for e in await _agent_log(call_log, keys) if e["kind"] == "message.waiting"]
+            return [e for e in await agent_log(call_log, keys) if e["kind"] == "message.waiting"]
 
         async with asyncio.timeout(WAIT_S):
             [entry] = await _until(waiting)
@@ -371,13 +242,11 @@ async def test_a_message_refused_at_its_orgs_quota_waits_and_is_taken_once_a_cal
             await wa.threads.settled()
         assert reply.text == "You said: hello"
         call = thread_call(number, "34600333444", 1)
-        taken = [
-            e["data"] for e in await _agent_log(call_log, keys) if e["kind"] == "message.taken"
-        ]
+        taken = [e["data"] for e in await agent_log(call_log, keys) if e["kind"] == "message.taken"]
         assert [(t["message"], t["call"], t["waiting_seq"]) for t in taken] == [
             (wamid, call, entry["seq"])
         ]
-        logged = await _entries(call_log, keys, call)
+        logged = await call_entries(call_log, keys, call)
         assert [e["data"]["message"] for e in logged if e["kind"] == "turn.user"] == [wamid]
         assert [e["data"]["reply_to"] for e in logged if e["kind"] == "turn.agent"] == [wamid]
         assert len(ben.received) == 1
@@ -394,8 +263,8 @@ async def test_a_message_for_an_agent_deleted_since_is_let_go_with_its_reason(
 
     async with app_socket(call_log, keys) as app, replica() as one:
         await app.register()
-        wa = _wa(one)
-        fake.set_webhook_url(_hook(one))
+        wa = whatsapp_of(one)
+        fake.set_webhook_url(hook_url(one))
         async with asyncio.timeout(WAIT_S):
             await wa.threads.until_held("production", "org_acme", "support-bot")
         async with await psycopg.AsyncConnection.connect(database_url) as conn:
@@ -406,31 +275,8 @@ async def test_a_message_for_an_agent_deleted_since_is_let_go_with_its_reason(
             await fake.webhooks.wait_delivered(1)
             await wa.threads.settled()
         wamid = sent.payload["entry"][0]["changes"][0]["value"]["messages"][0]["id"]
-        [gone] = await _agent_log(call_log, keys)
+        [gone] = await agent_log(call_log, keys)
         assert gone["kind"] == "message.expired"
         assert (gone["data"]["message"], gone["data"]["why"]) == (wamid, "unknown_agent")
-        assert await _open_calls(call_log, keys) == []
+        assert await open_calls(call_log, keys) == []
         assert ana.received == []
-
-
-async def test_the_webhook_is_503_when_jetstream_does_not_store_it(
-    call_log: Listening, keys: Keys, fake: WhatsAppFake, number: str, replica: Any
-) -> None:
-    """JetStream not storing (its stream gone): the webhook cannot make what it acknowledges
-    durable, so it does not
-    acknowledge it (503, a problem detail; Meta delivers again), and nothing is written."""
-    from pinecall_servicekit.platform import free_port
-
-    async with replica() as one:
-        wa = _wa(one)
-        fake.set_webhook_url(f"http://127.0.0.1:{free_port()}/v1/whatsapp/webhook")  # nobody
-        body = fake.contact("34600111222").send("one").body
-        bus = wa.inbox.bus
-        await bus.js.delete_stream(bus.subjects.whatsapp_stream)
-        hook, signed = "/v1/whatsapp/webhook", signature(fake.config.app_secret, body)
-        refused = await one.client.post(hook, content=body, headers={"X-Hub-Signature-256": signed})
-        assert (refused.status_code, refused.headers["content-type"]) == (
-            503, "application/problem+json",
-        ), refused.text  # fmt: skip
-    assert await _agent_log(call_log, keys) == []
-    assert await _open_calls(call_log, keys) == []

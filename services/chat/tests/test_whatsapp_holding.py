@@ -13,18 +13,24 @@ from pinecall_contracts.appsocket import Holding
 AGENT = ("production", "org_acme", "support-bot")
 
 
-async def test_an_agent_held_again_after_stale_announcements_has_its_waiting_messages_drained() -> (
-    None
-):
-    now = [0.0]
-    threads = Threads(
-        numbers=None,  # type: ignore[arg-type]  # no message is handled here
+def threads_at(now: list[float]) -> Threads:
+    """A replica's threads with no store, graph or numbers (no message is handled here), its
+    clock ``now[0]`` (seconds), announcements every second and a day's window."""
+    return Threads(
+        numbers=None,  # type: ignore[arg-type]
         engine=None,  # type: ignore[arg-type]
         graph=None,  # type: ignore[arg-type]
         window_s=86_400.0,
         announce_s=1.0,
         monotonic=lambda: now[0],
     )
+
+
+async def test_an_agent_held_again_after_stale_announcements_has_its_waiting_messages_drained() -> (
+    None
+):
+    now = [0.0]
+    threads = threads_at(now)
     drained: list[tuple[str, str, str]] = []
     threads._drain = drained.append  # type: ignore[method-assign,assignment]
     said = Holding(replica="call-log-1", agents=[AGENT])
@@ -52,14 +58,7 @@ async def test_a_replica_just_started_waits_to_hear_who_holds_an_agent_before_ju
     message then waits for the agent's holder to be heard (CI: a replica just started wrote its
     first message waiting, so the replica killed after never answered it, nor the next)."""
     now = [0.0]
-    threads = Threads(
-        numbers=None,  # type: ignore[arg-type]  # no message is handled here
-        engine=None,  # type: ignore[arg-type]
-        graph=None,  # type: ignore[arg-type]
-        window_s=86_400.0,
-        announce_s=1.0,
-        monotonic=lambda: now[0],
-    )
+    threads = threads_at(now)
     threads._drain = lambda scope: None  # type: ignore[method-assign,assignment,misc]
     waiting = asyncio.create_task(threads._until_heard(*AGENT))
     await asyncio.sleep(0)  # the task runs up to its wait

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import httpx
 import pytest
@@ -23,37 +23,19 @@ from pinecall_loadlab.livekit.testing import API_KEY, API_SECRET
 from pinecall_loadlab.vendors import VendorFakes
 from pinecall_loadlab.vendors.recordings import decode, voiced_seconds
 from pinecall_loadlab.vendors.s3 import S3Fake
+from pinecall_loadlab.vendors.s3_testing import *  # noqa: F403  (the S3 fake's fixtures)
+from pinecall_loadlab.vendors.s3_testing import BUCKET, recordings_settings
 from pinecall_overflow.server import Overflow
 from pinecall_testkit.call_log import Keys, Process, bearer
 
 from .conftest import Sealed, job_offer, offer_to, overflow_of, settings_for
-
-BUCKET = "recordings"
-
-
-@pytest.fixture
-def s3() -> Iterator[S3Fake]:
-    with S3Fake.started(buckets=[BUCKET]) as fake:
-        yield fake
-
-
-@pytest.fixture
-async def bucket(s3: S3Fake) -> AsyncIterator[Bucket]:
-    access = BucketAccess(bucket=BUCKET, endpoint=s3.url, key_id="lab", secret="lab")
-    async with Bucket(access) as opened:
-        yield opened
 
 
 @pytest.fixture
 async def recording_overflow(
     standin: StandIn, vendor_fakes: VendorFakes, keys: Keys, call_log: Process, s3: S3Fake
 ) -> AsyncIterator[Overflow]:
-    env = {
-        "PINECALL_RECORDINGS_BUCKET": BUCKET,
-        "PINECALL_RECORDINGS_ENDPOINT": s3.url,
-        "PINECALL_RECORDINGS_ACCESS_KEY_ID": "lab",
-        "PINECALL_RECORDINGS_SECRET_ACCESS_KEY": "lab",
-    }
+    env = {f"PINECALL_{name.upper()}": value for name, value in recordings_settings(s3).items()}
     settings = settings_for(standin, vendor_fakes, keys, call_log.url, env)
     assert BucketAccess.of(settings) is not None
     async with overflow_of(settings) as o:

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from livekit import api
 
-from pinecall_clients.bucket import Bucket, BucketAccess
+from pinecall_clients.bucket import Bucket
 from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts.agents import AgentDefinition
 from pinecall_labroom import LabRoom
@@ -29,6 +29,8 @@ from pinecall_loadlab.callers import LINES, Say, WaitForAgent, play
 from pinecall_loadlab.vendors import Reply, ToolUse, VendorFakes
 from pinecall_loadlab.vendors.recordings import HOLDS, decode, holds_lines, voiced_seconds
 from pinecall_loadlab.vendors.s3 import S3Fake
+from pinecall_loadlab.vendors.s3_testing import *  # noqa: F403  (the S3 fake's fixtures)
+from pinecall_loadlab.vendors.s3_testing import BUCKET, recordings_settings
 from pinecall_testkit.call_log import Process
 from pinecall_testkit.roster import Keys
 from pinecall_testkit.worker import CallEvents, kinds, of_kind, offer_call, read_log, serving
@@ -36,7 +38,6 @@ from pinecall_worker.server import Worker
 
 pytestmark = pytest.mark.long  # scheduled first (the testing plugin)
 
-BUCKET = "recordings"
 RECORDED = AgentDefinition(
     name="recorded", prompt="You answer briefly.", greeting="Acme, how can I help?", record=True
 )
@@ -44,31 +45,9 @@ ANSWER = "Your order arrives on Thursday."
 BYE = "Goodbye, and thank you for calling."
 
 
-@pytest.fixture
-def s3() -> Iterator[S3Fake]:
-    with S3Fake.started(buckets=[BUCKET]) as fake:
-        yield fake
-
-
-@pytest.fixture
-async def bucket(s3: S3Fake) -> AsyncIterator[Bucket]:
-    access = BucketAccess(bucket=BUCKET, endpoint=s3.url, key_id="lab", secret="lab")
-    async with Bucket(access) as opened:
-        yield opened
-
-
 async def define(call_log: Process, keys: Keys) -> None:
     async with CallLogClient(call_log.url, keys.app) as client:
         await client.put_agent(RECORDED, org="org_acme")
-
-
-def recording_settings(s3: S3Fake) -> dict[str, Any]:
-    return {
-        "recordings_bucket": BUCKET,
-        "recordings_endpoint": s3.url,
-        "recordings_access_key_id": "lab",
-        "recordings_secret_access_key": "lab",
-    }
 
 
 async def a_call(
@@ -110,7 +89,7 @@ async def test_a_recorded_call_is_in_the_bucket_whole_both_sides_as_its_log_says
     vendor_fakes.anthropic.script(
         Reply(text=ANSWER), Reply(tool=ToolUse(name="end_call")), Reply(text=BYE)
     )
-    worker = call_worker(**recording_settings(s3))
+    worker = call_worker(**recordings_settings(s3))
     async with serving(worker):
         async with asyncio.timeout(120):
             heard, sealed = await a_call(worker, caller, livekit_api, call_events, "call_rec1")
@@ -163,7 +142,7 @@ async def test_a_bucket_that_refuses_gives_recording_failed_and_the_call_goes_on
         Reply(text=ANSWER), Reply(tool=ToolUse(name="end_call")), Reply(text=BYE)
     )
     s3.refuse({"parts", "complete"}, status=403)
-    worker = call_worker(**recording_settings(s3))
+    worker = call_worker(**recordings_settings(s3))
     async with serving(worker):
         async with asyncio.timeout(120):
             heard, sealed = await a_call(worker, caller, livekit_api, call_events, "call_rec3")

@@ -14,8 +14,9 @@
 5. per environment two processes of the booking example's app holding the callers' agent, and a
    console holding it (``lab app``, each with its ledger; :func:`apps`), once call-log holds the
    agent's definition;
-6. the callers (``lab callers``) and the chat visitors (``lab chats``, :func:`chats`), started by
-   :mod:`pinecall_runtime.up.command` once every fleet is heard and every app holds its agent.
+6. the callers (``lab callers``) and the chat visitors (``lab chats``), started by
+   :mod:`pinecall_runtime.up.calls` once every fleet is heard and every app holds its agent
+   (:mod:`pinecall_runtime.up.traffic`).
 
 Every HTTP service listens on a free port (``PINECALL_PORT``); a worker's and an overflow's
 health port too. Workers drain in ``DRAIN_S`` and seal in ``SEAL_S`` when ``up`` stops (their
@@ -28,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import json
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
@@ -55,10 +55,6 @@ seed's five minutes would outlast most runs; a visitor writes again within 1-2 s
 REAP_EVERY_S = 2.0
 """``PINECALL_REAP_EVERY_S`` of ``up``'s reaper (a voice call is still reaped only after the
 seed's five quiet minutes)."""
-CHAT_MESSAGES = 3
-"""Messages each chat visitor writes."""
-CHAT_PACE_S = 1.0
-"""Seconds between a reply and the visitor's next message."""
 TIER = {"lab": 0, "store": 1, "control": 2, "workers": 3, "apps": 4, "callers": 5}
 """Stop order, highest first: callers, the apps (each drains: its calls have ended by then),
 workers and overflows, the control plane, roster and call-log, then the stand-ins."""
@@ -330,60 +326,6 @@ def apps(run: Run, at: Urls, ledgers: Path, *, agent: str, org: str) -> list[Sup
     return made
 
 
-def callers(
-    run: Run,
-    at: Urls,
-    state_dir: Path,
-    rate: float,
-    calls: int | None,
-    *,
-    agent: str,
-    org: str,
-    greeted: bool,
-) -> Supervised:
-    """Step 6: the callers' process (``lab callers``: phones and visitors of every environment
-    at ``rate``, ``calls`` in all, ringing for ``org``'s ``agent``, hearing its greeting out
-    first when ``greeted``), its plan in ``<state dir>/callers-plan.json``, each caller's state
-    in ``<state dir>/callers.jsonl``."""
-    environments = [
-        {
-            "environment": e,
-            "fleet": fleet,
-            "livekit_url": at.livekit[e],
-            "api_key": run.livekit_keys[e][0],
-            "api_secret": run.livekit_keys[e][1],
-            "app_key": run.app_keys[e],
-        }
-        for e, fleet in ENVIRONMENTS.items()
-    ]
-    plan_file = state_dir / "callers-plan.json"
-    plan_file.write_text(
-        json.dumps(
-            {
-                "environments": environments,
-                "dispatcher_url": at.dispatcher,
-                "call_log_url": at.call_log,
-                "rate": rate,
-                "calls": calls,
-                "agent": agent,
-                "org": org,
-                "greeted": greeted,
-                "run": f"up{run.token}",
-            },
-            indent=2,
-        )
-    )
-    out = state_dir / "callers.jsonl"
-    return Supervised(
-        name="callers",
-        args=["lab", "callers", "--plan", str(plan_file), "--out", str(out)],
-        env=run.env(),
-        log=run.logs / "callers.log",
-        tier=TIER["callers"],
-        restart=False,
-    )
-
-
 def prometheus(run: Run, targets: list[Supervised], folder: Path) -> Supervised:
     """``up --prometheus``: Debian's Prometheus scraping ``targets`` (the processes that serve
     ``/metrics``) every second with the alert rules loaded
@@ -397,39 +339,3 @@ def prometheus(run: Run, targets: list[Supervised], folder: Path) -> Supervised:
         run, "prometheus", p.args(config, url.split("://")[1]), {}, url, "/-/ready", "lab"
     )
     return dataclasses.replace(served, module=p.__name__)
-
-
-def chats(
-    run: Run, at: Urls, state_dir: Path, rate: float, chats: int, *, agent: str, org: str
-) -> Supervised:
-    """Step 6, written: the chat visitors' process (``lab chats``: ``chats`` visitors of every
-    environment in turn at ``rate``, each :data:`CHAT_MESSAGES` messages to ``org``'s ``agent``,
-    dialling the chat replicas in turn), its plan in ``<state dir>/chats-plan.json``, each
-    visitor's state in ``<state dir>/chats.jsonl``."""
-    plan_file = state_dir / "chats-plan.json"
-    plan_file.write_text(
-        json.dumps(
-            {
-                "environments": [
-                    {"environment": e, "app_key": run.app_keys[e]} for e in ENVIRONMENTS
-                ],
-                "chat_urls": at.chat,
-                "agent": agent,
-                "org": org,
-                "chats": chats,
-                "rate": rate,
-                "messages": CHAT_MESSAGES,
-                "pace_s": CHAT_PACE_S,
-            },
-            indent=2,
-        )
-    )
-    out = state_dir / "chats.jsonl"
-    return Supervised(
-        name="chats",
-        args=["lab", "chats", "--plan", str(plan_file), "--out", str(out)],
-        env=run.env(),
-        log=run.logs / "chats.log",
-        tier=TIER["callers"],
-        restart=False,
-    )

@@ -19,16 +19,18 @@ POST /v1/calls/{call}/end                  fleet, serv., op. CallRecord (CallEnd
 POST /v1/calls/{call}/seal                 fleet, serv., op. CallRecord (CallEnd or none)
 POST /v1/calls/{call}/tools                fleet             ToolResult (ToolCall); waits
 POST /v1/calls/{call}/tools/{id}/result    app               ToolResult (ToolAnswer)
-POST /v1/callbacks                         all four          AgentEntry (CallbackRequest)
+POST /v1/callbacks                         all four          AgentEntry (CallbackRequest;
+                                                             :mod:`.callbacks`)
 POST /v1/agents/{agent}/log                fleet, serv., op. AgentEntry (AgentEntry; once per key)
 GET  /v1/agents/{agent}/log?after=<seq>    fleet, app, op.   AgentLog (an operator: &environment=)
 PUT  /v1/agents/{agent}?org=               app, operator     AgentVersion (:mod:`.definitions`)
 GET  /v1/agents?org=                        app, operator     AgentList (the same)
 GET  /v1/agents/{agent}?org=               all four          AgentVersion (the same)
 PUT/GET /v1/whatsapp/numbers…              app, op., service WhatsApp numbers (:mod:`.numbers`)
-POST /v1/calls/{call}/log-token            app, operator     LogToken
+POST /v1/calls/{call}/log-token            app, operator     LogToken (:mod:`.stream`)
 GET  /v1/calls/{call}/stream?log_token=    the log token     Server-Sent Events (Last-Event-ID,
-                                                             ?last_event_id=; 204 sealed)
+                                                             ?last_event_id=; 204 sealed;
+                                                             :mod:`.stream`)
 GET  /v1/calls/{call}/recording?org=       app, operator     RecordingLinks: signed URLs that
                                                              expire (:mod:`.recordings`)
 WS   /v1/apps/socket                       app               the app socket (:mod:`.sockets`)
@@ -52,23 +54,20 @@ its batch is written.
 
 from __future__ import annotations
 
-import datetime as dt
-from typing import Annotated, Any, Literal
+from typing import Annotated, Literal
 
 import msgspec
 from litestar import Request, get, post
 from litestar.datastructures import State
 from litestar.params import FromQuery, JSONBody, PathParameter, QueryParameter
-from litestar.response import Response, ServerSentEvent
 
-from pinecall_call_log import domain, stream
+from pinecall_call_log import domain
 from pinecall_call_log.service import CallLogService
 from pinecall_contracts.appsocket import Handed
 from pinecall_contracts.calls import (
     AgentEntry,
     AgentLog,
     BatchWritten,
-    CallbackRequest,
     CallCommands,
     CallEnd,
     CallLog,
@@ -79,7 +78,6 @@ from pinecall_contracts.calls import (
     Entry,
     EntryBatch,
     EventWritten,
-    LogToken,
     Reopened,
     ToolAnswer,
     ToolCall,
@@ -340,21 +338,6 @@ async def answer_tool(
     return await service_of(request).answer_tool(call, tool_id, data.result, data.error)
 
 
-@post("/v1/callbacks", status_code=200, responses=problems(400, 401, 403, 422, 503))
-async def callbacks(
-    request: AnyRequest, data: JSONBody[CallbackRequest], environment: FromQuery[str | None] = None
-) -> AgentEntry:
-    """Call this caller back: ``callback.requested`` on the agent's log, once per call."""
-    environment = _environment(await key_of(request), environment)
-    if data.number is None and data.contact is None:
-        raise Unprocessable("name the caller's number or contact")
-    service = service_of(request)
-    entry, made = await service.store.agents.callback(environment, data, utcnow())
-    if made:
-        service.callbacks[environment] += 1
-    return entry
-
-
 @post("/v1/agents/{agent:str}/log", status_code=200, responses=problems(400, 401, 403, 422, 503))
 async def agent_append(
     request: AnyRequest,
@@ -387,53 +370,6 @@ async def agent_log(
     return await service_of(request).store.agents.agent_log(env, agent, after)
 
 
-@post(
-    "/v1/calls/{call:str}/log-token", status_code=200, responses=problems(400, 401, 403, 404, 503)
-)
-async def log_token(request: AnyRequest, call: CallPath) -> LogToken:
-    """A token a page follows this call's stream with (minted by its app's server)."""
-    await _call(request, call)
-    settings = service_of(request).settings
-    token, exp = stream.mint(settings.log_token_secret, call, settings.log_token_ttl_s)
-    return LogToken(call=call, token=token, expires_at=dt.datetime.fromtimestamp(exp, dt.UTC))
-
-
-@get(
-    "/v1/calls/{call:str}/stream",
-    responses=problems(400, 401, 404, 422, 503),
-    response_headers={"Access-Control-Allow-Origin": "*"},
-)
-async def follow(
-    request: AnyRequest,
-    call: CallPath,
-    log_token: FromQuery[str | None] = None,
-    last_event_id: FromQuery[str | None] = None,
-) -> Response[Any]:
-    """The call's entries as Server-Sent Events after a cursor (a seq), to the seal.
-
-    The cursor is the ``Last-Event-ID`` header (an ``EventSource`` reconnecting sends it) or
-    the ``?last_event_id=`` query parameter (a page that rebuilds its ``EventSource`` after a
-    non-200 cannot set the header: ``shared/reference/app-socket.md`` §3); the header wins when
-    both are there; 0 when neither is. Not ASCII digits (at most 18, a seq's bigint): 422. A sealed call with nothing after the
-    cursor is 204, which stops a browser's reconnecting. The first event sets the reconnection
-    time (:data:`stream.RETRY_MS`). Any origin may read it (the log token is the whole grant):
-    ``Access-Control-Allow-Origin: *``, no credentials."""
-    service = service_of(request)
-    stream.verify(service.settings.log_token_secret, log_token, call)
-    await service.identity(call)
-    last = request.headers.get("last-event-id") or last_event_id or "0"
-    if not (last.isascii() and last.isdigit() and len(last) <= 18):  # "²" is a digit too
-        raise Unprocessable("Last-Event-ID (or ?last_event_id=) is the seq of the last entry seen")
-    after = int(last)
-    record = await service.store.calls.record(call)  # where the log stands now
-    if record is not None and record.state == "sealed" and record.last_seq <= after:
-        return Response(None, status_code=204, headers={"Access-Control-Allow-Origin": "*"})
-    return ServerSentEvent(
-        stream.follow(service.store.calls, service.bus, call, after),
-        retry_duration=stream.RETRY_MS,
-    )
-
-
 ROUTES = [
     open_call,
     list_calls,
@@ -448,9 +384,6 @@ ROUTES = [
     seal_call,
     run_tool,
     answer_tool,
-    callbacks,
     agent_append,
     agent_log,
-    log_token,
-    follow,
 ]

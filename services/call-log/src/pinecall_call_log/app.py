@@ -7,7 +7,7 @@ from functools import partial
 from litestar import Litestar
 from litestar.datastructures import State
 
-from pinecall_call_log import api, callbacks, definitions, numbers, recordings
+from pinecall_call_log import api, callbacks, definitions, numbers, recordings, stream
 from pinecall_call_log.metrics import registry_for
 from pinecall_call_log.ops import start_ops
 from pinecall_call_log.service import CallLogService
@@ -53,6 +53,7 @@ def create_app(settings: CallLogSettings | None = None) -> Litestar:
             *numbers.ROUTES,
             *callbacks.ROUTES,
             *recordings.ROUTES,
+            *stream.ROUTES,
             *route.ROUTES,
         ],
         lifespan=[service_lifespan("call-log", settings, start, engine=engine)],

@@ -20,18 +20,24 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import datetime as dt
 import hashlib
 import hmac
 import time
 from collections.abc import AsyncIterator
+from typing import Any
 
 import msgspec
-from litestar.response import ServerSentEventMessage
+from litestar import get, post
+from litestar.params import FromQuery
+from litestar.response import Response, ServerSentEvent, ServerSentEventMessage
 
+from pinecall_call_log.api import AnyRequest, CallPath, _call, service_of
 from pinecall_call_log.store import CallStore
-from pinecall_contracts.calls import Appended
+from pinecall_contracts.calls import Appended, LogToken
 from pinecall_servicekit.bus import Bus
-from pinecall_servicekit.errors import Unauthorized, Unavailable
+from pinecall_servicekit.errors import Unauthorized, Unavailable, Unprocessable
+from pinecall_servicekit.http import problems
 
 RETRY_MS = 1000
 """The reconnection time a stream sets (``retry:``, milliseconds): a browser's own is about 3 s;
@@ -79,7 +85,7 @@ def verify(secret: str, token: str | None, call: str, now: float | None = None) 
         raise Unauthorized("the log token expired: mint another")
 
 
-async def follow(
+async def entries_after(
     store: CallStore, bus: Bus, call: str, after: int, *, poll_s: float = 15.0
 ) -> AsyncIterator[ServerSentEventMessage]:
     """Every entry of ``call`` with seq above ``after``, then each one written, until the seal.
@@ -109,3 +115,53 @@ async def follow(
                 yield ServerSentEventMessage(comment="keep-alive")
     finally:
         await subscription.unsubscribe()
+
+
+@post(
+    "/v1/calls/{call:str}/log-token", status_code=200, responses=problems(400, 401, 403, 404, 503)
+)
+async def log_token(request: AnyRequest, call: CallPath) -> LogToken:
+    """A token a page follows this call's stream with (minted by its app's server)."""
+    await _call(request, call)
+    settings = service_of(request).settings
+    token, exp = mint(settings.log_token_secret, call, settings.log_token_ttl_s)
+    return LogToken(call=call, token=token, expires_at=dt.datetime.fromtimestamp(exp, dt.UTC))
+
+
+@get(
+    "/v1/calls/{call:str}/stream",
+    responses=problems(400, 401, 404, 422, 503),
+    response_headers={"Access-Control-Allow-Origin": "*"},
+)
+async def follow(
+    request: AnyRequest,
+    call: CallPath,
+    log_token: FromQuery[str | None] = None,
+    last_event_id: FromQuery[str | None] = None,
+) -> Response[Any]:
+    """The call's entries as Server-Sent Events after a cursor (a seq), to the seal.
+
+    The cursor is the ``Last-Event-ID`` header (an ``EventSource`` reconnecting sends it) or
+    the ``?last_event_id=`` query parameter (a page that rebuilds its ``EventSource`` after a
+    non-200 cannot set the header: ``shared/reference/app-socket.md`` §3); the header wins when
+    both are there; 0 when neither is. Not ASCII digits (at most 18, a seq's bigint): 422. A sealed call with nothing after the
+    cursor is 204, which stops a browser's reconnecting. The first event sets the reconnection
+    time (:data:`RETRY_MS`). Any origin may read it (the log token is the whole grant):
+    ``Access-Control-Allow-Origin: *``, no credentials."""
+    service = service_of(request)
+    verify(service.settings.log_token_secret, log_token, call)
+    await service.identity(call)
+    last = request.headers.get("last-event-id") or last_event_id or "0"
+    if not (last.isascii() and last.isdigit() and len(last) <= 18):  # "²" is a digit too
+        raise Unprocessable("Last-Event-ID (or ?last_event_id=) is the seq of the last entry seen")
+    after = int(last)
+    record = await service.store.calls.record(call)  # where the log stands now
+    if record is not None and record.state == "sealed" and record.last_seq <= after:
+        return Response(None, status_code=204, headers={"Access-Control-Allow-Origin": "*"})
+    return ServerSentEvent(
+        entries_after(service.store.calls, service.bus, call, after),
+        retry_duration=RETRY_MS,
+    )
+
+
+ROUTES = [log_token, follow]

@@ -14,7 +14,6 @@ from __future__ import annotations
 import contextlib
 import datetime as dt
 from collections.abc import AsyncIterator, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import sqlalchemy as sa
@@ -22,54 +21,12 @@ from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
 from pinecall_contracts.calls import Callback
-from pinecall_dispatcher.followups.rules import FollowupRules, Next, TryOutcome, after, due
+from pinecall_dispatcher.followups.rules import FollowupRules, TryOutcome, after, due
 from pinecall_dispatcher.store.followup_counts import Counts, counts
+from pinecall_dispatcher.store.followup_rows import Ended, Followup, row_followup
 from pinecall_dispatcher.store.notes import Note, NoteStore, owe
 from pinecall_dispatcher.store.tables import FOLLOWUP_TRIES, FOLLOWUPS
 from pinecall_servicekit import db
-
-
-@dataclass(frozen=True, slots=True)
-class Followup:
-    """A follow-up as the store holds it; ``attempt`` is its try at hand (0: none)."""
-
-    id: int
-    environment: str
-    agent: str
-    org: str
-    number: str | None
-    call: str | None
-    reason: str
-    callback_seq: int
-    burnt: int
-    attempt: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Ended:
-    """A try's outcome applied: the follow-up's try, its outcome and what it became."""
-
-    followup: Followup
-    outcome: TryOutcome
-    call: str | None
-    status: str | None
-    next: Next
-
-
-def _followup(r: Any, attempt: int = 0) -> Followup:
-    return Followup(
-        id=r.id,
-        environment=r.environment,
-        agent=r.agent,
-        org=r.org,
-        number=r.number,
-        call=r.call,
-        reason=r.reason,
-        callback_seq=r.callback_seq,
-        burnt=r.burnt,
-        attempt=attempt,
-    )
-
 
 __all__ = ["Counts", "Ended", "Followup", "FollowupStore"]
 
@@ -128,7 +85,7 @@ class FollowupStore:
         )
         async with db.translate_errors("taking call backs"), self.engine.begin() as conn:
             made = (await conn.execute(statement)).all()
-        return [_followup(r) for r in made]
+        return [row_followup(r) for r in made]
 
     @contextlib.asynccontextmanager
     async def turn(self, environment: str) -> AsyncIterator[bool]:
@@ -198,7 +155,7 @@ class FollowupStore:
                         for r in rows
                     ],
                 )
-        return [_followup(r, r.tries) for r in sorted(rows, key=lambda r: r.id)]
+        return [row_followup(r, r.tries) for r in sorted(rows, key=lambda r: r.id)]
 
     async def reclaim(self, now: dt.datetime, stale_s: float, replica: str) -> list[Followup]:
         """Tries claimed and not dialled for ``stale_s`` (their replica died between the claim
@@ -232,7 +189,7 @@ class FollowupStore:
             rows = (
                 await conn.execute(sa.select(FOLLOWUPS).where(FOLLOWUPS.c.id.in_(list(tries))))
             ).all()
-        return [_followup(r, tries[r.id]) for r in rows]
+        return [row_followup(r, tries[r.id]) for r in rows]
 
     async def dialled(self, f: Followup, call: str, now: dt.datetime, note: Note) -> None:
         """The try's dial answered ``call``; ``note`` owed once (a try dialled again after its
@@ -322,7 +279,7 @@ class FollowupStore:
             )
         )
         return Ended(
-            followup=_followup(current, row.attempt),
+            followup=row_followup(current, row.attempt),
             outcome=outcome,
             call=row.call,
             status=status,
@@ -374,7 +331,7 @@ class FollowupStore:
                     .returning(*FOLLOWUPS.c)
                 )
             ).all()
-            deferred = [_followup(r) for r in rows]
+            deferred = [row_followup(r) for r in rows]
             await owe(conn, [note(f) for f in deferred], now)
         return deferred
 
@@ -394,7 +351,7 @@ class FollowupStore:
         )
         async with db.translate_errors("reading tries"), self.engine.connect() as conn:
             rows = (await conn.execute(query)).all()
-        return [(_followup(r, r.attempt), r.dialled) for r in rows]
+        return [(row_followup(r, r.attempt), r.dialled) for r in rows]
 
     async def counts(self, now: dt.datetime, window_s: float) -> dict[str, Counts]:
         """Each environment's follow-ups owed and due, and its tries ended in ``window_s``."""
