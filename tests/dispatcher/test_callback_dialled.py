@@ -47,7 +47,11 @@ from pinecall_servicekit.testing.apps import Replica
 from pinecall_testkit.call_log import Keys, bearer
 from pinecall_testkit.worker import CallEvents
 
-pytestmark = pytest.mark.long  # a worker process and its job process start: scheduled first
+# scheduled first (a worker process and its job process start); 600 s, past the test's own 300 s
+# wait for its calls: at pytest-timeout's 300 s (pyproject.toml), which counts the fixtures'
+# start too, its thread method ends the xdist worker with os._exit ("node down") before the
+# test's own timeout could fail it with what it waited for
+pytestmark = [pytest.mark.long, pytest.mark.timeout(600)]
 
 NUMBER = "+15550142"
 """The agent's number, put with ``/v1/phone-numbers``."""
