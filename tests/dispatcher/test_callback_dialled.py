@@ -231,17 +231,19 @@ async def test_a_full_fleets_phone_caller_hears_the_overflow_and_is_called_back_
     assert heard_from_agents(second).strip(b"\x00"), "the caller heard the overflow's voice"
     assert SAYS in [t.strip() for t in vendor_fakes.cartesia.transcripts]
     # the call back: two tries, each dialled once, to the second caller, through the worker
-    for leg in (busy, started):
-        assert (leg.to_number, leg.from_number) == (SECOND, "+15550000000")
+    for sip_call in (busy, started):
+        assert (sip_call.to_number, sip_call.from_number) == (SECOND, "+15550000000")
     outbound = chain.lk.events.of(ev.SipCallStarted, lambda e: e.direction == "outbound")
     assert outbound == [busy, started]
     assert busy.room != started.room
     [(not_reached, first_try), (call_back, outcome)] = dialler.applied
     assert (first_try, outcome) == ("not_reached", "answered")
+    assert not_reached is not None  # each try's call is known
+    assert call_back is not None
     assert chain.lk.sip.legs[busy.call_id].sip_status == 486
     assert chain.lk.sip.legs[busy.call_id].heard == {}  # nobody picked up to hear anything
-    for call, how in ((not_reached, "not_reached"), (call_back, "caller_hangup")):
-        ended = await call_events.wait("ended", call)
+    for tried, how in ((not_reached, "not_reached"), (call_back, "caller_hangup")):
+        ended = await call_events.wait("ended", tried)
         assert (ended.worker, ended.outcome) == (worker.name, how)
     leg = chain.lk.sip.legs[started.call_id]
     assert leg.sip_status == 200
