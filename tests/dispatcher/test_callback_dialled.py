@@ -5,8 +5,10 @@ caller; a second caller is given to the real overflow (``pinecall_overflow``, in
 its jobs in threads) and hears its sentence, and ``callback.requested`` lands on the agent's log
 with the caller's number; once the first caller hangs up and a seat frees, the dispatcher's
 follow-ups dial the second caller back as an outbound call of the agent through the worker's SIP
-leg (``CreateSIPParticipant`` on the stand-in), the callee answers and hears the agent's
-greeting first, and the follow-up ends answered, dialled once.
+leg (``CreateSIPParticipant`` on the stand-in). The phone is busy at first: the try ends
+``not_reached`` and its ``callback.not_reached`` carries the leg's SIP status as the call's own
+log says it (486 Busy Here); the next try, a retry later, is answered, the callee hears the
+agent's greeting first, and the follow-up ends answered, each try dialled once.
 
 Every wait is on an event: the stand-in's (dispatches, SIP legs), call-log's on NATS (opened,
 ended, sealed), the dialler's (a try's outcome applied).
@@ -70,13 +72,16 @@ def standin_config(standin_config: StandInConfig) -> StandInConfig:
 def dispatcher_numbers() -> dict[str, Any]:
     """A re-offer in 90 s (a worker process's first job waits for its job process to start:
     tens of seconds on a shared machine; a re-offer would only make offers to count); the
-    dialler's round every second (it dials when the seat frees, not 5 s later)."""
+    dialler's round every second (it dials when the seat frees, not 5 s later); a try not
+    reached tried again 2 s later (the test makes the phone answer first, on the event of the
+    try's outcome applied: a round is a second away at the soonest)."""
     return {
         "heard_s": 6.0,
         "reoffer_s": 90.0,
         "fleet_wait_s": 4.0,
         "sweep_s": 0.5,
         "followup_every_s": 1.0,
+        "followup_retry_s": 2.0,
     }
 
 
@@ -184,8 +189,8 @@ async def test_a_full_fleets_phone_caller_hears_the_overflow_and_is_called_back_
         headers=bearer(keys.app),
     )
     assert put.status_code == 200, put.text
-    # the second caller's phone answers a call back and hangs up 6 s later
-    chain.lk.sip.callees[normalize(SECOND)] = Callee(ring_s=0.5, hangup_after_s=6.0)
+    # the second caller's phone is busy when first called back
+    chain.lk.sip.callees[normalize(SECOND)] = Callee(answer=486, ring_s=0.5)
     dialler = chain.service.dialler
     async with contextlib.AsyncExitStack() as stack:
         worker = await start_process(
@@ -208,25 +213,38 @@ async def test_a_full_fleets_phone_caller_hears_the_overflow_and_is_called_back_
             # the first caller hangs up: its seat frees, and the follow-up dials the second back
             await first.leave()
             assert (await call_events.wait("ended", held.call)).outcome == "caller_hangup"
-            [started] = await chain.lk.events.wait_for(
+            [busy] = await chain.lk.events.wait_for(
                 ev.SipCallStarted, lambda e: e.direction == "outbound"
             )
             await dialler.changes.wait_for(lambda: bool(dialler.applied), timeout=300)
+            # the try was not reached; the phone answers the next (and hangs up 6 s after)
+            chain.lk.sip.callees[normalize(SECOND)] = Callee(ring_s=0.5, hangup_after_s=6.0)
+            [_, started] = await chain.lk.events.wait_for(
+                ev.SipCallStarted, lambda e: e.direction == "outbound", count=2
+            )
+            await dialler.changes.wait_for(lambda: len(dialler.applied) == 2, timeout=300)
             for call in (held.call, *(c for c, _ in dialler.applied if c)):
                 await call_events.wait("sealed", call)  # each log sealed before the worker stops
-            for room in (first.room, second.room, started.room):
+            for room in (first.room, second.room, busy.room, started.room):
                 await chain.handled(room, "room_finished")  # no room left for the close to end
     assert second.removed_reason == "ROOM_DELETED"
     assert heard_from_agents(second).strip(b"\x00"), "the caller heard the overflow's voice"
     assert SAYS in [t.strip() for t in vendor_fakes.cartesia.transcripts]
-    # the call back: dialled once, to the second caller, through the worker, and answered
-    assert (started.to_number, started.from_number) == (SECOND, "+15550000000")
+    # the call back: two tries, each dialled once, to the second caller, through the worker
+    for sip_call in (busy, started):
+        assert (sip_call.to_number, sip_call.from_number) == (SECOND, "+15550000000")
     outbound = chain.lk.events.of(ev.SipCallStarted, lambda e: e.direction == "outbound")
-    assert outbound == [started]
-    [(call_back, outcome)] = dialler.applied
-    assert outcome == "answered"
-    ended = await call_events.wait("ended", call_back)
-    assert (ended.worker, ended.outcome) == (worker.name, "caller_hangup")
+    assert outbound == [busy, started]
+    assert busy.room != started.room
+    [(not_reached, first_try), (call_back, outcome)] = dialler.applied
+    assert (first_try, outcome) == ("not_reached", "answered")
+    assert not_reached is not None  # each try's call is known
+    assert call_back is not None
+    assert chain.lk.sip.legs[busy.call_id].sip_status == 486
+    assert chain.lk.sip.legs[busy.call_id].heard == {}  # nobody picked up to hear anything
+    for tried, how in ((not_reached, "not_reached"), (call_back, "caller_hangup")):
+        ended = await call_events.wait("ended", tried)
+        assert (ended.worker, ended.outcome) == (worker.name, how)
     leg = chain.lk.sip.legs[started.call_id]
     assert leg.sip_status == 200
     [(speaker, heard)] = leg.heard.items()  # the callee heard the agent, and only it
@@ -242,14 +260,32 @@ async def test_a_full_fleets_phone_caller_hears_the_overflow_and_is_called_back_
     assert [k for k, _ in followed] == [
         "callback.requested",
         "callback.dialled",
+        "callback.not_reached",
+        "callback.dialled",
         "callback.answered",
     ]
-    requested, dialled, answered = (d for _, d in followed)
+    requested, dialled, busy_said, redialled, answered = (d for _, d in followed)
     assert (requested["number"], requested["call"]) == (SECOND, overflowed.call)
-    assert (dialled["number"], dialled["call"], dialled["try"]) == (SECOND, call_back, 1)
+    assert (dialled["number"], dialled["call"], dialled["try"]) == (SECOND, not_reached, 1)
+    # LiveKit SIP's status, as the try's call's log says it (its call.dialled and its end)
+    r = await call_log.get(f"/v1/calls/{not_reached}/entries", headers=bearer(keys.operator))
+    [said] = [e["data"] for e in r.json()["entries"] if e["kind"] == "call.dialled"]
+    assert (said["answered"], said["sip_status_code"]) == (False, 486)
+    assert busy_said == {
+        "callback": dialled["callback"],
+        "try": 1,
+        "call": not_reached,
+        "status": f"SIP 486 {said['sip_status']}",
+        "sip_status_code": 486,
+        "sip_status": said["sip_status"],
+    }
+    assert (redialled["call"], redialled["try"]) == (call_back, 2)
     assert (answered["call"], answered["callback"]) == (call_back, dialled["callback"])
     async with chain.service.store.engine.connect() as conn:
         [row] = (await conn.execute(sa.select(FOLLOWUPS))).all()
         tries = (await conn.execute(sa.select(FOLLOWUP_TRIES))).all()
-    assert (row.state, row.tries, row.burnt, row.number) == ("answered", 1, 0, SECOND)
-    assert [(t.attempt, t.call, t.outcome) for t in tries] == [(1, call_back, "answered")]
+    assert (row.state, row.tries, row.burnt, row.number) == ("answered", 2, 1, SECOND)
+    assert sorted((t.attempt, t.call, t.outcome) for t in tries) == [
+        (1, not_reached, "not_reached"),
+        (2, call_back, "answered"),
+    ]
