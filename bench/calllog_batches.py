@@ -31,16 +31,19 @@ from pinecall_runtime.loadrig import Cpu, Rig, loadavg, replicas
 from pinecall_servicekit.operator import OperatorSettings
 
 
+def opening(call: str) -> CallOpen:
+    """A bench call's open, as a production worker's (org ``org_bench``, agent ``bench-bot``)."""
+    return CallOpen(
+        call=call, agent="bench-bot", org="org_bench", environment="production",
+        room=f"room-{call}", worker="pinecall/bench.1791067258",
+    )  # fmt: skip
+
+
 async def _batches(rig: Rig, args: argparse.Namespace, pid_file: Path | None) -> dict[str, float]:
     async with CallLogClient(rig.urls[0], rig.key, request_timeout_s=30.0) as client:
         calls = [f"bench_{i}_{time.time_ns()}" for i in range(args.calls)]
         for call in calls:
-            await client.open(
-                CallOpen(
-                    call=call, agent="bench-bot", org="org_bench", environment="production",
-                    room=f"room-{call}", worker="pinecall/bench.1791067258",
-                )
-            )  # fmt: skip
+            await client.open(opening(call))
         writers = [client.writer(call) for call in calls]
         for w in writers:  # warm: the statements prepared, the connections open
             w.add("transcript.user", {"text": "warm"})

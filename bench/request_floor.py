@@ -148,8 +148,9 @@ async def http_floors(args: argparse.Namespace) -> dict[str, float]:
 
 
 async def service_floors(args: argparse.Namespace, rig: Any) -> dict[str, float]:
+    from calllog_batches import opening
+
     from pinecall_clients.calllog import CallLogClient
-    from pinecall_contracts.calls import CallOpen
 
     out: dict[str, float] = {}
     pid = rig.procs[0].pid
@@ -158,12 +159,7 @@ async def service_floors(args: argparse.Namespace, rig: Any) -> dict[str, float]
     )
     async with CallLogClient(rig.urls[0], rig.key, request_timeout_s=30.0) as log:
         call = f"floor_{time.time_ns()}"
-        await log.open(
-            CallOpen(
-                call=call, agent="bench-bot", org="org_bench", environment="production",
-                room=f"room-{call}", worker="pinecall/bench.1791067258",
-            )
-        )  # fmt: skip
+        await log.open(opening(call))
         writer = log.writer(call)
 
         async def batch(_: httpx.AsyncClient) -> None:
@@ -178,10 +174,11 @@ async def service_floors(args: argparse.Namespace, rig: Any) -> dict[str, float]
 async def client_floors(args: argparse.Namespace, rig: Any) -> dict[str, float]:
     """The batch's transaction through SQLAlchemy and through psycopg, and a NATS publish."""
     import nats
+    from calllog_batches import opening
 
     from pinecall_call_log.store.head import WRITE_AT_HEAD, write_at_head
     from pinecall_clients.calllog import CallLogClient
-    from pinecall_contracts.calls import Appended, CallOpen, Entry
+    from pinecall_contracts.calls import Appended, Entry
     from pinecall_servicekit.bus import _headers
     from pinecall_servicekit.db import create_engine
     from pinecall_servicekit.dburl import libpq_url
@@ -189,12 +186,7 @@ async def client_floors(args: argparse.Namespace, rig: Any) -> dict[str, float]:
     async with CallLogClient(rig.urls[0], rig.key) as log:
         calls = [f"floorc_{k}_{time.time_ns()}" for k in range(3)]
         for call in calls:
-            await log.open(
-                CallOpen(
-                    call=call, agent="bench-bot", org="org_bench", environment="production",
-                    room=f"room-{call}", worker="pinecall/bench.1791067258",
-                )
-            )  # fmt: skip
+            await log.open(opening(call))
     now = dt.datetime.now(dt.UTC)
     entries = [
         Entry(kind="transcript.user", data={"n": 0, "text": "I'd like to move my booking"}, ts=now),
@@ -216,48 +208,29 @@ async def client_floors(args: argparse.Namespace, rig: Any) -> dict[str, float]:
 
     sql = str(WRITE_AT_HEAD.compile(dialect=engine.dialect))
     raw = await psycopg.AsyncConnection.connect(libpq_url(rig.database_url))
-    done = 0
+    counts = [0, 0, 0]
+
+    async def at_head(pg: psycopg.AsyncConnection[Any], k: int) -> None:
+        """The batch's statement in ``pg``'s transaction, on call ``k``, after its count."""
+        async with pg.transaction():
+            params = {
+                "call": calls[k], "after": counts[k], "size": 2,
+                "kinds": [e.kind for e in entries], "ts": [now, now],
+                "data": [msgspec.json.encode(e.data).decode() for e in entries],
+                "digests": digests,
+            }  # fmt: skip
+            assert await (await pg.execute(sql, params, prepare=True)).fetchone() is not None
+        counts[k] += 2
 
     async def via_psycopg() -> None:
-        nonlocal done
-        async with raw.transaction():
-            row = await (
-                await raw.execute(
-                    sql,
-                    {
-                        "call": calls[1], "after": done, "size": 2,
-                        "kinds": [e.kind for e in entries], "ts": [now, now],
-                        "data": [msgspec.json.encode(e.data).decode() for e in entries],
-                        "digests": digests,
-                    },
-                    prepare=True,
-                )
-            ).fetchone()  # fmt: skip
-            assert row is not None
-        done += 2
-
-    pooled = 0
+        await at_head(raw, 1)
 
     async def via_pool_psycopg() -> None:
         # the engine's pool checks out the connection; psycopg runs the transaction
-        nonlocal pooled
         async with engine.connect() as conn:
             pg = (await conn.get_raw_connection()).driver_connection
             assert pg is not None
-            async with pg.transaction():
-                row = await (
-                    await pg.execute(
-                        sql,
-                        {
-                            "call": calls[2], "after": pooled, "size": 2,
-                            "kinds": [e.kind for e in entries], "ts": [now, now],
-                            "data": [msgspec.json.encode(e.data).decode() for e in entries],
-                            "digests": digests,
-                        },
-                    )
-                ).fetchone()  # fmt: skip
-                assert row is not None
-        pooled += 2
+            await at_head(pg, 2)
 
     nc = await nats.connect(os.environ.get("PINECALL_NATS_URL", "nats://127.0.0.1:4222"))
     notice = msgspec.json.encode(Appended(call=calls[0], last_seq=1))
