@@ -302,9 +302,9 @@ token, the page's call back, log token and stream."""
 
 
 def _served(service: str) -> set[str]:
-    """The paths ``service``'s app routes (its ``api.ROUTES``)."""
-    module = __import__(f"pinecall_{service.replace('-', '_')}.api", fromlist=["ROUTES"])
-    return {path for handler in module.ROUTES for path in handler.paths}
+    """The paths ``service``'s app routes (its ``app.HANDLERS``, every module's routes)."""
+    module = __import__(f"pinecall_{service.replace('-', '_')}.app", fromlist=["HANDLERS"])
+    return {path for handler in module.HANDLERS for path in handler.paths}
 
 
 def _prefix_matches(prefix: str, path: str) -> bool:

@@ -21,6 +21,19 @@ from pinecall_servicekit.lifespan import Held, Opened, service_lifespan
 VERSION = "0.1.0"
 
 
+HANDLERS = [
+    *api.ROUTES,
+    *definitions.ROUTES,
+    *numbers.ROUTES,
+    *callbacks.ROUTES,
+    *recordings.ROUTES,
+    *stream.ROUTES,
+    *route.ROUTES,
+]
+"""Every route this service serves; the chart's ingress is tested against it
+(``tests/deploy/test_numbers.py``)."""
+
+
 def create_app(settings: CallLogSettings | None = None) -> Litestar:
     """The call-log app; connections open in its lifespan and close when it ends."""
     settings = settings or CallLogSettings.from_env()
@@ -47,15 +60,7 @@ def create_app(settings: CallLogSettings | None = None) -> Litestar:
     return service_app(
         service="call-log",
         version=VERSION,
-        route_handlers=[
-            *api.ROUTES,
-            *definitions.ROUTES,
-            *numbers.ROUTES,
-            *callbacks.ROUTES,
-            *recordings.ROUTES,
-            *stream.ROUTES,
-            *route.ROUTES,
-        ],
+        route_handlers=HANDLERS,
         lifespan=[service_lifespan("call-log", settings, start, engine=engine)],
         registry=registry_for(lambda: held.now),
         readiness=readiness,

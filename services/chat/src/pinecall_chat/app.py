@@ -62,6 +62,11 @@ class _Collector(Collector):
         )
 
 
+HANDLERS = [*api.ROUTES, *socket.ROUTES, *whatsapp.ROUTES]
+"""Every route this service serves; the chart's ingress is tested against it
+(``tests/deploy/test_numbers.py``)."""
+
+
 def create_app(settings: ChatSettings | None = None, *, model: Model | None = None) -> Litestar:
     """The chat service's app; its clients are opened in its lifespan. ``model`` is for tests
     (default: livekit-agents' Anthropic plugin at ``PINECALL_ANTHROPIC_URL``)."""
@@ -119,7 +124,7 @@ def create_app(settings: ChatSettings | None = None, *, model: Model | None = No
     return service_app(
         service="chat",
         version=VERSION,
-        route_handlers=[*api.ROUTES, *socket.ROUTES, *whatsapp.ROUTES],
+        route_handlers=HANDLERS,
         lifespan=[service_lifespan("chat", settings, start, engine=db.create_engine)],
         registry=registry,
         readiness=readiness,

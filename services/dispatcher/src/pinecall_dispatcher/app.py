@@ -23,6 +23,10 @@ from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.http import service_app
 from pinecall_servicekit.lifespan import Held, Opened, service_lifespan
 
+HANDLERS = [*api.ROUTES, *numbers_api.ROUTES, *calls_api.ROUTES]
+"""Every route this service serves; the chart's ingress is tested against it
+(``tests/deploy/test_numbers.py``)."""
+
 
 def create_app(
     settings: DispatcherSettings | None = None,
@@ -74,7 +78,7 @@ def create_app(
     return service_app(
         service="dispatcher",
         version=VERSION,
-        route_handlers=[*api.ROUTES, *numbers_api.ROUTES, *calls_api.ROUTES],
+        route_handlers=HANDLERS,
         lifespan=[service_lifespan("dispatcher", settings, start, engine=engine)],
         registry=metrics.registry,
         readiness=readiness,

@@ -16,6 +16,10 @@ from pinecall_servicekit import db
 from pinecall_servicekit.http import service_app
 from pinecall_servicekit.lifespan import Held, Opened, service_lifespan
 
+HANDLERS = api.ROUTES
+"""Every route this service serves; the chart's ingress is tested against it
+(``tests/deploy/test_numbers.py``)."""
+
 
 def create_app(settings: RosterSettings | None = None) -> Litestar:
     """The roster app; connections open in its lifespan and close when it ends."""
@@ -47,7 +51,7 @@ def create_app(settings: RosterSettings | None = None) -> Litestar:
     return service_app(
         service="roster",
         version=VERSION,
-        route_handlers=api.ROUTES,
+        route_handlers=HANDLERS,
         lifespan=[service_lifespan("roster", settings, start, engine=db.create_engine)],
         registry=registry_for(lambda: held.now),
         readiness=readiness,

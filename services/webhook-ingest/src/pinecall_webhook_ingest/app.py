@@ -15,6 +15,11 @@ from pinecall_webhook_ingest.settings import IngestSettings
 VERSION = "0.1.0"
 
 
+HANDLERS = api.ROUTES
+"""Every route this service serves; the chart's ingress is tested against it
+(``tests/deploy/test_numbers.py``)."""
+
+
 def create_app(settings: IngestSettings | None = None) -> Litestar:
     """The app; the NATS connection and the stream are made in its lifespan."""
     settings = settings or IngestSettings.from_env()
@@ -45,7 +50,7 @@ def create_app(settings: IngestSettings | None = None) -> Litestar:
     return service_app(
         service="webhook-ingest",
         version=VERSION,
-        route_handlers=api.ROUTES,
+        route_handlers=HANDLERS,
         lifespan=[service_lifespan("webhook-ingest", settings, start)],
         registry=registry,
         readiness=readiness,
