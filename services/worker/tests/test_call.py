@@ -190,9 +190,14 @@ async def test_a_job_started_past_its_reoffer_opens_first_and_never_joins_a_call
     assert heard.agent_heard
 
 
-MACHINE_LOAD = ("event loop blocked for", "VAD inference is slower than realtime")
-"""What livekit-agents warns of the machine's load (a loop that did not run on time, silero behind
-real time): true on a loaded machine, and about the machine, not the call."""
+MACHINE_LOAD = (
+    "event loop blocked for",
+    "event loop late by",
+    "VAD inference is slower than realtime",
+)
+"""What livekit-agents and the services' loop watchers warn of the machine's load (a loop that did
+not run on time, silero behind real time): true on a loaded machine, and about the machine, not the
+call."""
 
 
 async def test_a_quiet_lab_call_leaves_no_warning_on_the_worker_log(

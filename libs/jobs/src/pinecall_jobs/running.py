@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 from livekit.agents import AgentServer
 
+from pinecall_jobs import loops
 from pinecall_jobs.server import close_server
 
 R = TypeVar("R")
@@ -38,25 +39,26 @@ async def serve_until_stopped(
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread: no signal
         loop.add_signal_handler(signal.SIGTERM, stop.set)
-    served = asyncio.create_task(server.run(devmode=False), name="agent-server")
-    tasks = [asyncio.create_task(c, name=name) for name, c in (alongside or {}).items()]
-    stopping = asyncio.create_task(stop.wait())
-    try:
-        done, _ = await asyncio.wait({served, stopping}, return_when=asyncio.FIRST_COMPLETED)
-        if served in done:
-            served.result()
-            return None
-        return await drain()
-    finally:
-        with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.remove_signal_handler(signal.SIGTERM)
-        stopping.cancel()
-        for task in tasks:
-            task.cancel()
-        await close_server(server)
-        served.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await served
-        for task in tasks:
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    with loops.watching("main", spans=False):  # and the job processes run() starts
+        served = asyncio.create_task(server.run(devmode=False), name="agent-server")
+        tasks = [asyncio.create_task(c, name=name) for name, c in (alongside or {}).items()]
+        stopping = asyncio.create_task(stop.wait())
+        try:
+            done, _ = await asyncio.wait({served, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            if served in done:
+                served.result()
+                return None
+            return await drain()
+        finally:
+            with contextlib.suppress(NotImplementedError, RuntimeError):
+                loop.remove_signal_handler(signal.SIGTERM)
+            stopping.cancel()
+            for task in tasks:
+                task.cancel()
+            await close_server(server)
+            served.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await served
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task

@@ -27,6 +27,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from litestar import Litestar
 from sqlalchemy.ext.asyncio import AsyncEngine
 
+from pinecall_servicekit import loopwatch
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.keys import KeyRing
 from pinecall_servicekit.settings import Settings
@@ -141,6 +142,7 @@ def service_lifespan(
             traces_file=settings.traces_file,
         )
         async with AsyncExitStack() as stack:
+            await stack.enter_async_context(loopwatch.watching(service))
             database = None
             if engine is not None:
                 database = engine(settings.database_url)

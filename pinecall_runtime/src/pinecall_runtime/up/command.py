@@ -53,7 +53,7 @@ import msgspec
 import stamina
 
 from pinecall_runtime.monitoring.prometheus import PROMETHEUS, fired, job_of
-from pinecall_runtime.up import recordings, secretscan, services, written
+from pinecall_runtime.up import loops, recordings, secretscan, services, written
 from pinecall_runtime.up import report as reporting
 from pinecall_runtime.up.calls import AGENT, ORG, OUTBOUND, define_agent, watch_calls
 from pinecall_runtime.up.outbound import summary as outbound_summary
@@ -361,7 +361,10 @@ def _up(options: dict[str, Any], settings: OperatorSettings, state_dir: Path) ->
                 [*sorted(run.logs.glob("*.log")), *traces], secretscan.minted(run, processes)
             )
             click.echo(looked.line())
+            late = loops.count(sorted(run.logs.glob("*.log")))
+            click.echo(loops.summary(late))
             if result is not None:
+                result["loops"] = late
                 result["secrets"] = {"looked_for": looked.looked_for, "files": looked.files,
                                      "leaks": looked.leaks}  # fmt: skip
                 result["problems"] += [f"a secret in a log: {leak}" for leak in looked.leaks]

@@ -51,6 +51,7 @@ from pinecall_jobs import (
     OfferUnreadable,
     Sentence,
     cartesia_voice,
+    loops,
     read_offer,
     say_sentence,
 )
@@ -156,7 +157,10 @@ async def entrypoint(settings: OverflowSettings, ctx: JobContext) -> None:
         offer.environment, offer.room
     )
     attributes = {calltrace.CALL: offer.call, calltrace.ROOM: offer.room, "pinecall.job": offer.job}
-    with _tracer.start_as_current_span(f"job {offer.job}", context=parent, attributes=attributes):
+    with (
+        _tracer.start_as_current_span(f"job {offer.job}", context=parent, attributes=attributes),
+        loops.watching("job"),  # each job's loop, in its thread
+    ):
         async with CallLogClient(settings.call_log_url, settings.fleet_key or "") as log:
             sentence = sentence_of(settings, await read_definition(offer, log))
             try:

@@ -10,6 +10,8 @@ from typing import Any, cast
 import httpx
 from litestar import Litestar
 
+from pinecall_servicekit import loopwatch
+
 
 class Replica(httpx.AsyncClient):
     """An HTTP client of one in-process replica, with the app at hand (``.app``) and the
@@ -26,7 +28,8 @@ async def running(app: Litestar, base_url: str = "http://service.test") -> Async
     Litestar's own test client runs the app in a thread of its own; here the app, its NATS
     callbacks and the test share one loop, so a test can await the app's own change notices.
     The lifespan runs in a task of its own (anyio's cancel scopes must exit in the task that
-    entered them, and pytest may tear a fixture down in another).
+    entered them, and pytest may tear a fixture down in another). It watches no loop
+    (:data:`pinecall_servicekit.loopwatch.SHARED`): the loop is the test's.
     """
     started: asyncio.Future[None] = asyncio.get_running_loop().create_future()
     stop = asyncio.Event()
@@ -41,7 +44,11 @@ async def running(app: Litestar, base_url: str = "http://service.test") -> Async
                 started.set_exception(exc)
             raise
 
-    task = asyncio.create_task(hold(), name="replica-lifespan")
+    shared = loopwatch.SHARED.set(True)  # the lifespan's task copies it: the loop is the test's
+    try:
+        task = asyncio.create_task(hold(), name="replica-lifespan")
+    finally:
+        loopwatch.SHARED.reset(shared)
     try:
         await started
         transport = httpx.ASGITransport(app=cast(Any, app))

@@ -25,6 +25,7 @@ import logging
 from livekit.agents import JobContext
 from opentelemetry import trace
 
+from pinecall_jobs import loops
 from pinecall_servicekit import calltrace
 from pinecall_worker.call.answer import answer
 from pinecall_worker.call.sentence import sentence_job
@@ -57,7 +58,10 @@ async def entrypoint(ctx: JobContext) -> None:
         offer.environment, offer.room
     )
     attributes = {calltrace.CALL: offer.call, calltrace.ROOM: offer.room, "pinecall.job": offer.job}
-    with _tracer.start_as_current_span(f"job {offer.job}", context=parent, attributes=attributes):
+    with (
+        _tracer.start_as_current_span(f"job {offer.job}", context=parent, attributes=attributes),
+        loops.watching("job"),  # a job in a thread; a job process's loop is watched already
+    ):
         if offer.job == "sentence":
             await sentence_job(ctx, settings, offer)
         else:

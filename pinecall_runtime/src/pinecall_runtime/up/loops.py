@@ -1,0 +1,60 @@
+"""How late the run's event loops ran (issue 20, "no event loop … blocked past 50 ms"), from the
+run's logs: the services' ``event loop late by`` lines (:mod:`pinecall_servicekit.loopwatch`),
+and the worker's and the overflow's ``event loop blocked for`` (livekit-agents' monitor,
+:mod:`pinecall_jobs.loops`, which warns only of a loop whose thread ran: always ``blocked``).
+``blocked`` (the loop's own code held it) is what issue 20 counts; ``stalled`` (the loop waited
+for a CPU, the GIL or a system call) says how full the machine was. Reported, not a problem: on a
+machine that runs every process of the platform, a loaded core stalls loops that would run alone.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pinecall_servicekit.loopwatch import MARK, THRESHOLD_MS
+
+LINE = re.compile(
+    re.escape(MARK) + r" (\d+) ms \((blocked|stalled): (\d+) ms of CPU on the loop\) in ([^\"\n]+)"
+)
+"""A watcher's line, in a plain or a JSON log: how late, the kind, the CPU, whose loop."""
+LIVEKIT = re.compile(r"event loop blocked for (\d+)ms(?: importing (\S+))?(?: at ([^;\"\n]+))?;")
+"""livekit-agents' monitor's warning: how long, the module it was importing, the line it held."""
+
+
+def count(logs: Iterable[Path]) -> dict[str, Any]:
+    """``{"blocked": n, "stalled": n, "worst": {kind: "<ms> ms in <log>: <loop>"}}`` over
+    ``logs`` (a file that cannot be read is skipped)."""
+    kinds = {"blocked": 0, "stalled": 0}
+    worst: dict[str, tuple[int, str]] = {}
+    for log in logs:
+        try:
+            text = log.read_text(errors="replace")
+        except OSError:
+            continue
+        for match in LINE.finditer(text):
+            late, kind, loop = int(match[1]), match[2], match[4].strip()
+            kinds[kind] += 1
+            if late > worst.get(kind, (-1, ""))[0]:
+                worst[kind] = (late, f"{log.name}: {loop}")
+        for match in LIVEKIT.finditer(text):
+            late = int(match[1])
+            kinds["blocked"] += 1
+            where = f"importing {match[2]}" if match[2] else f"at {match[3] or 'an unknown line'}"
+            if late > worst.get("blocked", (-1, ""))[0]:
+                worst["blocked"] = (late, f"{log.name}: {where}")
+    return kinds | {"worst": {k: f"{ms} ms in {where}" for k, (ms, where) in worst.items()}}
+
+
+def summary(loops: dict[str, Any]) -> str:
+    """The terminal's line of :func:`count`'s result."""
+    worst = loops["worst"]
+    parts = [
+        f"loops: {loops['blocked']} blocked past {THRESHOLD_MS:.0f} ms"
+        + (f" (worst {worst['blocked']})" if "blocked" in worst else ""),
+        f"{loops['stalled']} stalled (waiting for a CPU, the GIL or a system call)"
+        + (f" (worst {worst['stalled']})" if "stalled" in worst else ""),
+    ]
+    return ", ".join(parts)

@@ -1,0 +1,66 @@
+"""``up`` counts the event loops its processes' watchers said were late (issue 20), from real
+watcher lines in a plain and a JSON log, and livekit-agents' monitor's in a worker's."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from pathlib import Path
+
+from pinecall_runtime.up import loops
+from pinecall_servicekit import loopwatch
+
+
+async def _late_lines(hold_s: float) -> list[str]:
+    """The lines one watcher writes about a loop held ``hold_s`` of its thread's CPU."""
+    said: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: said.append(record.getMessage())  # type: ignore[method-assign]
+    logger = logging.getLogger("pinecall.loop")
+    logger.addHandler(handler)
+    heard = asyncio.Event()
+    try:
+        async with loopwatch.watching(
+            "job AJ_1 (answer call_7)", every_s=0.01, on_late=lambda *_: heard.set()
+        ):
+            await asyncio.sleep(0)
+            until = time.thread_time() + hold_s
+            while time.thread_time() < until:
+                pass
+            async with asyncio.timeout(30):
+                await heard.wait()
+    finally:
+        logger.removeHandler(handler)
+    return said
+
+
+def test_up_counts_blocked_and_stalled_loops_in_plain_and_json_logs(tmp_path: Path) -> None:
+    # the one blocked line of the spin (a busy machine may stall a wake more, said at INFO)
+    (blocked,) = [line for line in asyncio.run(_late_lines(0.12)) if "(blocked: " in line]
+    stalled = "event loop late by 300 ms (stalled: 2 ms of CPU on the loop) in call-log"
+    (tmp_path / "worker-1.log").write_text(
+        f"2026-12-04 05:00:00 WARNING pinecall.loop: {blocked}\n"
+    )
+    (tmp_path / "call-log-1.log").write_text(
+        json.dumps({"level": "warning", "message": stalled, "service": "call-log"}) + "\n"
+    )
+    (tmp_path / "roster-1.log").write_text("nothing late here\n")
+    (tmp_path / "overflow.log").write_text(
+        "WARNING livekit.agents: event loop blocked for 180ms at /x/tls.py:15 in <module>; "
+        "synchronous work on the agent loop delays audio and turn handling, move it to a thread\n"
+        "WARNING livekit.agents: event loop blocked for 70ms importing httpcore; import it at "
+        "process warm-up (prewarm) instead of on first use\n"
+    )
+
+    late = loops.count(sorted(tmp_path.glob("*.log")))
+
+    assert (late["blocked"], late["stalled"]) == (3, 1)
+    assert late["worst"]["blocked"] == "180 ms in overflow.log: at /x/tls.py:15 in <module>"
+    assert late["worst"]["stalled"] == "300 ms in call-log-1.log: call-log"
+    assert loops.summary(late).startswith("loops: 3 blocked past 50 ms (worst 180 ms in ")
+    (tmp_path / "overflow.log").unlink()
+    alone = loops.count(sorted(tmp_path.glob("*.log")))
+    assert alone["worst"]["blocked"].endswith("ms in worker-1.log: job AJ_1 (answer call_7)")
+    assert loops.count([]) == {"blocked": 0, "stalled": 0, "worst": {}}
