@@ -35,9 +35,11 @@ are placed :data:`MAX_HOLD_S` at a time, continuing.
 :class:`PacedRecorderIO` is ``RecorderIO`` with that clock on its input, its writer held back
 to what the caller's side has reached while the input still holds audio, and at the close the
 frames the input still holds placed before the last write (:meth:`PacedRecorderIO.aclose`).
-It overrides private parts of livekit-agents 1.8's recorder (``_write_task``, ``aclose``,
-``_put``, ``_Captured``, ``_Flush``, ``_EndRun``, ``_q``) and reads RoomIO's ``_data_ch``, so
-``libs/jobs/pyproject.toml`` pins ``livekit-agents>=1.8,<1.9``.
+It relies on private parts of livekit-agents 1.8's recorder (it overrides ``_write_task`` and
+``aclose``, whose body it follows, and uses ``_put``, ``_end_run``, ``_lock``, ``_started``,
+``_write_atask``, ``_close_fut``, ``_Captured``, ``_Flush``) and on RoomIO's
+``_ParticipantAudioInputStream._data_ch``, so ``libs/jobs/pyproject.toml`` pins
+``livekit-agents>=1.8,<1.9``: a new minor version is read again before it is allowed.
 """
 
 from __future__ import annotations
