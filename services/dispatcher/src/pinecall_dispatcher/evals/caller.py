@@ -52,8 +52,12 @@ class Chunk(Protocol):
 class Room(Protocol):
     """What the caller needs of its room (``pinecall_labroom.LabRoom`` is one as it is)."""
 
-    audio: asyncio.Queue[Any]
-    """The other participants' frames (:class:`Chunk`)."""
+    @property
+    def audio(self) -> asyncio.Queue[Any]:
+        """The other participants' frames (:class:`Chunk`); read only, so a queue of a subclass
+        (the lab room's ``AudioQueue``) is one."""
+        ...
+
     closed: asyncio.Event
 
     async def send(self, pcm: bytes) -> None: ...
