@@ -57,15 +57,25 @@ def test_up_counts_blocked_and_stalled_loops_in_plain_and_json_logs(tmp_path: Pa
     assert alone["worst"]["stalled"] == "300 ms in call-log-1.log: call-log"
 
     worse = spun + 100  # livekit-agents' monitor's lines beside it, one of them the worst
-    (tmp_path / "overflow.log").write_text(
-        f"WARNING livekit.agents: event loop blocked for {worse}ms at /x/tls.py:15 in <module>; "
-        "synchronous work on the agent loop delays audio and turn handling, move it to a thread\n"
+    # as livekit-agents 1.8.9 writes them (``telemetry/loop_monitor.py`` ``_emit_log``), plainly
+    # and in a JSON log, whose quotes are escaped
+    held = f'event loop blocked for {worse}ms at "/py/ssl.py", line 770, in create_default_context'
+    (tmp_path / "worker-2.log").write_text(
+        f"WARNING livekit.agents: {held}; synchronous work on the agent loop delays audio and "
+        "turn handling, move it to a thread or an async client\n"
         "WARNING livekit.agents: event loop blocked for 70ms importing httpcore; import it at "
         "process warm-up (prewarm) instead of on first use\n"
+        "WARNING livekit.agents: event loop blocked for 106ms; synchronous work on the agent loop\n"
+    )
+    (tmp_path / "overflow.log").write_text(
+        json.dumps({"message": 'event loop blocked for 60ms at "/x/a.py", line 2, in f; sync'})
+        + "\n"
     )
     late = loops.count(sorted(tmp_path.glob("*.log")))
 
-    assert (late["blocked"], late["stalled"]) == (3, 1)
-    assert late["worst"]["blocked"] == f"{worse} ms in overflow.log: at /x/tls.py:15 in <module>"
-    assert loops.summary(late).startswith(f"loops: 3 blocked past 50 ms (worst {worse} ms in ")
+    assert (late["blocked"], late["stalled"]) == (5, 1)
+    assert late["worst"]["blocked"] == (
+        f"{worse} ms in worker-2.log: at /py/ssl.py, line 770, in create_default_context"
+    )
+    assert loops.summary(late).startswith(f"loops: 5 blocked past 50 ms (worst {worse} ms in ")
     assert loops.count([]) == {"blocked": 0, "stalled": 0, "worst": {}}

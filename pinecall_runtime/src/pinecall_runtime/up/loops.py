@@ -20,7 +20,7 @@ LINE = re.compile(
     re.escape(MARK) + r" (\d+) ms \((blocked|stalled): (\d+) ms of CPU on the loop\) in ([^\"\n]+)"
 )
 """A watcher's line, in a plain or a JSON log: how late, the kind, the CPU, whose loop."""
-LIVEKIT = re.compile(r"event loop blocked for (\d+)ms(?: importing (\S+))?(?: at ([^;\"\n]+))?;")
+LIVEKIT = re.compile(r"event loop blocked for (\d+)ms(?: importing (\S+?))?(?: at ([^;\n]+?))?;")
 """livekit-agents' monitor's warning: how long, the module it was importing, the line it held."""
 
 
@@ -42,7 +42,8 @@ def count(logs: Iterable[Path]) -> dict[str, Any]:
         for match in LIVEKIT.finditer(text):
             late = int(match[1])
             kinds["blocked"] += 1
-            where = f"importing {match[2]}" if match[2] else f"at {match[3] or 'an unknown line'}"
+            line = (match[3] or "an unknown line").replace('\\"', "").replace('"', "")
+            where = f"importing {match[2]}" if match[2] else f"at {line}"
             if late > worst.get("blocked", (-1, ""))[0]:
                 worst["blocked"] = (late, f"{log.name}: {where}")
     return kinds | {"worst": {k: f"{ms} ms in {where}" for k, (ms, where) in worst.items()}}
