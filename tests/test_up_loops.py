@@ -77,5 +77,8 @@ def test_up_counts_blocked_and_stalled_loops_in_plain_and_json_logs(tmp_path: Pa
     assert late["worst"]["blocked"] == (
         f"{worse} ms in worker-2.log: at /py/ssl.py, line 770, in create_default_context"
     )
-    assert loops.summary(late).startswith(f"loops: 5 blocked past 50 ms (worst {worse} ms in ")
+    assert loops.summary(late).startswith(
+        "loops: 5 blocked (a service's past 50 ms, a worker's or an overflow's past"
+        f" livekit-agents' 100 ms) (worst {worse} ms in "
+    )
     assert loops.count([]) == {"blocked": 0, "stalled": 0, "worst": {}}

@@ -39,7 +39,7 @@ async def serve_until_stopped(
     loop = asyncio.get_running_loop()
     with contextlib.suppress(NotImplementedError, RuntimeError):  # not the main thread: no signal
         loop.add_signal_handler(signal.SIGTERM, stop.set)
-    with loops.watching("main", spans=False):  # and the job processes run() starts
+    with loops.watching("main", spans=False):
         served = asyncio.create_task(server.run(devmode=False), name="agent-server")
         tasks = [asyncio.create_task(c, name=name) for name, c in (alongside or {}).items()]
         stopping = asyncio.create_task(stop.wait())

@@ -1,7 +1,8 @@
 """How late the run's event loops ran (issue 20, "no event loop … blocked past 50 ms"), from the
 run's logs: the services' ``event loop late by`` lines (:mod:`pinecall_servicekit.loopwatch`),
-and the worker's and the overflow's ``event loop blocked for`` (livekit-agents' monitor,
-:mod:`pinecall_jobs.loops`, which warns only of a loop whose thread ran: always ``blocked``).
+and the worker's and the overflow's ``event loop blocked for`` (livekit-agents' monitor at its
+100 ms, :mod:`pinecall_jobs.loops`, which warns only of a loop whose thread ran: always
+``blocked``).
 ``blocked`` (the loop's own code held it) is what issue 20 counts; ``stalled`` (the loop waited
 for a CPU, the GIL or a system call) says how full the machine was. Reported, not a problem: on a
 machine that runs every process of the platform, a loaded core stalls loops that would run alone.
@@ -53,7 +54,8 @@ def summary(loops: dict[str, Any]) -> str:
     """The terminal's line of :func:`count`'s result."""
     worst = loops["worst"]
     parts = [
-        f"loops: {loops['blocked']} blocked past {THRESHOLD_MS:.0f} ms"
+        f"loops: {loops['blocked']} blocked (a service's past {THRESHOLD_MS:.0f} ms,"
+        " a worker's or an overflow's past livekit-agents' 100 ms)"
         + (f" (worst {worst['blocked']})" if "blocked" in worst else ""),
         f"{loops['stalled']} stalled (waiting for a CPU, the GIL or a system call)"
         + (f" (worst {worst['stalled']})" if "stalled" in worst else ""),
