@@ -13,15 +13,17 @@ hands it, bytes and headers unchanged, to webhook-ingest; and ``--workers`` simu
 200 seats heartbeating to the roster every 5 s (registered nowhere: a dispatch to one stays
 pending, which is all this measures).
 
-What it measures: ``--rate`` rings a second for ``--seconds`` (after 2 s of warm-up rings). A ring
-is what LiveKit SIP makes: a room created with a ring to the fleet's plain name carrying a
-CallRing, and the caller joining it as a SIP participant (a lab-room socket), who hangs up a second
-after the dispatcher's dispatch reached the stand-in. For each ring, the time from its
+What it measures: ``--rate`` rings a second for ``--seconds`` (after 2 s of warm-up rings at 50 a
+second at most; ``--rate 500 --seconds 1`` is a burst). A ring is what LiveKit SIP makes of a phone
+dialling the fleet's number: the number's Individual rule (made once, as ``numbers phone put``
+makes it) creates a room of its own with a ring to the fleet's plain name carrying a CallRing, and
+the caller joins it as a SIP participant (a lab-room socket), then hangs up ``--hold`` seconds
+later. For each ring, the time from its
 ``participant_joined`` webhook arriving at the relay to the stand-in receiving the dispatcher's
 CreateDispatch for that room: webhook-ingest's verify and JetStream store, the durable consumer,
 the dispatcher's ListDispatch, its row, ListParticipants, the offer under the fleet's lock, and
 CreateDispatch. Reported: p50/p95/p99/max in ms, rings offered and missed (no dispatch in 10 s),
-and the CPU each process and the machine used meanwhile (the machine has two cores, shared by the
+the CPU each process and the machine used meanwhile, and the services' cores per 100 rings a second (the machine has two cores, shared by the
 stand-in, the callers, the three services, NATS and Postgres: read the numbers as this machine's).
 """
 
@@ -36,22 +38,28 @@ import shutil
 import time
 from typing import Any
 
+import aiohttp
 import httpx
 from aiohttp import web
 from benchkit import bench_platform, log, machine_busy_s, self_cpu_s, tree_cpu_s
 from livekit import api
+from livekit.protocol import sip
 
 from pinecall_contracts.base import encode
 from pinecall_contracts.dispatch import CallRing
 from pinecall_contracts.fleet import WorkerHeartbeat
-from pinecall_loadlab.livekit.callers import sip_call
+from pinecall_loadlab.livekit.callers import dial, lab_trunk
 from pinecall_servicekit.operator import table
 from pinecall_servicekit.platform import ensure_platform, free_port
 from pinecall_servicekit.settings import Settings
 
 KEY, SECRET = "bench-key", "bench-secret-of-at-least-32-characters"
 SEATS = 200
+NUMBER = "+15550199"
 RING = encode(CallRing(agent="bench", org="bench")).decode()
+WARM_RATE = 50.0
+"""Rings a second of the 2 s warm-up, at most (a burst's rate would make the warm-up the burst)."""
+SERVICES = ("roster", "webhook-ingest", "dispatcher")
 
 
 def percentile(values: list[float], p: float) -> float:
@@ -60,15 +68,17 @@ def percentile(values: list[float], p: float) -> float:
 
 
 class Relay:
-    """The stand-in's webhooks, timed on arrival, handed on to webhook-ingest."""
+    """The stand-in's webhooks, timed on arrival, handed on to webhook-ingest (aiohttp both ways:
+    httpx here cost the bench a third of its CPU, on the two cores the services share)."""
 
     def __init__(self) -> None:
-        self.client = httpx.AsyncClient(timeout=30)
+        self.ingest = ""
         self.joined_at: dict[str, float] = {}
+        self.session: aiohttp.ClientSession | None = None
         self.runner: web.AppRunner | None = None
 
     def to(self, ingest: str) -> None:
-        self.client.base_url = httpx.URL(ingest)
+        self.ingest = ingest
 
     async def forward(self, request: web.Request) -> web.Response:
         arrived = time.time()
@@ -79,10 +89,14 @@ class Relay:
         if joined and event.get("participant", {}).get("kind") == "SIP":
             self.joined_at.setdefault(room, arrived)
         headers = {k: v for k, v in request.headers.items() if k.lower() != "host"}
-        r = await self.client.post(request.path_qs, content=body, headers=headers)
-        return web.Response(status=r.status_code, body=r.content)
+        assert self.session is not None
+        async with self.session.post(
+            self.ingest + request.path_qs, data=body, headers=headers
+        ) as r:
+            return web.Response(status=r.status, body=await r.read())
 
     async def start(self) -> str:
+        self.session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
         app = web.Application()
         app.router.add_post("/v1/livekit/webhook", self.forward)
         self.runner = web.AppRunner(app, handle_signals=False, access_log=None)
@@ -92,7 +106,8 @@ class Relay:
         return f"http://127.0.0.1:{port}/v1/livekit/webhook?world=production"
 
     async def close(self) -> None:
-        await self.client.aclose()
+        if self.session is not None:
+            await self.session.close()
         if self.runner is not None:
             await self.runner.cleanup()
 
@@ -115,29 +130,45 @@ async def heartbeats(roster: str, key: str, workers: int, stop: asyncio.Event) -
                 await asyncio.wait_for(stop.wait(), 5.0)  # a heartbeat's cadence
 
 
-async def ring(lkapi: api.LiveKitAPI, url: str, room: str, i: int, hold_s: float) -> None:
-    """One ring: the room and its ring, the caller in it for ``hold_s``, then a goodbye."""
-    caller = await sip_call(
-        lkapi, url, KEY, SECRET, room=room, fleet="pinecall", phone=f"+1555{i:07d}", metadata=RING
+async def number(lkapi: api.LiveKitAPI) -> None:
+    """The fleet's number as the runtime's phone numbers make it (``pinecall_dispatcher``'s
+    numbers): an inbound trunk and an Individual rule ringing the fleet with the ring's metadata,
+    each ring its own room. Made once, so a ring costs the stand-in a dial and nothing more."""
+    trunk = await lab_trunk(lkapi, NUMBER)
+    await lkapi.sip.create_dispatch_rule(
+        sip.CreateSIPDispatchRuleRequest(
+            dispatch_rule=sip.SIPDispatchRuleInfo(
+                name="bench",
+                trunk_ids=[trunk],
+                rule=sip.SIPDispatchRule(
+                    dispatch_rule_individual=sip.SIPDispatchRuleIndividual(room_prefix="ring")
+                ),
+                room_config=api.RoomConfiguration(
+                    agents=[api.RoomAgentDispatch(agent_name="pinecall", metadata=RING)]
+                ),
+            )
+        )
     )
+
+
+async def ring(url: str, i: int, hold_s: float) -> str:
+    """One ring: a phone dials the number and stays ``hold_s``, then hangs up; its room."""
+    caller = await dial(url, KEY, SECRET, phone=f"+1555{i:07d}", to=NUMBER)
     await asyncio.sleep(hold_s)  # the caller stays in the call, then hangs up
     await caller.leave()
+    return caller.room
 
 
-async def rings(url: str, rate: float, seconds: float, prefix: str, hold_s: float) -> list[str]:
-    """Ring ``rate`` a second for ``seconds``; the rooms rung."""
-    rooms = []
-    async with api.LiveKitAPI(url, KEY, SECRET) as lkapi:
-        t0 = time.monotonic()
-        tasks = []
-        for i in range(int(rate * seconds)):
-            delay = t0 + i / rate - time.monotonic()
-            if delay > 0:
-                await asyncio.sleep(delay)  # the rate of rings, not a wait for an event
-            rooms.append(f"{prefix}-{i}")
-            tasks.append(asyncio.create_task(ring(lkapi, url, rooms[-1], i, hold_s)))
-        await asyncio.gather(*tasks)
-    return rooms
+async def rings(url: str, rate: float, seconds: float, first: int, hold_s: float) -> list[str]:
+    """Ring ``rate`` a second for ``seconds`` (callers numbered from ``first``); the rooms rung."""
+    t0 = time.monotonic()
+    tasks = []
+    for i in range(int(rate * seconds)):
+        delay = t0 + i / rate - time.monotonic()
+        if delay > 0:
+            await asyncio.sleep(delay)  # the rate of rings, not a wait for an event
+        tasks.append(asyncio.create_task(ring(url, first + i, hold_s)))
+    return list(await asyncio.gather(*tasks))
 
 
 async def dispatched(url: str) -> dict[str, float]:
@@ -162,12 +193,14 @@ async def measure(
     try:
         await asyncio.sleep(6)  # one round of heartbeats heard by the roster
         log("warm-up")
-        await rings(lk, args.rate, 2.0, "warm", args.hold)
+        async with api.LiveKitAPI(lk, KEY, SECRET) as lkapi:
+            await number(lkapi)
+        warm = await rings(lk, min(args.rate, WARM_RATE), 2.0, 0, args.hold)
         pids = {name: proc.pid for name, (_, proc) in bench.replicas.items()}
         before = {name: tree_cpu_s(pid) for name, pid in pids.items()}
         busy, me, t0 = machine_busy_s(), self_cpu_s(), time.monotonic()
         log(f"{args.rate} rings a second for {args.seconds} s")
-        rooms = await rings(lk, args.rate, args.seconds, "ring", args.hold)
+        rooms = await rings(lk, args.rate, args.seconds, len(warm), args.hold)
         wall = time.monotonic() - t0
         after = {name: tree_cpu_s(pid) for name, pid in pids.items()}
         busy_after, me_after = machine_busy_s(), self_cpu_s()
@@ -176,11 +209,15 @@ async def measure(
         stop.set()
         await beating
     latencies = [made[r] - relay.joined_at[r] for r in rooms if r in made and r in relay.joined_at]
-    cpu = {}
+    cpu, cpu_s = {}, {}
     for n in pids:
         start, end = before[n], after[n]
         if start is not None and end is not None:
-            cpu[n] = round((end - start) / wall, 2)
+            cpu_s[n] = end - start
+            cpu[n] = round(cpu_s[n] / wall, 2)
+    # CPU seconds a ring × 100 rings a second: a steady rate's cores, and a burst's too (whose
+    # wall time is mostly the callers' hold)
+    served = sum(cpu_s.get(n, 0.0) for n in SERVICES)
     return {
         "rate_per_s": args.rate,
         "seconds": args.seconds,
@@ -197,6 +234,10 @@ async def measure(
         | {
             "bench (callers, relay, heartbeats)": round((me_after - me) / wall, 2),
             "machine": round(((busy_after or 0.0) - (busy or 0.0)) / wall, 2),
+        },
+        "cores_per_100_rings_per_s": {
+            "dispatcher": round(100 * cpu_s.get("dispatcher", 0.0) / len(rooms), 2),
+            "services (roster, webhook-ingest, dispatcher)": round(100 * served / len(rooms), 2),
         },
         "load_average": os.getloadavg()[0],
     }
@@ -273,6 +314,8 @@ def main() -> None:
         )
     )
     print("cpu (cores): " + ", ".join(f"{k} {v}" for k, v in report["cpu_cores"].items()))
+    per = report["cores_per_100_rings_per_s"]
+    print("cores per 100 rings/s: " + ", ".join(f"{k} {v}" for k, v in per.items()))
 
 
 if __name__ == "__main__":
