@@ -198,7 +198,8 @@ async def test_the_caller_hangs_up_on_call_ended(
 
 async def test_bad_input_is_a_problem_and_makes_nothing(chain: Chain, keys: Keys) -> None:
     """A script with no lines, an unknown agent, another org's agent, an operator naming no
-    environment, an app key naming another: a problem detail each, and no room, no call."""
+    environment, an app key naming another, a NUL in a line: a problem detail each, and no
+    room, no call."""
     cases = [
         (keys.app, {"agent": LAB_AGENT, "org": LAB_ORG, "script": []}, 400, "bad_request"),
         (keys.app, {"agent": "nobody", "org": LAB_ORG, "script": ["Hi."]}, 422, "unknown_agent"),
@@ -209,6 +210,10 @@ async def test_bad_input_is_a_problem_and_makes_nothing(chain: Chain, keys: Keys
         (keys.app, {"agent": LAB_AGENT, "org": LAB_ORG, "script": ["Hi."],
                     "environment": "sandbox"}, 403, "forbidden"),
         (keys.app, {"agent": LAB_AGENT, "org": LAB_ORG, "script": [""]}, 400, "bad_request"),
+        # a NUL cannot be on the log: refused before the call (a probe's eval ran, answered
+        # 200, and its result never reached the agent's log)
+        (keys.app, {"agent": LAB_AGENT, "org": LAB_ORG, "script": ["hi\u0000there"]}, 422,
+         "unprocessable"),
         (keys.production, {"agent": LAB_AGENT, "org": LAB_ORG, "script": ["Hi."]}, 403,
          "forbidden"),
     ]  # fmt: skip

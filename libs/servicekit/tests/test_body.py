@@ -43,6 +43,22 @@ async def maybe(data: JSONBody[Order | None] = None) -> dict[str, int | None]:
     return {"seats": None if data is None else data.seats}
 
 
+class Note(msgspec.Struct, frozen=True, kw_only=True):
+    text: str
+    tags: list[str] = []
+    extra: dict[str, Any] = {}
+
+
+NOTED: list[Note] = []
+"""The notes the handler was given: a refused body never reaches it."""
+
+
+@post("/notes", status_code=200)
+async def note(data: JSONBody[Note]) -> dict[str, str]:
+    NOTED.append(data)
+    return {"text": data.text}
+
+
 @post("/sevens", status_code=200, dto=_NoSevens)
 async def sevens(data: JSONBody[Order]) -> dict[str, int]:
     return {"seats": data.seats}
@@ -52,7 +68,7 @@ def app() -> Any:
     return service_app(
         service="test",
         version="0",
-        route_handlers=[order, maybe, sevens],
+        route_handlers=[order, maybe, sevens, note],
         lifespan=[],
         registry=CollectorRegistry(),
     )
@@ -141,6 +157,41 @@ async def test_a_body_left_out_is_the_default_or_refused() -> None:
         assert (left_out.status_code, left_out.json()) == (200, {"seats": None})
         required = await client.post("/orders")
         assert (required.status_code, required.json()["code"]) == (400, "bad_request")
+        # Litestar's own words were the missing key alone: "'data'"
+        assert required.json()["errors"][0]["message"] == "a JSON body is required"
+
+
+@pytest.mark.parametrize(
+    ("body", "at"),
+    [
+        (b'{"text": "a\\u0000b"}', "$.text"),
+        (b'{"text": "ok", "tags": ["x", "\\u0000"]}', "$.tags[1]"),
+        (b'{"text": "ok", "extra": {"deep": [{"k": "\\u0000"}]}}', "$.extra.deep[0].k"),
+        (b'{"text": "ok", "extra": {"a\\u0000": 1}}', "$.extra"),
+    ],
+)
+async def test_a_nul_character_is_refused_before_the_handler_runs(body: bytes, at: str) -> None:
+    """Postgres stores no NUL: refused at decoding (422, where), so nothing a handler does
+    before its write (an eval's whole call) is done for a body that cannot be kept."""
+    NOTED.clear()
+    async with AsyncTestClient(app()) as client:
+        r = await client.post("/notes", content=body, headers={"content-type": "application/json"})
+    assert (r.status_code, r.json()["code"]) == (422, "unprocessable"), r.text
+    assert r.json()["detail"] == f"a NUL character (\\u0000) cannot be stored - at `{at}`"
+    assert NOTED == []
+
+
+async def test_an_escaped_backslash_before_u0000_is_text_not_a_nul() -> None:
+    """``\\\\u0000`` in JSON is a backslash and "u0000": looked through, and taken."""
+    NOTED.clear()
+    async with AsyncTestClient(app()) as client:
+        r = await client.post(
+            "/notes",
+            content=b'{"text": "C:\\\\u0000"}',
+            headers={"content-type": "application/json"},
+        )
+    assert (r.status_code, r.json()) == (200, {"text": "C:\\u0000"}), r.text
+    assert len(NOTED) == 1
 
 
 def test_the_openapi_names_each_routes_body_schema() -> None:
@@ -156,6 +207,7 @@ def test_the_openapi_names_each_routes_body_schema() -> None:
         "/orders": ({"$ref": "#/components/schemas/Order"}, True),
         "/maybe": ({"$ref": "#/components/schemas/Order"}, False),
         "/sevens": ({"$ref": "#/components/schemas/Order"}, True),
+        "/notes": ({"$ref": "#/components/schemas/Note"}, True),
     }
     assert {"/healthz", "/readyz", "/metrics"} <= set(schema["paths"])
     assert schema["components"]["schemas"]["Order"]["properties"] == {"seats": {"type": "integer"}}

@@ -15,6 +15,12 @@ A body that does not decode is a ``BadRequest`` (400, ``bad_request``): ``malfor
 runs only for a refused body, never on the way of a good one. An empty body is no ``data``: the
 handler's default (``None``), or Litestar's 400 where the body is required.
 
+A string holding the NUL character (JSON's ``\u0000``) is refused before the handler runs: 422,
+``a NUL character (\u0000) cannot be stored - at `$.script[0]```. Postgres stores no NUL in
+text or JSON, so such a body could only fail at its write — after whatever the handler did first
+(an eval's whole call, answered 200 and its result never on the log, as a probe found). Only a
+body whose bytes hold ``\u0000`` is looked through.
+
 Litestar's custom DTOs: ``docs/usage/dto/2-creating-custom-dto-classes.rst``; the DTO extractor
 that hands a DTO the raw bytes is ``litestar/_kwargs/extractors.py`` (``create_dto_extractor``).
 """
@@ -29,7 +35,7 @@ from litestar.dto import AbstractDTO
 from litestar.typing import FieldDefinition
 
 from pinecall_contracts.plain import plainly
-from pinecall_servicekit.errors import BadRequest, PinecallError
+from pinecall_servicekit.errors import BadRequest, PinecallError, Unprocessable
 
 if TYPE_CHECKING:
     from litestar._openapi.schema_generation import SchemaCreator
@@ -58,6 +64,30 @@ an integer, as the OpenAPI says it; a ``float`` field takes an ``int``). Only a 
 pays for it."""
 
 
+_NUL_ESCAPE = b"\\u0000"
+"""How JSON writes the NUL character (a raw control character is not JSON)."""
+
+
+def _nul_at(value: Any, path: str = "$") -> str | None:
+    """The path of the first string (or key) in ``value`` holding a NUL character, else None.
+    Structs are walked by their fields, as msgspec names them in its errors."""
+    if isinstance(value, str):
+        return path if "\x00" in value else None
+    if isinstance(value, msgspec.Struct):
+        value = {f: getattr(value, f) for f in value.__struct_fields__}
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(key, str) and "\x00" in key:
+                return path
+            if (found := _nul_at(item, f"{path}.{key}")) is not None:
+                return found
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            if (found := _nul_at(item, f"{path}[{i}]")) is not None:
+                return found
+    return None
+
+
 class StrictBody(AbstractDTO[Any]):
     """Litestar's data DTO for JSON bodies: msgspec decodes the raw bytes once, strictly, into
     the handler's declared ``data`` type. It only decodes: responses are Litestar's to encode
@@ -79,17 +109,25 @@ class StrictBody(AbstractDTO[Any]):
         kind = _body_type(field)
         decoder = self._decoders.get(kind) or self._decoder(kind)
         try:
-            return decoder.decode(value)
+            decoded = decoder.decode(value)
         except msgspec.ValidationError as exc:
-            if "got `float`" in str(exc):  # 2042.0 is an integer (JSON Schema's "integer")
-                try:
-                    return msgspec.convert(_INTEGRAL.decode(value), kind, strict=True)
-                except (msgspec.ValidationError, msgspec.DecodeError):
-                    pass  # the first refusal says why (malformed JSON past it too)
-            name = getattr(kind, "__name__", str(kind))
-            raise self.refused(value, BadRequest(f"not a {name}: {plainly(str(exc))}")) from exc
+            decoded = self._integral(value, kind, exc)
         except msgspec.DecodeError as exc:
             raise self.refused(value, BadRequest(f"malformed JSON: {exc}")) from exc
+        if _NUL_ESCAPE in value and (path := _nul_at(decoded)) is not None:
+            raise Unprocessable(f"a NUL character (\\u0000) cannot be stored - at `{path}`")
+        return decoded
+
+    def _integral(self, value: bytes, kind: Any, exc: msgspec.ValidationError) -> Any:
+        """``value`` read with its integral floats as integers (JSON Schema's "integer": 2042.0)
+        when that is what the strict decoding refused; else :meth:`refused`'s error for ``exc``."""
+        if "got `float`" in str(exc):
+            try:
+                return msgspec.convert(_INTEGRAL.decode(value), kind, strict=True)
+            except (msgspec.ValidationError, msgspec.DecodeError):
+                pass  # the first refusal says why (malformed JSON past it too)
+        name = getattr(kind, "__name__", str(kind))
+        raise self.refused(value, BadRequest(f"not a {name}: {plainly(str(exc))}")) from exc
 
     @classmethod
     def _decoder(cls, kind: Any) -> msgspec.json.Decoder[Any]:

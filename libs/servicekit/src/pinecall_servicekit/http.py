@@ -141,7 +141,9 @@ def _validation_error(request: Request[Any, Any, Any], exc: ValidationException)
     errors = exc.extra if isinstance(exc.extra, list) else None
     for e in errors or []:  # a pattern said as what it means, never as its regex
         if isinstance(e, dict) and isinstance(e.get("message"), str):
-            e["message"] = plainly(e["message"])
+            # a required body left out: Litestar says only the missing key, "'data'"
+            missing_body = e.get("key") == "data" and e["message"] == "'data'"
+            e["message"] = "a JSON body is required" if missing_body else plainly(e["message"])
     return problem_response(
         ProblemDetails(
             title="Malformed request",
