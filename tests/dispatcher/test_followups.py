@@ -21,12 +21,14 @@ from typing import Any
 import pytest
 from livekit import api
 
+from pinecall_contracts.calls import CallbackRequest
 from pinecall_dispatcher.admission import FleetFull
 from pinecall_dispatcher.followups.dialler import DialOrder
 from pinecall_dispatcher.service import DispatcherService
 from pinecall_loadlab.livekit import StandIn
 from pinecall_loadlab.livekit.callers import LAB_AGENT, LAB_ORG
 from pinecall_loadlab.scenarios.chain import Chain, ChainConfig, chain_call_log, runtime_chain
+from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.errors import PinecallError
 from pinecall_servicekit.testing.apps import Replica
 from pinecall_testkit.call_log import Keys, bearer
@@ -282,13 +284,17 @@ async def test_a_try_is_placed_as_an_outbound_call_once_whatever_it_is_asked_aga
 ) -> None:
     """The dialler's own dial (``place_outbound``), on the stand-in: no outbound trunk is the
     line not ready (an hour, unburnt); a number that is not E.164 is given up; with a trunk the
-    try is an outbound call, and the same try placed again is the same call."""
+    try is an outbound call, and the same try placed again is the same call. (call-log refuses a
+    call back to a number not E.164 now; the dialler still gives up the rows it once took.)"""
     clock = Clock()
     for s in services(chain):
         s.dialler.clock = clock
     dialler = chain.service.dialler
     await seated(chain, 2)
-    await ask(call_log, keys, "15550105")  # a number the overflow heard without its +
+    # a number heard without its +, as call-log took it before refusing non-E.164 numbers
+    # (rows of an older call-log; written through its store, which takes it as named)
+    legacy = CallbackRequest(agent=LAB_AGENT, number="15550105", reason="the fleet was full")
+    await call_log.app.state.call_log.store.agents.callback("production", legacy, utcnow())
     await ask(call_log, keys, "+14155550106")
     await dialler.tick()
     log = await agent_log(call_log, keys)

@@ -207,10 +207,16 @@ async def test_a_number_taken_is_refused_and_another_orgs_number_is_unknown(
     same = await put(chain, keys.app, NUMBER, {"agent": LAB_AGENT})
     assert same.json() == first.json()  # the same put again: nothing made
     assert await on_livekit(chain.lk) == (1, 1)
-    for body, org in [({"agent": "support-bot"}, LAB_ORG), ({"agent": LAB_AGENT}, "org_other")]:
+    taken = [
+        ({"agent": "support-bot"}, LAB_ORG, f"{NUMBER} already rings {LAB_AGENT}: remove it first"),
+        ({"agent": LAB_AGENT}, "org_other", f"{NUMBER} is held by another org"),
+    ]
+    for body, org, said in taken:
         r = await put(chain, keys.app, NUMBER, body, org=org)
         assert (r.status_code, r.json()["code"]) == (409, "number_taken"), r.text
-        assert LAB_ORG not in r.text  # who holds it is not said
+        if org != LAB_ORG:
+            assert LAB_ORG not in r.text  # who holds it is not said to another org
+        assert r.json()["detail"].startswith(said), r.text  # what to do, for the asker
     for method in ("GET", "DELETE"):
         r = await chain.dispatchers[0].request(
             method,

@@ -305,3 +305,16 @@ async def test_an_orgs_quota_holds_outbound_calls_too(chain: Chain, keys: Keys, 
     assert (await made(chain))[:2] == (1, 1)
     # the first again is answered, the quota notwithstanding
     assert (await outbound(chain, keys.app, id="q-1")).status_code == 200
+
+
+async def test_a_full_fleet_refuses_an_outbound_call_and_offers_no_call_back(
+    chain: Chain, keys: Keys, trunk: str
+) -> None:
+    """503 ``fleet_full`` as the token endpoint's, advising what an app placing a call can do
+    (a probe read "offer the caller a call back": an outbound call has no caller waiting)."""
+    await chain.worker("lab", seats=1)
+    assert (await outbound(chain, keys.app, id="f-1")).status_code == 201
+    r = await outbound(chain, keys.app, id="f-2")
+    assert (r.status_code, r.json()["code"]) == (503, "fleet_full"), r.text
+    assert r.json()["detail"].endswith(": place the call again once a seat is free"), r.text
+    assert (await made(chain))[:2] == (1, 1)

@@ -289,7 +289,15 @@ def test_follow_ups_waiting_inform_and_call_backs_not_reached_past_half_warn() -
         FleetOffers(fleet="a", waiting=0, tries=3, not_reached=3),  # too few to judge
         FleetOffers(fleet="b", waiting=0, tries=9, not_reached=4),  # under half
     ]
-    assert levels(followups(OffersSnapshot(fleets=below, kept=[], at=AT))) == [("ok", "follow-ups")]
+    under = followups(OffersSnapshot(fleets=below, kept=[], at=AT))
+    assert levels(under) == [("ok", "follow-ups")]
+    # the ok line says the count under the line, never "none" where fleet list shows some
+    assert under[0].what == (
+        "no follow-up waiting; 7 of 12 call backs ended in 10 min not reached "
+        "(the line: 50% of 4 or more)"
+    )
+    quiet = followups(OffersSnapshot(fleets=[FleetOffers(fleet="a", waiting=0)], kept=[], at=AT))
+    assert quiet[0].what == "no follow-up waiting; no call back ended in 10 min"
     assert levels(followups(None)) == [("skip", "follow-ups")]
 
 

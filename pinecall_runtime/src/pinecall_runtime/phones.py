@@ -21,8 +21,8 @@ import msgspec
 
 from pinecall_clients.dispatcher import DispatcherClient
 from pinecall_clients.errors import DispatcherRefused, DispatcherUnavailable
-from pinecall_contracts.ids import AGENT_PATTERN
-from pinecall_contracts.phones import E164_PATTERN, PhoneNumber
+from pinecall_contracts.ids import AGENT_PATTERN, E164_PATTERN
+from pinecall_contracts.phones import PhoneNumber
 from pinecall_runtime.agents import (
     WITHIN_S,
     Scope,

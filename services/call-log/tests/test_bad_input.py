@@ -266,6 +266,18 @@ CASES: list[tuple[str, str, str, Any, str | None, int]] = [
         "app",
         400,
     ),
+    *(
+        (
+            f"callbacks number {number!r} not E.164",
+            "POST",
+            "/v1/callbacks",
+            {"agent": "support-bot", "number": number},
+            "app",
+            400,
+        )
+        # accepted once, then given up by the dialler as not_e164 (a probe): refused up front
+        for number in ("12345", "+0123456", "15005550200", "+12")
+    ),
     (
         "callbacks nobody to call",
         "POST",

@@ -12,12 +12,13 @@ count it follows (``after``). The service's own entries (``call.started``, ``cal
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Annotated, Any, Literal
 
 import msgspec
 
 from pinecall_contracts.base import Contract
-from pinecall_contracts.ids import AGENT_PATTERN, EnvironmentField
+from pinecall_contracts.ids import AGENT_PATTERN, E164, E164_PATTERN, EnvironmentField
 
 MAX_BATCH = 500
 """Entries in one batch, at most (a worker queues ~2 a second; 500 is minutes of a call)."""
@@ -323,10 +324,21 @@ class CallbackRequest(Contract, frozen=True, kw_only=True, tag="calls.callback_r
     """
 
     agent: AgentField
-    number: Annotated[str, msgspec.Meta(pattern=r"^\+?[0-9]{3,20}$(?![\s\S])")] | None = None
+    number: E164 | None = None
+    """The number to dial, E.164: a call back the runtime cannot dial is refused here, not given
+    up later (a person's other way of being reached goes in ``contact``)."""
     contact: Text | None = None
     reason: Text = ""
     call: CallIdField | None = None
+
+
+def callback_of(agent: str, heard: str, *, reason: str, call: str | None) -> CallbackRequest:
+    """The call back of a caller heard at ``heard`` (the JobOffer's number or a SIP participant's
+    ``sip.phoneNumber``, which need not be E.164): ``number`` when it can be dialled, else kept as
+    the ``contact`` (a person can read it; the dialler could only give it up)."""
+    if re.match(E164_PATTERN, heard):
+        return CallbackRequest(agent=agent, number=heard, reason=reason, call=call)
+    return CallbackRequest(agent=agent, contact=heard[:2000], reason=reason, call=call)
 
 
 class Callback(Contract, frozen=True, kw_only=True, tag="calls.callback.v1"):

@@ -17,6 +17,7 @@ import msgspec
 from pinecall_contracts.base import Contract
 from pinecall_contracts.calls import AgentField, CallIdField
 from pinecall_contracts.ids import EnvironmentField
+from pinecall_contracts.plain import means
 
 EVAL_VOICE: Final = "eval.voice"
 """The agent log's kind of a simulated caller's result (``data``: a :class:`VoiceEvalResult`)."""
@@ -25,7 +26,11 @@ MAX_LINE_CHARS: Final = 300
 
 Line = Annotated[
     str,
-    msgspec.Meta(min_length=1, max_length=MAX_LINE_CHARS, pattern=r"^[\s\S]*\S[\s\S]*$(?![\s\S])"),
+    msgspec.Meta(
+        min_length=1,
+        max_length=MAX_LINE_CHARS,
+        pattern=means(r"^[\s\S]*\S[\s\S]*$(?![\s\S])", "a line with something to say"),
+    ),
 ]
 """A line the caller says: something to say (a line of blanks was said as silence)."""
 
@@ -53,7 +58,7 @@ class VoiceEval(Contract, frozen=True, kw_only=True, tag="evals.voice.v1"):
     ] = ""
     script: Annotated[list[Line], msgspec.Meta(min_length=1, max_length=MAX_LINES)]
     """The caller's lines, said in order, each once the agent answered the one before (the
-    first once the agent's greeting, if any, is over); at least one (422 otherwise)."""
+    first once the agent's greeting, if any, is over); at least one (400 otherwise)."""
     environment: EnvironmentField | None = None
     """An operator key names it; an app key's is its own (another is 403)."""
 

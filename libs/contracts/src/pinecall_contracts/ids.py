@@ -42,6 +42,8 @@ from typing import Annotated, NewType
 
 import msgspec
 
+from pinecall_contracts.plain import means
+
 FleetName = NewType("FleetName", str)
 """A fleet's name: ``pinecall`` (production) or ``pinecall-sandbox`` by default."""
 
@@ -76,10 +78,21 @@ WORKER_KEY_PATTERN = rf"^{_FLEET}/{_HOST}$(?![\s\S])"
 WORKER_PART_PATTERN = rf"^{_HOST}(?:\.{_START})?$(?![\s\S])"
 """A worker's name after its ``<fleet>/``: ``<worker>``, or ``<worker>.<start>``."""
 ENVIRONMENT_PATTERN = r"^[a-z][a-z0-9-]{0,31}$(?![\s\S])"
-AGENT_PATTERN = r"^[a-z0-9][a-z0-9_.-]{0,127}$(?![\s\S])"
+AGENT_PATTERN = means(
+    r"^[a-z0-9][a-z0-9_.-]{0,127}$(?![\s\S])",
+    "an agent's name: 1 to 128 of a-z 0-9 _ . - (first a letter or a digit)",
+)
 """An agent's name: 1-128 of a-z 0-9 _ . - (first a letter or digit)."""
 ORG_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$(?![\s\S])"
 """An org's id: 1-128 of A-Z a-z 0-9 _ . : - (first a letter or digit), as a call id."""
+E164_PATTERN = means(
+    r"^\+[1-9][0-9]{6,14}$(?![\s\S])",
+    "a phone number in E.164: a + then 7 to 15 digits, no leading 0, like +15550100",
+)
+"""A phone number as LiveKit SIP and carriers write it (ITU-T E.164 §6): ``+``, a country code
+that does not start with 0, 7 to 15 digits in all. The one pattern of every number the runtime
+rings or dials: a phone number's, an outbound call's, a call back's ("+12" was once taken and
+then refused by the job offer, leaving a call nobody held)."""
 
 WORKER_NAME_RULE = (
     "<fleet>/<worker>.<start>: fleet 1-63 of a-z 0-9 - (first a letter or digit); worker 1-253 "
@@ -94,6 +107,7 @@ Worker = Annotated[
 ]
 WorkerRef = Annotated[str, msgspec.Meta(pattern=WORKER_KEY_PATTERN, examples=["pinecall/worker-a"])]
 EnvironmentField = Annotated[str, msgspec.Meta(pattern=ENVIRONMENT_PATTERN, examples=["sandbox"])]
+E164 = Annotated[str, msgspec.Meta(pattern=E164_PATTERN, examples=["+15550100"])]
 
 _FLEET_RE = re.compile(_FLEET)
 _HOST_RE = re.compile(_HOST)

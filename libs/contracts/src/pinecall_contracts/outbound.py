@@ -19,13 +19,8 @@ import msgspec
 
 from pinecall_contracts.base import Contract
 from pinecall_contracts.calls import AgentField, CallIdField
-from pinecall_contracts.ids import EnvironmentField, Fleet
+from pinecall_contracts.ids import E164, EnvironmentField, Fleet
 
-E164_PATTERN = r"^\+[1-9][0-9]{6,14}$(?![\s\S])"
-"""An E.164 number: ``+``, a country code that does not start with 0, 7 to 15 digits in all
-(ITU-T E.164 §6), as a phone number's (``phones.E164_PATTERN``): "+12" was taken and then
-refused by the job offer, leaving a call nobody held."""
-E164 = Annotated[str, msgspec.Meta(pattern=E164_PATTERN, examples=["+14155550123"])]
 RequestId = Annotated[
     str,
     msgspec.Meta(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$(?![\s\S])", examples=["cb-7Qm2x"]),

@@ -9,18 +9,11 @@ every call is. Numbers are E.164 (``+`` and 7 to 15 digits, no leading 0, ITU-T 
 from __future__ import annotations
 
 import datetime as dt
-from typing import Annotated
-
-import msgspec
 
 from pinecall_contracts.agents import Org
 from pinecall_contracts.base import Contract
 from pinecall_contracts.calls import AgentField
-from pinecall_contracts.ids import EnvironmentField, Fleet
-
-E164_PATTERN = r"^\+[1-9][0-9]{6,14}$(?![\s\S])"
-"""An E.164 number as LiveKit SIP and carriers write it: ``+15550100``."""
-E164 = Annotated[str, msgspec.Meta(pattern=E164_PATTERN, examples=["+15550100"])]
+from pinecall_contracts.ids import E164, EnvironmentField, Fleet
 
 
 class PhoneNumberPut(Contract, frozen=True, kw_only=True, tag="phones.number_put.v1"):

@@ -13,6 +13,8 @@ MEANINGS: dict[str, str] = {}
 _QUOTED = re.compile(r"`str` matching regex '.*?'(?= - at `|$)")
 _AT_LEAST = re.compile(r"`str` of length >= ([0-9]+)")
 _AT_MOST = re.compile(r"`str` of length <= ([0-9]+)")
+_ITEMS_AT_LEAST = re.compile(r"`array` of length >= ([0-9]+)")
+_ITEMS_AT_MOST = re.compile(r"`array` of length <= ([0-9]+)")
 
 
 def means(pattern: str, meaning: str) -> str:
@@ -27,4 +29,6 @@ def plainly(message: str) -> str:
         message = message.replace(f"`str` matching regex {quoted}", meaning)
     message = _QUOTED.sub("a string in the format the API's schema gives", message)
     message = _AT_LEAST.sub(r"at least \1 characters", message)
+    message = _ITEMS_AT_LEAST.sub(r"a list of at least \1", message)
+    message = _ITEMS_AT_MOST.sub(r"a list of at most \1", message)
     return _AT_MOST.sub(r"at most \1 characters", message)

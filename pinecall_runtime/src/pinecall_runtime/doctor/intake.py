@@ -169,7 +169,17 @@ def followups(offers: OffersSnapshot | None) -> list[Finding]:
                     todo=runbook.NOT_REACHED,
                 )
             )
-    return found or [ok("follow-ups", "no follow-up waiting, no call back not reached")]
+    if found:
+        return found
+    tries = sum(f.tries for f in offers.fleets)
+    missed = sum(f.not_reached for f in offers.fleets)
+    reached = (
+        "no call back ended in 10 min"
+        if tries == 0
+        else f"{missed} of {counted(tries, 'call back')} ended in 10 min not reached (the line: "
+        f"{NOT_REACHED_SHARE:.0%} of {NOT_REACHED_LEAST} or more)"
+    )
+    return [ok("follow-ups", f"no follow-up waiting; {reached}")]
 
 
 WEBHOOK_TODO = runbook.WEBHOOKS

@@ -88,6 +88,13 @@ _tracer = trace.get_tracer(__name__)
 ON_THE_LOG_WITHIN_S = 2.0
 """How long a refusal's entry on the agent's log may hold the refused visitor's answer."""
 CALLBACKS = "POST /v1/callbacks"
+WHEN_FULL: dict[str, str] = {
+    "web": f"offer the caller a call back ({CALLBACKS})",
+    "simulated": "run the eval again once a seat is free",
+    "outbound": "place the call again once a seat is free",
+}
+"""What a full fleet's 503 tells its asker to do, by who was refused: a visitor can be called
+back; an eval or an outbound call has no caller waiting to call back."""
 FLEET_FULL, FLEET_REFUSED = "fleet.full", "fleet.refused"
 """The agent log's kinds for a caller refused at the token endpoint: ``fleet.full`` for a full
 fleet, ``fleet.refused`` (with its ``reason``) for a fleet refused for another reason."""
@@ -119,7 +126,7 @@ def unknown_agent(agent: str, org: str, environment: str) -> UnknownAgent:
     whose = f"of org {org}" if org else "of no org (name the agent's org)"
     return UnknownAgent(
         f"no agent {agent} {whose} in {environment}: define it there "
-        f"(PUT /v1/agents/{agent}?org=<org>), or ask for one that is",
+        f"(PUT /v1/agents/{agent}?org={org or '<org>'} on call-log), or ask for one that is",
         errors=[{"message": "no such agent", "key": "agent", "source": "body"}],
     )
 
@@ -159,7 +166,7 @@ class Admission:
         """A token of ``caller`` (a web visitor; the runtime's own simulated caller, whose
         endpoint admits it the same way: seed 000, "Who takes a call") in ``environment``, or
         the first refusal that holds (the module docstring)."""
-        record = await self.line(request, environment)
+        record = await self.line(request, environment, asker=caller)
         fleet = record.name
         now = utcnow()
         call = f"call_{secrets.token_hex(10)}"
@@ -213,10 +220,11 @@ class Admission:
             expires_at=until,
         )
 
-    async def line(self, request: Asked, environment: str) -> FleetRecord:
+    async def line(self, request: Asked, environment: str, *, asker: str = "web") -> FleetRecord:
         """The fleet of ``environment`` if ``request``'s call may be admitted to it now, or the
         first refusal of steps 0 to 2 (the module docstring), counted and said: the token
-        endpoint's and an outbound call's (:mod:`.outbound`) one line."""
+        endpoint's and an outbound call's (:mod:`.outbound`) one line. ``asker`` (a key of
+        :data:`WHEN_FULL`) says what a full fleet's refusal advises."""
         record = await self.roster.fleet_of(environment)
         if record is None or environment not in self.keys:
             raise NotReady(f"no fleet and LiveKit serve {environment}")
@@ -237,7 +245,7 @@ class Admission:
             await self.refused(request, environment, fleet, verdict)
             raise FleetFull(
                 NO_SEAT[verdict].format(fleet=fleet, heard_s=rules.heard_s)
-                + f": offer the caller a call back ({CALLBACKS})"
+                + f": {WHEN_FULL.get(asker, WHEN_FULL['web'])}"
             )
         return record
 

@@ -39,7 +39,7 @@ import msgspec
 from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.errors import CallLogError, CallUnknown, LiveKitError
 from pinecall_clients.livekit import LiveKit, RoomGone
-from pinecall_contracts.calls import CallbackRequest, CallEnd, CallRecord
+from pinecall_contracts.calls import CallEnd, CallRecord, callback_of
 from pinecall_contracts.livekit import LiveKitEvent
 from pinecall_dispatcher import domain
 from pinecall_dispatcher.offering import Offering
@@ -207,7 +207,7 @@ class Deaths:
         """``callback.requested`` on the agent's log with the caller's number (once per call);
         the number, or None when the log did not take it."""
         assert row.number is not None
-        request = CallbackRequest(agent=row.agent, number=row.number, reason=REASON, call=row.call)
+        request = callback_of(row.agent, row.number, reason=REASON, call=row.call)
         try:
             await self.call_log.callback(request, environment=row.environment)
         except CallLogError as exc:

@@ -36,7 +36,8 @@ from pinecall_clients.errors import LiveKitError, LiveKitRefused, LiveKitUnavail
 from pinecall_clients.livekit import LiveKit
 from pinecall_contracts.base import encode
 from pinecall_contracts.dispatch import CallRing
-from pinecall_contracts.phones import E164_PATTERN, PhoneNumber, PhoneNumberList
+from pinecall_contracts.ids import E164_PATTERN
+from pinecall_contracts.phones import PhoneNumber, PhoneNumberList
 from pinecall_dispatcher.admission import unknown_agent
 from pinecall_dispatcher.agents import Agents
 from pinecall_dispatcher.livekit import LiveKits
@@ -89,9 +90,19 @@ def _answer(row: dict[str, Any]) -> PhoneNumber:
     )
 
 
-def _taken(number: str) -> NumberTaken:
+def _taken(number: str, held: dict[str, Any] | None, org: str, environment: str) -> NumberTaken:
+    """409 for ``number``: where it rings when it is the asker's own org's, else only that
+    another org holds it (who is not said)."""
+    if held is None or held["org"] != org:
+        return NumberTaken(f"{number} is held by another org: a number rings one org's agent")
+    if held["environment"] != environment:
+        return NumberTaken(
+            f"{number} already rings {held['agent']} in {held['environment']}: a number rings "
+            f"one agent in one environment; remove it there first (DELETE "
+            f"/v1/phone-numbers/{number} in {held['environment']})"
+        )
     return NumberTaken(
-        f"{number} already rings another agent or org: remove it there first "
+        f"{number} already rings {held['agent']}: remove it first "
         f"(DELETE /v1/phone-numbers/{number})"
     )
 
@@ -114,7 +125,7 @@ class Numbers:
             agent,
         )
         if held is not None and not mine:
-            raise _taken(number)
+            raise _taken(number, held, org, environment)
         if held is not None and held["trunk_id"]:
             return _answer(held)
         known = await self.agents.lookup(environment, org, agent)
@@ -142,7 +153,7 @@ class Numbers:
                 else:
                     row = again
             if (row["org"], row["environment"], row["agent"]) != (org, environment, agent):
-                raise _taken(number)  # another put claimed it meanwhile
+                raise _taken(number, row, org, environment)  # another put claimed it meanwhile
             if row["trunk_id"]:
                 return _answer(row)
             try:

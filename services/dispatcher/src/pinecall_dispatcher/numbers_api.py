@@ -47,10 +47,11 @@ def _scope(key: KeyInfo, org: str | None, environment: str | None) -> tuple[str,
         )
     if key.kind == "operator":
         if environment not in ENVIRONMENTS:
+            said = "required" if environment is None else f"no environment {environment!r}"
             raise Unprocessable(
                 f"an operator key names the environment: ?environment="
                 f"{' or ?environment='.join(ENVIRONMENTS)}",
-                errors=[{"message": "required", "key": "environment", "source": "query"}],
+                errors=[{"message": said, "key": "environment", "source": "query"}],
             )
         return org, environment
     if key.environment is None or (environment and environment != key.environment):

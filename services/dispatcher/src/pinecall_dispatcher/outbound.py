@@ -105,7 +105,7 @@ class Outbound:
             found = await self.store.outbound.find(environment, request.org, request.id)
             if found is not None:
                 return await self._again(found, request)
-        record = await self.admission.line(request, environment)
+        record = await self.admission.line(request, environment, asker="outbound")
         livekit = self.livekits.of(environment, record.livekit_url)
         trunk = await self._trunk(environment, livekit, request, record.name)
         now = utcnow()

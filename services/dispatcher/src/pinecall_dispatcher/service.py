@@ -29,8 +29,9 @@ from pinecall_clients.errors import CallLogError, LiveKitError
 from pinecall_clients.roster import RosterClient
 from pinecall_contracts.calls import CallEvent
 from pinecall_contracts.dispatch import OffersSnapshot
+from pinecall_contracts.ids import E164_PATTERN
 from pinecall_contracts.livekit import LiveKitEvent
-from pinecall_contracts.outbound import E164_PATTERN, OutboundRequest
+from pinecall_contracts.outbound import OutboundRequest
 from pinecall_dispatcher import domain
 from pinecall_dispatcher.admission import Admission
 from pinecall_dispatcher.agents import Agents
@@ -186,7 +187,9 @@ class DispatcherService:
         try key the request's id: a try dialled again is the same call. A number that is not
         E.164 is ``NotDialable`` (given up)."""
         if not re.match(E164_PATTERN, order.to):
-            raise NotDialable(f"{order.to!r} is not an E.164 number (+ and up to 15 digits)")
+            raise NotDialable(
+                f"{order.to!r} is not an E.164 number: a + then 7 to 15 digits, no leading 0 (+15550100)"
+            )
         request = OutboundRequest(
             agent=order.agent, to=order.to, org=order.org, context=order.context, id=order.key
         )

@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-import msgspec
 from livekit.agents import JobContext
 from opentelemetry import trace
 
@@ -42,8 +41,8 @@ from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.errors import CallLogRefused
 from pinecall_clients.livekit import LiveKit, LiveKitAccess
 from pinecall_contracts.agents import AgentDefinition
-from pinecall_contracts.calls import CallbackRequest, CallOpen
-from pinecall_contracts.dispatch import JobOffer, Number
+from pinecall_contracts.calls import CallOpen, callback_of
+from pinecall_contracts.dispatch import JobOffer
 from pinecall_contracts.ids import overflow_name
 from pinecall_jobs import (
     Caller,
@@ -92,14 +91,7 @@ def callback(offer: JobOffer, log: CallLogClient) -> Callable[[list[Caller]], Aw
         if number is None:
             _log.info("call %s: no number to call back (a %s caller)", offer.call, offer.caller)
             return
-        said: dict[str, str] = {"number": number}
-        try:
-            msgspec.convert(number, Number)
-        except msgspec.ValidationError:  # not a number the log takes: kept as the contact
-            said = {"contact": number[:2000]}
-        request = msgspec.convert(
-            {"agent": offer.agent, "call": offer.call, "reason": REASON} | said, CallbackRequest
-        )
+        request = callback_of(offer.agent, number, reason=REASON, call=offer.call)
         entry = await log.callback(request)
         _log.info(
             "call %s: callback.requested at %d on %s's log", offer.call, entry.seq, offer.agent

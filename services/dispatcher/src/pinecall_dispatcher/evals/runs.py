@@ -2,7 +2,8 @@
 
 In order, each refusal a problem detail with nothing made:
 
-1. a script with no lines: 422 ``empty_script``;
+1. a script with no lines: 400 (the body's schema: ``script`` is a list of at least 1), and 422
+   ``empty_script`` for a VoiceEval built in code without it;
 2. no voice or ears configured (a vendor plugin refusing its settings): 503 ``evals_unavailable``;
 3. admission, as a web visitor's token is admitted (:meth:`Admission.admit
    <pinecall_dispatcher.admission.Admission.admit>`, ``caller: simulated``): an agent its org
