@@ -207,6 +207,8 @@ def _nothing_runs(*args: object, **kwargs: object) -> None:
         (["--down-window", "inf"], "'--down-window': inf is not in the range 0<=x<=86400"),
         (["--down-window", "-1"], "'--down-window': -1.0 is not in the range 0<=x<=86400"),
         (["--seed", "-1"], "'--seed': -1 is not in the range x>=0"),
+        (["--burst-rate", "100"], "--burst-rate shapes a burst: it needs --burst HH:MM"),
+        (["--burst-minutes", "3"], "--burst-minutes shapes a burst: it needs --burst HH:MM"),
     ],
 )
 def test_a_number_out_of_its_range_is_a_usage_error_before_anything_runs(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import click
+from click.core import ParameterSource
 
 from pinecall_loadlab.simulate.limits import DAY_MIN, DAY_S, MAX_CALLS, MAX_CELL, spaced
 
@@ -75,8 +76,8 @@ def _at(value: str | None, option: str) -> float | None:
 )
 @click.option("--release", metavar=CLOCK, help="Roll every worker Deployment then.")
 @click.option("--burst", metavar=CLOCK, help="A burst of callers from then.")
-@click.option("--burst-rate", type=PER_MINUTE, default=100.0, show_default=True, help=f"The burst's extra callers a minute (the day with its burst holds at most {spaced(MAX_CALLS)} calls).")  # fmt: skip
-@click.option("--burst-minutes", type=MINUTES, default=10.0, show_default=True, help="The burst's minutes (0 to a day's 1 440).")  # fmt: skip
+@click.option("--burst-rate", type=PER_MINUTE, default=100.0, show_default=True, help=f"The burst's extra callers a minute (needs --burst; the day with its burst holds at most {spaced(MAX_CALLS)} calls).")  # fmt: skip
+@click.option("--burst-minutes", type=MINUTES, default=10.0, show_default=True, help="The burst's minutes (needs --burst; 0 to a day's 1 440).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="The day's totals and every minute, as JSON.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="Draw the day on one page, as a PNG here.")  # fmt: skip
 def simulate(
@@ -122,6 +123,14 @@ def simulate(
 
     if calls is not None and cell is not None:
         raise click.UsageError("--calls and --cell both scale the day: give one")
+    if burst is None:
+        for name in ("burst_rate", "burst_minutes"):
+            if (
+                click.get_current_context().get_parameter_source(name)
+                is not ParameterSource.DEFAULT
+            ):
+                option = "--" + name.replace("_", "-")
+                raise click.UsageError(f"{option} shapes a burst: it needs --burst {CLOCK}")
     if plot is not None and not plot.resolve().parent.is_dir():
         raise click.BadParameter(f"{plot.resolve().parent} is not a folder", param_hint="'--plot'")
     params = Params(
