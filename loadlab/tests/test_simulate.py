@@ -109,11 +109,27 @@ def test_a_small_day_through_both_dispatchers(tmp_path: Path) -> None:
 def test_a_node_lost_costs_silence_under_livekit_and_a_sentence_under_the_runtime() -> None:
     run = CliRunner().invoke(simulate, [*SMALL, "--json", "--node-lost", "11:30"])
     assert run.exit_code == 0, run.output
-    livekit, runtime = (m["totals"] for m in json.loads(run.stdout)["modes"])
+    modes = json.loads(run.stdout)["modes"]
+    assert [m["nodes_lost"] for m in modes] == [1, 1]
+    assert "lost nothing" not in run.output
+    livekit, runtime = (m["totals"] for m in modes)
     assert runtime["lost"] > 0
     assert runtime["sentenced"] == runtime["lost"]
     assert livekit["lost"] > 0
     assert livekit["silent_after_loss"] == livekit["lost"]
+
+
+def test_a_node_lost_before_any_scaled_node_is_up_says_so() -> None:
+    """At 07:05 a day of 1 000 calls runs on the core node alone: LOST 0, and a line on stderr
+    says the fault found no scaled worker's node (not an error: exit 0)."""
+    run = CliRunner().invoke(simulate, ["--calls", "1000", "--node-lost", "07:05", "--json"])
+    assert run.exit_code == 0, run.output
+    for mode in json.loads(run.stdout)["modes"]:
+        assert (mode["nodes_lost"], mode["totals"]["lost"]) == (0, 0)
+    assert (
+        "--node-lost 07:05 lost nothing (livekit_choosing, runtime_choosing): no scaled worker's"
+        " node was up then" in run.stderr
+    )
 
 
 def test_the_table(tmp_path: Path) -> None:

@@ -170,6 +170,12 @@ def simulate(
 
         draw_day(result, params.faults, plot)
         click.echo(f"lab simulate: plot in {plot}", err=True)
+    if node_lost is not None and (missed := [m.mode for m in result.modes if not m.nodes_lost]):
+        click.echo(
+            f"lab simulate: --node-lost {node_lost} lost nothing ({', '.join(missed)}): no scaled"
+            " worker's node was up then, and the core node is never lost",
+            err=True,
+        )
     if as_json:
         click.echo(msgspec.json.encode(result))
         return
