@@ -247,3 +247,12 @@ def test_a_day_file_scaled(tmp_path: Path) -> None:
     assert loaded.calls == pytest.approx(500)
     assert loaded.per_minute().sum() == pytest.approx(500)
     assert msgspec.json.decode(msgspec.json.encode(loaded))["per_hour"][10] == pytest.approx(300)
+
+
+def test_the_readme_s_synopsis_names_every_option() -> None:
+    """loadlab/README.md's ``lab simulate`` synopsis holds each of the command's options (it left
+    out --least, which its own question 1 uses)."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    synopsis = readme.split("pinecall-runtime lab simulate ", 1)[1].split("```", 1)[0]
+    options = {o for p in simulate.params for o in p.opts if o.startswith("--")}
+    assert sorted(o for o in options if f"[{o}" not in synopsis and f" {o} " not in synopsis) == []
