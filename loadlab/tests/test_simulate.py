@@ -223,6 +223,13 @@ def _nothing_runs(*args: object, **kwargs: object) -> None:
         (["--down-window", "inf"], "'--down-window': inf is not in the range 0<=x<=86400"),
         (["--down-window", "-1"], "'--down-window': -1.0 is not in the range 0<=x<=86400"),
         (["--seed", "-1"], "'--seed': -1 is not in the range x>=0"),
+        (["--most", "2001"], "'--most': 2001 is not in the range 0<=x<=2000"),
+        (["--least", "100000"], "'--least': 100000 is not in the range 0<=x<=2000"),
+        (
+            ["--core-workers", "10000000"],
+            "'--core-workers': 10000000 is not in the range 0<=x<=2000",
+        ),
+        (["--most", "5", "--least", "10"], "'--least': 10 is past --most 5"),
         (["--burst-rate", "100"], "--burst-rate shapes a burst: it needs --burst HH:MM"),
         (["--burst-minutes", "3"], "--burst-minutes shapes a burst: it needs --burst HH:MM"),
     ],

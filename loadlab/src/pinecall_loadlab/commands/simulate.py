@@ -16,7 +16,14 @@ from typing import Any
 import click
 from click.core import ParameterSource
 
-from pinecall_loadlab.simulate.limits import DAY_MIN, DAY_S, MAX_CALLS, MAX_CELL, spaced
+from pinecall_loadlab.simulate.limits import (
+    DAY_MIN,
+    DAY_S,
+    MAX_CALLS,
+    MAX_CELL,
+    MAX_WORKERS,
+    spaced,
+)
 
 CLOCK = "HH:MM"
 
@@ -45,6 +52,8 @@ MINUTES = Number(0, DAY_MIN)
 """Minutes of a burst: 0 to a day's 1 440."""
 SECONDS = Number(0, DAY_S)
 """Seconds of a delay or a window: 0 to a day's 86 400."""
+WORKERS = click.IntRange(0, MAX_WORKERS)
+"""Workers of a kind: 0 to 2 000."""
 
 
 def _at(value: str | None, option: str) -> float | None:
@@ -65,10 +74,10 @@ def _at(value: str | None, option: str) -> float | None:
 @click.option(
     "--mode", type=click.Choice(["both", "runtime", "livekit"]), default="both", show_default=True
 )
-@click.option("--most", type=click.IntRange(min=0), default=35, show_default=True, help="Scaled workers' ceiling (chart workers.scaled.production.most).")  # fmt: skip
-@click.option("--least", type=click.IntRange(min=0), default=0, show_default=True, help="Scaled workers kept at the least (KEDA's minReplicaCount).")  # fmt: skip
+@click.option("--most", type=WORKERS, default=35, show_default=True, help=f"Scaled workers' ceiling (chart workers.scaled.production.most; 0 to {spaced(MAX_WORKERS)}).")  # fmt: skip
+@click.option("--least", type=WORKERS, default=0, show_default=True, help="Scaled workers kept at the least (KEDA's minReplicaCount; 0 to --most).")  # fmt: skip
 @click.option("--core-seats", type=click.IntRange(min=1), default=2, show_default=True, help="Seats of each core worker.")  # fmt: skip
-@click.option("--core-workers", type=click.IntRange(min=0), default=2, show_default=True)
+@click.option("--core-workers", type=WORKERS, default=2, show_default=True, help=f"Workers on the core node (0 to {spaced(MAX_WORKERS)}).")  # fmt: skip
 @click.option("--node-delay", type=SECONDS, default=190.0, show_default=True, help="Median seconds from a pending pod to its new node (log-normal; 0 to a day).")  # fmt: skip
 @click.option("--down-window", type=SECONDS, default=600.0, show_default=True, help="The HPA's scale-down stabilization window, seconds (0 to a day).")  # fmt: skip
 @click.option(
@@ -131,6 +140,10 @@ def simulate(
             ):
                 option = "--" + name.replace("_", "-")
                 raise click.UsageError(f"{option} shapes a burst: it needs --burst {CLOCK}")
+    if least > most:
+        raise click.BadParameter(
+            f"{least} is past --most {most}: KEDA keeps at most its ceiling", param_hint="'--least'"
+        )
     if plot is not None and not plot.resolve().parent.is_dir():
         raise click.BadParameter(f"{plot.resolve().parent} is not a folder", param_hint="'--plot'")
     params = Params(
