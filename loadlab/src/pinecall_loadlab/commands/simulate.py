@@ -1,26 +1,59 @@
 """``lab simulate``: a day of callers on a virtual clock, through the production rules, LiveKit
 choosing and the runtime choosing side by side (:mod:`pinecall_loadlab.simulate`; issue 23).
 
-Bad input is a usage error naming its option (exit 2): a day file that is not a day
-(:class:`~pinecall_loadlab.simulate.day.DayError`), a negative count or rate, a time that is not
+Bad input is a usage error naming its option (exit 2), before anything runs: a day file that is
+not a day (:class:`~pinecall_loadlab.simulate.day.DayError`), a number out of its range (NaN and
+infinities included; :mod:`~pinecall_loadlab.simulate.limits` bounds a day), a time that is not
 ``HH:MM``, a plot whose folder does not exist.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any
 
 import click
+from click.core import ParameterSource
 
-from pinecall_loadlab.commands.vendors import SECONDS
+from pinecall_loadlab.simulate.limits import (
+    DAY_MIN,
+    DAY_S,
+    MAX_CALLS,
+    MAX_CELL,
+    MAX_WORKERS,
+    spaced,
+)
 
-if TYPE_CHECKING:
-    from pinecall_loadlab.simulate.day import Day
-
-COUNT = click.FloatRange(min=0)
-"""Calls (a day's, a minute's, at once): 0 or more."""
 CLOCK = "HH:MM"
+
+
+class Number(click.FloatRange):
+    """A number from ``low`` to ``high``: click's ``FloatRange``, NaN refused too (it compares
+    false, so the range alone lets it pass; infinities are past ``high``)."""
+
+    def __init__(self, low: float, high: float) -> None:
+        super().__init__(min=low, max=high)
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if math.isnan(number):
+            self.fail(f"{value} is not a number in the range {self._describe_range()}.", param, ctx)
+        return number
+
+
+CALLS = Number(1, MAX_CALLS)
+"""Calls a day: 1 to 1 500 000 (:data:`~pinecall_loadlab.simulate.limits.MAX_CALLS`)."""
+CELL = Number(1, MAX_CELL)
+"""Calls at once at the peak: 1 to 20 000."""
+PER_MINUTE = Number(0, MAX_CALLS)
+"""A burst's extra callers a minute: 0 to a day's most (the day with its burst is checked too)."""
+MINUTES = Number(0, DAY_MIN)
+"""Minutes of a burst: 0 to a day's 1 440."""
+SECONDS = Number(0, DAY_S)
+"""Seconds of a delay or a window: 0 to a day's 86 400."""
+WORKERS = click.IntRange(0, MAX_WORKERS)
+"""Workers of a kind: 0 to 2 000."""
 
 
 def _at(value: str | None, option: str) -> float | None:
@@ -35,27 +68,25 @@ def _at(value: str | None, option: str) -> float | None:
 
 @click.command(name="simulate")
 @click.option("--day", "day_file", type=click.Path(dir_okay=False, path_type=Path), help="A day file: JSON {\"per_hour\": [24 calls], \"calls\": N}. Default: the seeds' day.")  # fmt: skip
-@click.option("--calls", type=COUNT, help="Scale the day to this many calls (the seeds': 50 000).")
-@click.option("--cell", type=COUNT, help="Scale the day to this many calls at once at the peak (calls × 4 min ÷ 60 ÷ 10 h × 2).")  # fmt: skip
-@click.option(
-    "--seed", type=int, default=1, show_default=True, help="The callers' and the cluster's draws."
-)
+@click.option("--calls", type=CALLS, help=f"Scale the day to this many calls (the seeds': 50 000; 1 to {spaced(MAX_CALLS)}, what the simulator runs).")  # fmt: skip
+@click.option("--cell", type=CELL, help=f"Scale the day to this many calls at once at the peak (calls × 4 min ÷ 60 ÷ 10 h × 2; 1 to {spaced(MAX_CELL)}, a day of {spaced(MAX_CALLS)} calls).")  # fmt: skip
+@click.option("--seed", type=click.IntRange(min=0), default=1, show_default=True, help="The callers' and the cluster's draws (0 or more).")  # fmt: skip
 @click.option(
     "--mode", type=click.Choice(["both", "runtime", "livekit"]), default="both", show_default=True
 )
-@click.option("--most", type=click.IntRange(min=0), default=35, show_default=True, help="Scaled workers' ceiling (chart workers.scaled.production.most).")  # fmt: skip
-@click.option("--least", type=click.IntRange(min=0), default=0, show_default=True, help="Scaled workers kept at the least (KEDA's minReplicaCount).")  # fmt: skip
+@click.option("--most", type=WORKERS, default=35, show_default=True, help=f"Scaled workers' ceiling (chart workers.scaled.production.most; 0 to {spaced(MAX_WORKERS)}).")  # fmt: skip
+@click.option("--least", type=WORKERS, default=0, show_default=True, help="Scaled workers kept at the least (KEDA's minReplicaCount; 0 to --most).")  # fmt: skip
 @click.option("--core-seats", type=click.IntRange(min=1), default=2, show_default=True, help="Seats of each core worker.")  # fmt: skip
-@click.option("--core-workers", type=click.IntRange(min=0), default=2, show_default=True)
-@click.option("--node-delay", type=SECONDS, default=190.0, show_default=True, help="Median seconds from a pending pod to its new node (log-normal).")  # fmt: skip
-@click.option("--down-window", type=SECONDS, default=600.0, show_default=True, help="The HPA's scale-down stabilization window, seconds.")  # fmt: skip
+@click.option("--core-workers", type=WORKERS, default=2, show_default=True, help=f"Workers on the core node (0 to {spaced(MAX_WORKERS)}).")  # fmt: skip
+@click.option("--node-delay", type=SECONDS, default=190.0, show_default=True, help="Median seconds from a pending pod to its new node (log-normal; 0 to a day).")  # fmt: skip
+@click.option("--down-window", type=SECONDS, default=600.0, show_default=True, help="The HPA's scale-down stabilization window, seconds (0 to a day).")  # fmt: skip
 @click.option(
     "--node-lost", metavar=CLOCK, help="Lose a scaled worker's node (drawn at random) then."
 )
 @click.option("--release", metavar=CLOCK, help="Roll every worker Deployment then.")
 @click.option("--burst", metavar=CLOCK, help="A burst of callers from then.")
-@click.option("--burst-rate", type=COUNT, default=100.0, show_default=True, help="The burst's extra callers a minute.")  # fmt: skip
-@click.option("--burst-minutes", type=COUNT, default=10.0, show_default=True)
+@click.option("--burst-rate", type=PER_MINUTE, default=100.0, show_default=True, help=f"The burst's extra callers a minute (needs --burst; the day with its burst holds at most {spaced(MAX_CALLS)} calls).")  # fmt: skip
+@click.option("--burst-minutes", type=MINUTES, default=10.0, show_default=True, help="The burst's minutes (needs --burst; 0 to a day's 1 440).")  # fmt: skip
 @click.option("--json", "as_json", is_flag=True, help="The day's totals and every minute, as JSON.")
 @click.option("--plot", type=click.Path(dir_okay=False, path_type=Path), help="Draw the day on one page, as a PNG here.")  # fmt: skip
 def simulate(
@@ -87,13 +118,32 @@ def simulate(
     """
     import msgspec
 
-    from pinecall_loadlab.simulate.day import SEED_CALLS, DayError, load_day, seed_day
+    from pinecall_loadlab.simulate.day import (
+        SEED_CALLS,
+        DayError,
+        burst_calls,
+        load_day,
+        make_day,
+        seed_day,
+    )
     from pinecall_loadlab.simulate.engine import MODES, simulate_day
     from pinecall_loadlab.simulate.params import Fault, Params
     from pinecall_loadlab.simulate.report import day_table
 
     if calls is not None and cell is not None:
         raise click.UsageError("--calls and --cell both scale the day: give one")
+    if burst is None:
+        for name in ("burst_rate", "burst_minutes"):
+            if (
+                click.get_current_context().get_parameter_source(name)
+                is not ParameterSource.DEFAULT
+            ):
+                option = "--" + name.replace("_", "-")
+                raise click.UsageError(f"{option} shapes a burst: it needs --burst {CLOCK}")
+    if least > most:
+        raise click.BadParameter(
+            f"{least} is past --most {most}: KEDA keeps at most its ceiling", param_hint="'--least'"
+        )
     if plot is not None and not plot.resolve().parent.is_dir():
         raise click.BadParameter(f"{plot.resolve().parent} is not a folder", param_hint="'--plot'")
     params = Params(
@@ -108,10 +158,10 @@ def simulate(
         calls = cell * 60 * 10 / (params.call_mean_s / 60) / 2
     try:
         day = load_day(day_file) if day_file is not None else seed_day(SEED_CALLS)
+        if calls is not None:
+            day = seed_day(calls) if day_file is None else make_day(list(day.per_hour), calls)
     except DayError as exc:
         raise click.BadParameter(str(exc), param_hint="'--day'") from None
-    if calls is not None:
-        day = seed_day(calls) if day_file is None else _scaled(day, calls)
     faults = []
     if (t := _at(node_lost, "'--node-lost'")) is not None:
         faults.append(Fault(kind="node_lost", at_s=t))
@@ -119,6 +169,12 @@ def simulate(
         faults.append(Fault(kind="release", at_s=t))
     if (t := _at(burst, "'--burst'")) is not None:
         faults.append(Fault(kind="burst", at_s=t, calls_per_min=burst_rate, minutes=burst_minutes))
+        if (total := day.calls + burst_calls(t, burst_rate, burst_minutes)) > MAX_CALLS:
+            raise click.BadParameter(
+                f"the day and its burst hold {spaced(round(total))} calls, past the"
+                f" {spaced(MAX_CALLS)} of a day the simulator runs",
+                param_hint="'--burst-rate'",
+            )
     params = msgspec.structs.replace(params, faults=tuple(faults))
     modes = MODES if mode == "both" else (f"{mode}_choosing",)
     result = simulate_day(day, params, seed=seed, modes=modes, minutes=as_json or plot is not None)
@@ -127,17 +183,14 @@ def simulate(
 
         draw_day(result, params.faults, plot)
         click.echo(f"lab simulate: plot in {plot}", err=True)
+    if node_lost is not None and (missed := [m.mode for m in result.modes if not m.nodes_lost]):
+        click.echo(
+            f"lab simulate: --node-lost {node_lost} lost nothing ({', '.join(missed)}): no scaled"
+            " worker's node was up then, and the core node is never lost",
+            err=True,
+        )
     if as_json:
         click.echo(msgspec.json.encode(result))
         return
     click.echo(f"a day of {result.callers} callers (seed {seed}):")
     click.echo(day_table(result))
-
-
-def _scaled(day: Day, calls: float) -> Day:
-    """``day``'s shape holding ``calls`` calls."""
-    from pinecall_loadlab.simulate.day import make_day
-
-    if day.calls == 0:
-        raise click.BadParameter("the day file has no calls to scale", param_hint="'--calls'")
-    return make_day([n * calls / day.calls for n in day.per_hour])

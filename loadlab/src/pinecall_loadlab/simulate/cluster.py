@@ -279,12 +279,14 @@ class Cluster:
         w.evicted = True
         self.reconcile()
 
-    def node_lost(self) -> None:
+    def node_lost(self) -> bool:
         """A scaled worker's node is lost: one drawn at random among those LiveKit holds (the
-        busiest would bias LiveKit choosing: at its 0.7 line LiveKit never draws it again)."""
+        busiest would bias LiveKit choosing: at its 0.7 line LiveKit never draws it again).
+        False when no scaled worker is up to lose (the core node is never lost)."""
         up = [w for w in self.workers if w.scaled and w.registered and not w.gone]
         if up:
             self.vanish(up[int(self.rng.integers(len(up)))])
+        return bool(up)
 
     def release(self) -> None:
         """A new release: every Deployment rolled, ``maxSurge: 1, maxUnavailable: 0``."""

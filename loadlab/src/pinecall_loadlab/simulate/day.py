@@ -6,8 +6,9 @@ peak — 08:00 to 18:00 UTC, a morning ramp to 10 000 in the 11:00 hour (2 × th
 middles (a ramp, not steps) and scaled so the day holds its calls; within a minute, arrivals are
 Poisson (a count drawn per minute, each at a uniform time in it).
 
-A day file is JSON: ``{"per_hour": [24 numbers]}`` (calls arriving in each hour, 0 or more),
-optionally ``"calls": N`` to scale the shape to N calls. :class:`DayError` says what is wrong.
+A day file is JSON: ``{"per_hour": [24 numbers]}`` (calls arriving in each hour, 0 to
+1 500 000), optionally ``"calls": N`` to scale the shape to N calls; the day holds 1 to 1 500 000
+calls (:data:`~.limits.MAX_CALLS`). :class:`DayError` says what is wrong.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
+from pinecall_loadlab.simulate.limits import DAY_MIN, MAX_CALLS, spaced
+
 SEED_SHAPE = (0,) * 8 + (0.4, 1.0, 1.6, 2.0, 1.4, 1.0, 1.2, 0.8, 0.4, 0.2) + (0,) * 6
 """The seeds' busy hours as multiples of their mean: 10 hours, mean 1.0, peak 2.0 (11:00)."""
 SEED_CALLS = 50_000
@@ -26,7 +29,8 @@ SEED_CALLS = 50_000
 
 
 class DayError(ValueError):
-    """A day file that cannot be a day: not JSON, not 24 hours, a negative or non-finite count."""
+    """A day file that cannot be a day: not JSON, not 24 hours, a count negative, not finite or
+    past :data:`~.limits.MAX_CALLS`, a day of under 1 call."""
 
 
 class Day(msgspec.Struct, frozen=True, kw_only=True):
@@ -72,20 +76,30 @@ def load_day(path: Path) -> Day:
 
 def make_day(per_hour: list[float], calls: float | None = None, *, where: str = "day") -> Day:
     """A :class:`Day` from 24 hourly counts (scaled to ``calls`` when given); :class:`DayError`
-    for a wrong length, a negative or non-finite count, or a day of no calls scaled."""
+    for a wrong length, an hour not 0 to :data:`~.limits.MAX_CALLS` (NaN, infinities), or a day
+    (``calls``, else the hours' sum) not 1 to :data:`~.limits.MAX_CALLS` calls."""
+    most = spaced(MAX_CALLS)
     if len(per_hour) != 24:
         raise DayError(f"{where}: per_hour holds {len(per_hour)} hours, not 24")
     for hour, n in enumerate(per_hour):
-        if not math.isfinite(n) or n < 0:
-            raise DayError(f"{where}: hour {hour} has {n:g} calls (0 or more, finite)")
+        if not 0 <= n <= MAX_CALLS:  # NaN is in no range
+            raise DayError(f"{where}: hour {hour} has {n:g} calls (0 to {most}, finite)")
+    total = sum(per_hour)
     if calls is not None:
-        if not math.isfinite(calls) or calls < 0:
-            raise DayError(f"{where}: calls is {calls:g} (0 or more, finite)")
-        total = sum(per_hour)
-        if total == 0 and calls > 0:
+        if not 1 <= calls <= MAX_CALLS:
+            raise DayError(f"{where}: calls is {calls:g} (1 to {most}, finite)")
+        if total == 0:
             raise DayError(f"{where}: per_hour is all 0, so it cannot be scaled to {calls} calls")
-        per_hour = [n * calls / total for n in per_hour] if total else per_hour
+        per_hour = [n * calls / total for n in per_hour]
+    elif not 1 <= total <= MAX_CALLS:
+        raise DayError(f"{where}: per_hour holds {total:g} calls (a day holds 1 to {most})")
     return Day(per_hour=tuple(per_hour))
+
+
+def burst_calls(at_s: float, per_min: float, minutes: float) -> float:
+    """The mean callers a burst adds to the day: ``per_min`` a minute over ``minutes`` (rounded
+    up to whole minutes) from ``at_s`` seconds into the day, the day's end cutting it short."""
+    return per_min * min(math.ceil(minutes), max(0, DAY_MIN - int(at_s // 60)))
 
 
 @dataclass(frozen=True)

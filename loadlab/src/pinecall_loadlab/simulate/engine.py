@@ -67,11 +67,12 @@ def run_mode(
     )
     chooser.cluster = cluster
     env.process(_arrivals(env, calls.at_s, chooser, ledger))
-    env.process(_faults(env, params, cluster))
+    lost: list[float] = []
+    env.process(_faults(env, params, cluster, lost))
     rows: list[Minute] = []
     env.process(_sampler(env, cluster, chooser, ledger, rows))
     env.run(until=end)
-    return _result(mode, ledger, rows if minutes else [], rows)
+    return _result(mode, ledger, rows if minutes else [], rows, nodes_lost=len(lost))
 
 
 def _arrivals(env: simpy.Environment, at_s: np.ndarray, chooser: Choosing, ledger: Ledger) -> Proc:
@@ -82,12 +83,13 @@ def _arrivals(env: simpy.Environment, at_s: np.ndarray, chooser: Choosing, ledge
         chooser.ring(idx)
 
 
-def _faults(env: simpy.Environment, params: Params, cluster: Cluster) -> Proc:
+def _faults(env: simpy.Environment, params: Params, cluster: Cluster, lost: list[float]) -> Proc:
+    """Strike each fault of ``params`` at its time; ``lost`` gets the time of each node lost."""
     for fault in sorted(params.faults, key=lambda f: f.at_s):
         if fault.at_s > env.now:
             yield env.timeout(fault.at_s - env.now)
-        if fault.kind == "node_lost":
-            cluster.node_lost()
+        if fault.kind == "node_lost" and cluster.node_lost():
+            lost.append(env.now)
         elif fault.kind == "release":
             cluster.release()
         elif fault.kind in ("kill", "vanish"):
@@ -127,7 +129,9 @@ def _sampler(
         )
 
 
-def _result(mode: str, ledger: Ledger, shown: list[Minute], rows: list[Minute]) -> ModeResult:
+def _result(
+    mode: str, ledger: Ledger, shown: list[Minute], rows: list[Minute], *, nodes_lost: int
+) -> ModeResult:
     totals = ledger.totals()
     return ModeResult(
         mode=mode,
@@ -136,6 +140,7 @@ def _result(mode: str, ledger: Ledger, shown: list[Minute], rows: list[Minute]) 
         node_hours=round(sum(r.nodes for r in rows) / 60, 2),
         peak_calls=max((r.calls for r in rows), default=0),
         overflow_share=round(totals.overflow / totals.placed, 6) if totals.placed else 0.0,
+        nodes_lost=nodes_lost,
         minutes=shown,
     )
 

@@ -114,6 +114,8 @@ class ModeResult(msgspec.Struct, kw_only=True):
     peak_calls: int
     overflow_share: float
     """The day's callers sent to the overflow, as a share of those placed."""
+    nodes_lost: int = 0
+    """Scaled workers' nodes the ``node_lost`` faults found to lose (none up then: 0)."""
     minutes: list[Minute] = msgspec.field(default_factory=list)
 
 
