@@ -259,3 +259,125 @@ def test_only_a_run_that_caught_up_can_show_a_gap() -> None:
     assert first == pytest.approx(10.0)  # continues: its lateness is the backlog's
     [(at, _)] = clock.add(frame(), 15.0, caught_up=True)
     assert at == pytest.approx(15.0 - FRAME_S)  # caught up 4.9 s past: a gap
+
+
+def captured(rec: PacedRecorderIO, monkeypatch: pytest.MonkeyPatch) -> list[rtc.AudioFrame]:
+    """The caller's frames ``rec`` hands its encode thread, in order (its ``_put`` spied on)."""
+    seen: list[rtc.AudioFrame] = []
+    put = rec._put
+
+    def spy(item: Any) -> None:
+        if isinstance(item, recorder_io._Captured) and item.channel == 0:
+            seen.append(item.frame)
+        put(item)
+
+    monkeypatch.setattr(rec, "_put", spy)
+    return seen
+
+
+async def test_every_frame_said_is_recorded_once_and_never_as_the_sessions_own_object(
+    clock: Clock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Nothing placed twice, nothing dropped: the frames read and those still unread at the close
+    reach the encoder once each, in order, as copies (the encode thread never touches a frame the
+    session holds); the session's reads after the close add nothing."""
+    caller = Caller(clock)
+    rec, recorded = await recorder(clock, caller, tmp_path / "own.ogg")
+    seen = captured(rec, monkeypatch)
+    sent = pcm(1.0, voiced=False) + pcm(1.0, voiced=True)
+    caller.send(sent)
+    read: list[rtc.AudioFrame] = []
+    clock.now = T0 + 1.2
+    for _ in range(60):  # 1.2 s read, 0.8 s left unread when the caller leaves
+        read.append(await recorded.__anext__())
+    clock.now = T0 + 2.1
+    await rec.aclose()
+    assert [f.data.tobytes() for f in seen] == sent
+    assert not {id(f) for f in seen} & {id(f) for f in read}
+    for _ in range(len(sent) - len(read)):  # the session reads on: recorded already
+        await recorded.__anext__()
+    assert len(seen) == len(sent)
+    assert not rec.encoding_thread_alive
+
+
+class _Unstamped(voice_io.AudioInput):
+    """RoomIO's input as the pacing sees it: its unread frames are the very objects it will
+    yield next (``_ParticipantAudioInputStream._data_ch``)."""
+
+    def __init__(self, frames: list[rtc.AudioFrame]) -> None:
+        super().__init__(label="Unstamped")
+        self.frames = frames
+
+    async def __anext__(self) -> rtc.AudioFrame:
+        if not self.frames:
+            raise StopAsyncIteration
+        return self.frames.pop(0)
+
+    def holds_unread(self) -> bool:
+        return bool(self.frames)
+
+    def unread(self) -> list[rtc.AudioFrame]:
+        return list(self.frames)
+
+
+async def test_the_unread_frames_placed_at_the_close_are_copies_of_what_the_session_reads_next(
+    clock: Clock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    frames = [rtc.AudioFrame(data, SAMPLE_RATE, 1, FRAME_SAMPLES) for data in pcm(1.0, voiced=True)]
+    source = _Unstamped(list(frames))
+    rec = PacedRecorderIO(agent_session=SimpleNamespace())
+    recorded = rec.record_input(source)
+    rec.record_output(_Speaker())
+    await rec.start(output_path=tmp_path / "unread.ogg")
+    seen = captured(rec, monkeypatch)
+    clock.now = T0 + 0.5
+    for _ in range(10):
+        await recorded.__anext__()
+    clock.now = T0 + 1.0
+    await rec.aclose()
+    assert [f.data.tobytes() for f in seen] == [f.data.tobytes() for f in frames]
+    assert not {id(f) for f in seen} & {id(f) for f in frames}
+
+
+async def test_the_close_returns_once_the_encode_thread_ended(clock: Clock, tmp_path: Path) -> None:
+    caller = Caller(clock)
+    rec, recorded = await recorder(clock, caller, tmp_path / "ended.ogg")
+    caller.send(pcm(1.0, voiced=True))
+    clock.now = T0 + 1.0
+    await caller.read(recorded)
+    assert rec.encoding_thread_alive
+    encoder = rec._encoder
+    await rec.aclose()
+    assert encoder is not None
+    assert not encoder.is_alive()
+    assert await rec.encoded(0.0)  # asked again: ended
+
+
+async def test_an_encoder_that_does_not_end_in_time_fails_the_close_with_its_stack_logged(
+    clock: Clock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The close is bounded (CLOSE_WITHIN_S): past it, TimeoutError and the thread's stack in the
+    log; asked again once the thread could go on, it says the thread ended."""
+    import threading
+
+    release = threading.Event()
+    push = recorder_io._Track.push
+
+    def stuck_in_push(self: Any, started_at: float, frame: rtc.AudioFrame) -> None:
+        release.wait(10)
+        push(self, started_at, frame)
+
+    monkeypatch.setattr(recorder_io._Track, "push", stuck_in_push)
+    caller = Caller(clock)
+    rec, recorded = await recorder(clock, caller, tmp_path / "stuck.ogg")
+    caller.send(pcm(0.2, voiced=True))
+    clock.now = T0 + 0.2
+    await caller.read(recorded)
+    monkeypatch.setattr(pacing, "CLOSE_WITHIN_S", 0.3)
+    with pytest.raises(TimeoutError):
+        await rec.aclose()
+    assert "stuck_in_push" in caplog.text
+    assert rec.encoding_thread_alive
+    release.set()
+    assert await rec.encoded(10.0)
+    assert not rec.encoding_thread_alive

@@ -35,6 +35,15 @@ are placed :data:`MAX_HOLD_S` at a time, continuing.
 :class:`PacedRecorderIO` is ``RecorderIO`` with that clock on its input, its writer held back
 to what the caller's side has reached while the input still holds audio, and at the close the
 frames the input still holds placed before the last write (:meth:`PacedRecorderIO.aclose`).
+
+**Two threads, nothing shared.** The recorder encodes in a thread of its own (PyAV, libopus,
+and livekit-rtc's resampler when a frame's rate is not the file's). Every caller frame it gets
+is a copy made on the job's loop (:func:`_own`), so no frame object is read by the encoder while
+the session still holds it (the frames read, and at the close the input's unread ones, which
+the session reads after). The close waits for the encode thread to have *ended*, not only for
+its last write, at most :data:`CLOSE_WITHIN_S` (:meth:`PacedRecorderIO.encoded`): a job never
+goes on to its exit with the encoder inside native code unless that bound passed, and then the
+log has the encoder's stack.
 It relies on private parts of livekit-agents 1.8's recorder (it overrides ``_write_task`` and
 ``aclose``, whose body it follows, and uses ``_put``, ``_end_run``, ``_lock``, ``_started``,
 ``_write_atask``, ``_close_fut``, ``_Captured``, ``_Flush``) and on RoomIO's
@@ -45,7 +54,12 @@ It relies on private parts of livekit-agents 1.8's recorder (it overrides ``_wri
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
+import sys
+import threading
 import time
+import traceback
 from typing import Any, Protocol, runtime_checkable
 
 from livekit import rtc
@@ -61,6 +75,8 @@ from livekit.agents.voice.recorder_io.recorder_io import (
 )
 from livekit.agents.voice.room_io._input import _ParticipantAudioInputStream
 
+_log = logging.getLogger(__name__)
+
 RECEIVED_AT = "received_at"
 """The key of ``rtc.AudioFrame.userdata`` an input puts a frame's arrival under (wall seconds,
 ``time.time()``); ``pinecall_labroom.agents`` uses the same."""
@@ -72,6 +88,10 @@ MAX_HOLD_S = 1.0
 catches up still has its caller recorded, this late at most)."""
 MAX_OVERRUN_S = 0.5
 """Seconds the last write may go past the close to take the caller's audio placed there."""
+CLOSE_WITHIN_S = 10.0
+"""Seconds the close waits for the encode thread to write what is left and end (it takes a
+fraction of a second: the last 2.5 s of the call, and the caller's backlog); past it the close
+raises ``TimeoutError`` and the log has the thread's stack."""
 
 
 @runtime_checkable
@@ -104,6 +124,16 @@ def holds_unread(source: voice_io.AudioInput | None) -> bool | None:
     if isinstance(source, _ParticipantAudioInputStream):
         return not source._data_ch.empty()
     return None
+
+
+def _own(frame: rtc.AudioFrame) -> rtc.AudioFrame:
+    """A copy of ``frame`` for the encode thread: the session keeps the original."""
+    return rtc.AudioFrame(
+        frame.data.tobytes(),
+        frame.sample_rate,
+        frame.num_channels,
+        frame.samples_per_channel,
+    )
 
 
 def _arrived(frame: rtc.AudioFrame, read_at: float) -> float:
@@ -173,6 +203,7 @@ class PacedRecorderIO(RecorderIO):
         self._clock = StreamClock()
         self._source: voice_io.AudioInput | None = None
         self._done_reading = False
+        self._encoder: threading.Thread | None = None
 
     def record_input(self, audio_input: voice_io.AudioInput) -> RecorderAudioInput:
         self._source = audio_input
@@ -195,7 +226,7 @@ class PacedRecorderIO(RecorderIO):
         for started_at, frame in placed:
             if t0 is not None and started_at + frame.duration <= t0:
                 continue  # said before the recording started (queued since the room was joined)
-            self._put(_Captured(channel=0, started_at=started_at, frame=frame))
+            self._put(_Captured(channel=0, started_at=started_at, frame=_own(frame)))
 
     def settled(self, now: float) -> float:
         """How far the caller's side is settled at ``now``: where it reached while its input
@@ -236,10 +267,46 @@ class PacedRecorderIO(RecorderIO):
             self._take(self._clock.add(frame, arrived, caught_up=i == len(left) - 1))
         self._take(self._clock.flush())
 
+    def _encode_thread(self) -> None:
+        self._encoder = threading.current_thread()  # before the close can be told it ended
+        super()._encode_thread()
+
+    @property
+    def encoding_thread_alive(self) -> bool:
+        """Whether the encode thread runs (started and not ended)."""
+        return self._encoder is not None and self._encoder.is_alive()
+
+    async def encoded(self, within: float = CLOSE_WITHIN_S) -> bool:
+        """Wait, at most ``within`` seconds, for the encode thread to end (once the close
+        asked it to: its last write done, its file closed). True once it ended or never
+        started; False past ``within``, said in the log with the thread's stack. Never cancels
+        what it waits for: called again, it waits again."""
+        if not self._started and self._encoder is None:
+            return True
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + within
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(asyncio.shield(self._close_fut), timeout=within)
+        encoder = self._encoder
+        if self._close_fut.done() and encoder is not None and encoder.is_alive():
+            # it resolved the close from its last lines: only its return is left
+            await asyncio.to_thread(encoder.join, max(0.0, deadline - loop.time()))
+        if self._close_fut.done() and not self.encoding_thread_alive:
+            return True
+        frame = sys._current_frames().get(encoder.ident or -1) if encoder is not None else None
+        stack = "".join(traceback.format_stack(frame)) if frame is not None else "(not running)"
+        _log.error(
+            "the recorder's encode thread did not end within %g s of its close; its stack:\n%s",
+            within,
+            stack,
+        )
+        return False
+
     async def aclose(self) -> None:
         """Stop: the caller's unread audio placed (:meth:`drain`), the rest written up to now,
-        or up to where the caller's audio reaches (at most :data:`MAX_OVERRUN_S` later).
-        RecorderIO.aclose, its last write moved."""
+        or up to where the caller's audio reaches (at most :data:`MAX_OVERRUN_S` later), and
+        the encode thread ended (:meth:`encoded`; ``TimeoutError`` past
+        :data:`CLOSE_WITHIN_S`). RecorderIO.aclose, its last write moved, its wait bounded."""
         async with self._lock:
             if not self._started:
                 return
@@ -254,5 +321,6 @@ class PacedRecorderIO(RecorderIO):
             self._end_run(channel=1)
             self._flush_until(until)
             self._put(None)
-            await asyncio.shield(self._close_fut)
+            if not await self.encoded(CLOSE_WITHIN_S):
+                raise TimeoutError(f"the recorder did not close within {CLOSE_WITHIN_S:g} s")
             self._started = False
