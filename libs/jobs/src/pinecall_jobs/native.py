@@ -19,7 +19,10 @@ parts of it are not made for that:
 :func:`make_thread_safe` builds the client on the calling (main) thread and serializes the
 resampler's three native calls behind one process-wide lock: each is microseconds of work on a
 20 ms frame, so the lock costs nothing a caller hears. A process whose jobs run one a process
-needs neither, and calling it there is harmless.
+needs it too once it records: the recorder's encode thread (``RecorderIO._Track``) makes and
+pushes its own resamplers whenever a frame's rate is not the file's 48 kHz (RoomIO's 24 kHz in
+production, both channels), beside the job's loop and its resamplers
+(``pinecall_jobs.recording`` calls it before it starts one). Calling it anywhere is harmless.
 
 :func:`dump_on_crash` makes a native crash diagnosable: a job process that dies of SIGSEGV
 (exit -11) otherwise leaves nothing but livekit-agents' "process exited with non-zero exit code

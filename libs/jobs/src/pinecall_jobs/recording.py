@@ -59,6 +59,7 @@ from pinecall_contracts import entries
 from pinecall_contracts.recordings import Recording, RecordingFailed, RecordingJob, RecordingStarted
 from pinecall_jobs.flushing import flush_each_packet
 from pinecall_jobs.kept import entry_data, recording_of
+from pinecall_jobs.native import make_thread_safe
 from pinecall_jobs.pacing import PacedRecorderIO
 
 _log = logging.getLogger(__name__)
@@ -148,6 +149,7 @@ class CallRecording:
         self.started = RecordingStarted(key=self.key, upload_id=upload_id, job=self.job)
         self._folder = Path(tempfile.mkdtemp(prefix="pinecall-recording-"))
         flush_each_packet()  # the file grows as it is encoded, so each upload has it so far
+        make_thread_safe()  # the encode thread resamples beside the loop's resamplers (.native)
         recorder = PacedRecorderIO(agent_session=session)
         session.input.audio = recorder.record_input(session.input.audio or _Silence())
         session.output.audio = recorder.record_output(session.output.audio)
@@ -226,7 +228,9 @@ class CallRecording:
         assert self.path is not None
         assert self.access is not None
         assert self._recorder is not None
-        await self.stop()
+        # shielded: FINISH_WITHIN_S passing cancels this wait, not the recorder's close, which
+        # _close waits for again (the job never exits with the encode thread running)
+        await asyncio.shield(self.stop())
         await self._send(last=True)
         await self._bucket.complete(self.started.key, self.started.upload_id, self._frozen)
         data = await asyncio.to_thread(self.path.read_bytes)
@@ -237,7 +241,8 @@ class CallRecording:
         ends with the call, not with the job's shutdown, which comes seconds later on a busy
         machine (``up``'s report saw recordings 2.4–3.4 s longer than their calls). What it
         holds is uploaded by :meth:`finish`. Idempotent; the future is done once the recorder
-        closed."""
+        closed, its encode thread ended (``TimeoutError`` when it did not within
+        :data:`pinecall_jobs.pacing.CLOSE_WITHIN_S`, its stack in the log)."""
         if self._stopping is None:
             self._stopping = asyncio.ensure_future(self._stop())
         return self._stopping
@@ -250,9 +255,14 @@ class CallRecording:
             await self._recorder.aclose()
 
     async def _close(self) -> None:
-        await self.stop()
+        with contextlib.suppress(TimeoutError):  # said by the recorder, with its thread's stack
+            await self.stop()
         await self._close_bucket()
-        if self._folder is not None:
+        if self._recorder is not None and self._recorder.encoding_thread_alive:
+            _log.error(  # its file is still open: the folder goes with the process
+                "call %s: its recorder's encode thread still runs; %s kept", self.call, self._folder
+            )
+        elif self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
 
     async def _close_bucket(self) -> None:
