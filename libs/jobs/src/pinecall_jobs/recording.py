@@ -252,7 +252,13 @@ class CallRecording:
             self._pump.cancel()
             await asyncio.gather(self._pump, return_exceptions=True)
         if self._recorder is not None and self._recorder.recording:
+            began = time.monotonic()
             await self._recorder.aclose()
+            _log.info(
+                "call %s: its recorder closed and its encode thread ended in %.2f s",
+                self.call,
+                time.monotonic() - began,
+            )
 
     async def _close(self) -> None:
         with contextlib.suppress(TimeoutError):  # said by the recorder, with its thread's stack
