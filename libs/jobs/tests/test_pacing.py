@@ -381,3 +381,19 @@ async def test_an_encoder_that_does_not_end_in_time_fails_the_close_with_its_sta
     release.set()
     assert await rec.encoded(10.0)
     assert not rec.encoding_thread_alive
+
+
+async def test_the_file_ends_when_the_close_was_asked_not_when_a_late_loop_ran_it(
+    clock: Clock, tmp_path: Path
+) -> None:
+    """The call ended at 2 s; the loaded loop got to the close at 4 s: the file lasts 2 s."""
+    caller = Caller(clock)
+    rec, recorded = await recorder(clock, caller, tmp_path / "late.ogg")
+    caller.send(pcm(2.0, voiced=True))
+    clock.now = T0 + 2.0
+    await caller.read(recorded)
+    clock.now = T0 + 4.0
+    await rec.aclose(at=T0 + 2.0)
+    decoded = decode((tmp_path / "late.ogg").read_bytes())
+    assert decoded.seconds == pytest.approx(2.0, abs=0.1)
+    assert voiced_seconds(decoded.samples[0]) == pytest.approx(2.0, abs=0.1)

@@ -243,17 +243,17 @@ class CallRecording:
         holds is uploaded by :meth:`finish`. Idempotent; the future is done once the recorder
         closed, its encode thread ended (``TimeoutError`` when it did not within
         :data:`pinecall_jobs.pacing.CLOSE_WITHIN_S`, its stack in the log)."""
-        if self._stopping is None:
-            self._stopping = asyncio.ensure_future(self._stop())
+        if self._stopping is None:  # the file ends now, however late the loop gets to close it
+            self._stopping = asyncio.ensure_future(self._stop(time.time()))
         return self._stopping
 
-    async def _stop(self) -> None:
+    async def _stop(self, at: float) -> None:
         if self._pump is not None:
             self._pump.cancel()
             await asyncio.gather(self._pump, return_exceptions=True)
         if self._recorder is not None and self._recorder.recording:
             began = time.monotonic()
-            await self._recorder.aclose()
+            await self._recorder.aclose(at=at)
             _log.info(
                 "call %s: its recorder closed and its encode thread ended in %.2f s",
                 self.call,
