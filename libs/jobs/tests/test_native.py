@@ -62,3 +62,36 @@ def test_resamplers_in_many_threads_each_resample_their_own_audio() -> None:
         t.join(60)
     assert not any(t.is_alive() for t in threads)
     assert wrong == []
+
+
+CRASH = """
+import threading, time, faulthandler
+from pinecall_jobs import native
+
+native.dump_on_crash()
+native.dump_on_crash()  # idempotent
+assert faulthandler.is_enabled()
+
+def encoding() -> None:  # a second thread, as the recorder's encode thread is
+    while True:
+        time.sleep(0.01)
+
+threading.Thread(target=encoding, daemon=True, name="encoder").start()
+time.sleep(0.1)
+faulthandler._sigsegv()
+"""
+
+
+def test_a_process_that_segfaults_after_dump_on_crash_prints_every_threads_stack() -> None:
+    """A job process that dies of SIGSEGV says where, each thread's stack on its standard error
+    (the worker's log), instead of only livekit-agents' 'exit code -11'."""
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-c", CRASH], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == -11, (done.returncode, done.stderr)
+    assert "Fatal Python error: Segmentation fault" in done.stderr
+    assert "in encoding" in done.stderr  # the other thread's stack, not only the crashing one's
+    assert "Current thread" in done.stderr

@@ -287,3 +287,21 @@ def test_a_call_runs_its_agents_version_over_the_workers_defaults() -> None:
     assert call_agent(settings, record({"voice": "alloy"})) == defaults
     assert call_agent(settings, None) == defaults
     assert call_agent(settings, record({CONFIG_AGENT: {"version": "x"}})) == defaults
+
+
+def test_a_job_process_setup_turns_faulthandler_on_first() -> None:
+    """JobSetup, run in each job process, makes a native crash there print every thread's stack
+    into the worker's log (issue 19: CI saw a job die of SIGSEGV with nothing but its exit code)."""
+    script = """
+import faulthandler, sys, types
+from pinecall_worker.settings import JobSetup
+
+assert not faulthandler.is_enabled()
+JobSetup({"PINECALL_FLEET": "pinecall"})(types.SimpleNamespace(userdata={}))
+print(faulthandler.is_enabled())
+"""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PINECALL_", "PYTHONFAULT"))}
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, check=False
+    )
+    assert (done.returncode, done.stdout.strip()) == (0, "True"), done.stderr

@@ -19,12 +19,24 @@ parts of it are not made for that:
 :func:`make_thread_safe` builds the client on the calling (main) thread and serializes the
 resampler's three native calls behind one process-wide lock: each is microseconds of work on a
 20 ms frame, so the lock costs nothing a caller hears. A process whose jobs run one a process
-needs neither, and calling it there is harmless.
+needs it too once it records: the recorder's encode thread (``RecorderIO._Track``) makes and
+pushes its own resamplers whenever a frame's rate is not the file's 48 kHz (RoomIO's 24 kHz in
+production, both channels), beside the job's loop and its resamplers
+(``pinecall_jobs.recording`` calls it before it starts one). Calling it anywhere is harmless.
+
+:func:`dump_on_crash` makes a native crash diagnosable: a job process that dies of SIGSEGV
+(exit -11) otherwise leaves nothing but livekit-agents' "process exited with non-zero exit code
+-11" in its worker's log. With Python's ``faulthandler`` on, the fatal signal prints every
+thread's Python stack to the process's standard error first, which ``up`` and a pod both keep.
 """
 
 from __future__ import annotations
 
+import contextlib
+import faulthandler
 import functools
+import io
+import sys
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -59,3 +71,19 @@ def make_thread_safe() -> None:
     for name in ("__init__", "push", "flush"):
         setattr(cls, name, _serialized(getattr(cls, name)))
     setattr(cls, _MARK, True)
+
+
+def dump_on_crash() -> None:
+    """Make a fatal signal in this process (SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT) print every
+    thread's Python stack to its standard error before it dies (``faulthandler``). Idempotent:
+    once on (here, by ``PYTHONFAULTHANDLER``, or by pytest) it is left as it is. A standard
+    error with no file descriptor (a test's captured one) falls back to the process's own, and
+    with neither it does nothing: diagnosis never stops a process from starting."""
+    if faulthandler.is_enabled():
+        return
+    for stream in (sys.stderr, sys.__stderr__):
+        if stream is None:
+            continue
+        with contextlib.suppress(AttributeError, ValueError, OSError, io.UnsupportedOperation):
+            faulthandler.enable(file=stream, all_threads=True)
+            return

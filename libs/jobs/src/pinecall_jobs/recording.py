@@ -3,7 +3,11 @@
 
 **The file.** livekit-agents' own recorder (``livekit.agents.voice.recorder_io.RecorderIO``,
 what ``AgentSession.start(record=True)`` uses for LiveKit Cloud) wraps the session's audio input
-and output and encodes both on one timeline in a thread of the job's process: an OGG/Opus file
+and output and encodes both on one timeline in a thread of the job's process — with the
+caller's side placed by the audio's own time, not by when the job's loop read it
+(:class:`pinecall_jobs.pacing.PacedRecorderIO`: a loaded job reads its caller in late bursts,
+which the stock recorder squeezed, and the frames still unread when the caller left are
+recorded too): an OGG/Opus file
 (PyAV's libopus), 48 kHz, two channels, **the caller left, the agent right**. A player mixes the
 two into the call as it was heard; anyone reading one side (a transcript, a dispute) takes its
 channel alone. The recorder encodes every 2.5 s (``WRITE_INTERVAL``) into a local file in a
@@ -49,13 +53,14 @@ from typing import Any
 
 from livekit.agents import AgentSession
 from livekit.agents.voice import io as voice_io
-from livekit.agents.voice.recorder_io import RecorderIO
 
 from pinecall_clients.bucket import MIN_PART_BYTES, Bucket, BucketAccess, BucketError, Part
 from pinecall_contracts import entries
 from pinecall_contracts.recordings import Recording, RecordingFailed, RecordingJob, RecordingStarted
 from pinecall_jobs.flushing import flush_each_packet
 from pinecall_jobs.kept import entry_data, recording_of
+from pinecall_jobs.native import make_thread_safe
+from pinecall_jobs.pacing import PacedRecorderIO
 
 _log = logging.getLogger(__name__)
 
@@ -69,7 +74,9 @@ the recorder's write interval, its wait on a quiet input, an OGG page, and a sec
 upload and the scheduling of a busy machine. Except an agent's turn still playing: the
 recorder writes nothing past its start until it finished playing (``RecorderIO._write_task``
 waits on ``pending_since``, so the agent's audio is placed before the timeline passes it), so a
-kill mid-turn loses that turn so far, plus this."""
+kill mid-turn loses that turn so far, plus this; and a job whose loop reads its caller late
+loses the caller's backlog too (the writer waits for it, :meth:`pinecall_jobs.pacing.
+PacedRecorderIO.settled`, rather than write silence where it belongs)."""
 FINISH_WITHIN_S = 30.0
 """Seconds the last part and the completion get, retries included (inside the seal's 60 s)."""
 
@@ -107,7 +114,7 @@ class CallRecording:
         self.started: RecordingStarted | None = None
         self._failed: str | None = None if access is not None else "no bucket is configured"
         self._bucket: Bucket | None = None
-        self._recorder: RecorderIO | None = None
+        self._recorder: PacedRecorderIO | None = None
         self._folder: Path | None = None
         self._frozen: list[Part] = []
         self._open_from = 0  # the file offset the open part starts at
@@ -142,7 +149,8 @@ class CallRecording:
         self.started = RecordingStarted(key=self.key, upload_id=upload_id, job=self.job)
         self._folder = Path(tempfile.mkdtemp(prefix="pinecall-recording-"))
         flush_each_packet()  # the file grows as it is encoded, so each upload has it so far
-        recorder = RecorderIO(agent_session=session)
+        make_thread_safe()  # the encode thread resamples beside the loop's resamplers (.native)
+        recorder = PacedRecorderIO(agent_session=session)
         session.input.audio = recorder.record_input(session.input.audio or _Silence())
         session.output.audio = recorder.record_output(session.output.audio)
         assert self.path is not None
@@ -220,7 +228,9 @@ class CallRecording:
         assert self.path is not None
         assert self.access is not None
         assert self._recorder is not None
-        await self.stop()
+        # shielded: FINISH_WITHIN_S passing cancels this wait, not the recorder's close, which
+        # _close waits for again (the job never exits with the encode thread running)
+        await asyncio.shield(self.stop())
         await self._send(last=True)
         await self._bucket.complete(self.started.key, self.started.upload_id, self._frozen)
         data = await asyncio.to_thread(self.path.read_bytes)
@@ -231,22 +241,34 @@ class CallRecording:
         ends with the call, not with the job's shutdown, which comes seconds later on a busy
         machine (``up``'s report saw recordings 2.4–3.4 s longer than their calls). What it
         holds is uploaded by :meth:`finish`. Idempotent; the future is done once the recorder
-        closed."""
-        if self._stopping is None:
-            self._stopping = asyncio.ensure_future(self._stop())
+        closed, its encode thread ended (``TimeoutError`` when it did not within
+        :data:`pinecall_jobs.pacing.CLOSE_WITHIN_S`, its stack in the log)."""
+        if self._stopping is None:  # the file ends now, however late the loop gets to close it
+            self._stopping = asyncio.ensure_future(self._stop(time.time()))
         return self._stopping
 
-    async def _stop(self) -> None:
+    async def _stop(self, at: float) -> None:
         if self._pump is not None:
             self._pump.cancel()
             await asyncio.gather(self._pump, return_exceptions=True)
         if self._recorder is not None and self._recorder.recording:
-            await self._recorder.aclose()
+            began = time.monotonic()
+            await self._recorder.aclose(at=at)
+            _log.info(
+                "call %s: its recorder closed and its encode thread ended in %.2f s",
+                self.call,
+                time.monotonic() - began,
+            )
 
     async def _close(self) -> None:
-        await self.stop()
+        with contextlib.suppress(TimeoutError):  # said by the recorder, with its thread's stack
+            await self.stop()
         await self._close_bucket()
-        if self._folder is not None:
+        if self._recorder is not None and self._recorder.encoding_thread_alive:
+            _log.error(  # its file is still open: the folder goes with the process
+                "call %s: its recorder's encode thread still runs; %s kept", self.call, self._folder
+            )
+        elif self._folder is not None:
             shutil.rmtree(self._folder, ignore_errors=True)
 
     async def _close_bucket(self) -> None:

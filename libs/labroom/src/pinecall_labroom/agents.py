@@ -4,7 +4,10 @@
     wire_session(session, room)                 # before session.start(agent) — no room= given
     await session.start(MyAgent())
 
-- `LabAudioInput` yields the other participants' audio as `rtc.AudioFrame`s (48 kHz mono, 20 ms);
+- `LabAudioInput` yields the other participants' audio as `rtc.AudioFrame`s (48 kHz mono, 20 ms),
+  each with when its socket received it (``userdata["received_at"]``), and says what it holds
+  unread (`holds_unread`, `unread`): a recording places the caller's frames by them
+  (``pinecall_jobs.pacing``), not by when the session read them;
 - `LabAudioOutput` takes what the session speaks (the framework resamples it to 48 kHz, as
   `sample_rate` asks), cuts it into 20 ms frames and sends them in real time, reporting
   playback started/finished as livekit-agents' `io.AudioOutput` contract requires
@@ -22,7 +25,10 @@ from livekit import rtc
 from livekit.agents import AgentSession, utils
 from livekit.agents.voice import io
 
-from .client import CHANNELS, FRAME_SAMPLES, SAMPLE_RATE, LabRoom
+from .client import CHANNELS, FRAME_SAMPLES, SAMPLE_RATE, AudioChunk, LabRoom
+
+RECEIVED_AT = "received_at"
+"""The frame's ``userdata`` key of when it was received (``pinecall_jobs.pacing.RECEIVED_AT``)."""
 
 
 class LabAudioInput(io.AudioInput):
@@ -42,13 +48,32 @@ class LabAudioInput(io.AudioInput):
                 get.cancel()
                 raise StopAsyncIteration
             chunk = get.result()
-            if self._sender is None or chunk.sender == self._sender:
-                return rtc.AudioFrame(
-                    data=chunk.pcm,
-                    sample_rate=SAMPLE_RATE,
-                    num_channels=CHANNELS,
-                    samples_per_channel=len(chunk.pcm) // (2 * CHANNELS),
-                )
+            if self._heard(chunk):
+                return _frame(chunk)
+
+    def holds_unread(self) -> bool:
+        """Whether a frame it would yield was received and not yet read."""
+        if self._sender is None:
+            return not self._room.audio.empty()
+        return any(self._heard(c) for c in self._room.audio.waiting())
+
+    def unread(self) -> list[rtc.AudioFrame]:
+        """The frames received that this input would yield and has not yet, oldest first (left
+        in the room's queue)."""
+        return [_frame(c) for c in self._room.audio.waiting() if self._heard(c)]
+
+    def _heard(self, chunk: AudioChunk) -> bool:
+        return self._sender is None or chunk.sender == self._sender
+
+
+def _frame(chunk: AudioChunk) -> rtc.AudioFrame:
+    return rtc.AudioFrame(
+        data=chunk.pcm,
+        sample_rate=SAMPLE_RATE,
+        num_channels=CHANNELS,
+        samples_per_channel=len(chunk.pcm) // (2 * CHANNELS),
+        userdata={} if chunk.received_at is None else {RECEIVED_AT: chunk.received_at},
+    )
 
 
 _END = object()

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlparse
@@ -43,10 +44,21 @@ class JoinError(Exception):
 
 @dataclass(frozen=True)
 class AudioChunk:
-    """One frame received: who sent it and its PCM bytes (s16le, 48 kHz mono)."""
+    """One frame received: who sent it, its PCM bytes (s16le, 48 kHz mono), and when its socket
+    received it (wall seconds, ``time.time()``; a recording places the frame by it)."""
 
     sender: str
     pcm: bytes
+    received_at: float | None = None
+
+
+class AudioQueue(asyncio.Queue[AudioChunk]):
+    """The frames received and not read yet; :meth:`waiting` says them without taking them."""
+
+    def waiting(self) -> list[AudioChunk]:
+        """The chunks queued, oldest first."""
+        # the Queue's own deque (CPython's asyncio/queues.py), which typeshed does not declare
+        return list(self._queue)  # type: ignore[attr-defined]
 
 
 def lab_url(livekit_url: str) -> str:
@@ -73,7 +85,7 @@ class LabRoom:
         self.participants: dict[str, dict[str, Any]] = {
             p["identity"]: p for p in joined["participants"]
         }
-        self.audio: asyncio.Queue[AudioChunk] = asyncio.Queue()
+        self.audio = AudioQueue()
         self.presence: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.removed_reason: str | None = None
         self.closed = asyncio.Event()
@@ -142,7 +154,8 @@ class LabRoom:
                 if msg.type == aiohttp.WSMsgType.BINARY:
                     n = msg.data[0]
                     sender = msg.data[1 : 1 + n].decode()
-                    self.audio.put_nowait(AudioChunk(sender, msg.data[1 + n :]))
+                    chunk = AudioChunk(sender, msg.data[1 + n :], time.time())
+                    self.audio.put_nowait(chunk)
                 elif msg.type == aiohttp.WSMsgType.TEXT:
                     self._on_text(json.loads(msg.data))
         finally:

@@ -21,7 +21,10 @@ def cli() -> None:
 def start() -> None:
     """Register with LiveKit as <fleet>/overflow and take the dispatcher's jobs until SIGTERM
     (drain, exit 0)."""
+    from pinecall_jobs.native import dump_on_crash
     from pinecall_overflow.server import Overflow  # livekit-agents and the voice, once
+
+    dump_on_crash()  # its jobs run in its threads: a native crash in one says where
 
     settings = settings_or_exit(lambda: OverflowSettings.from_env().check())
     configure_telemetry(

@@ -20,8 +20,11 @@ def cli() -> None:
 @cli.command()
 def start() -> None:
     """Register with LiveKit and take calls until SIGTERM (drain, exit 0) or a cordon (exit 3)."""
+    from pinecall_jobs.native import dump_on_crash
     from pinecall_worker.call import entrypoint, prewarm  # the plugins, before registering
     from pinecall_worker.server import Worker
+
+    dump_on_crash()  # a native crash of the main process (or a thread job's) says where
 
     settings = settings_or_exit(_settings)
     configure_telemetry(

@@ -154,7 +154,11 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
         # livekit-agents runs it from its own task: its end and seal go in the call's trace
         token = otel_context.attach(job_context)
         try:
-            await held.aclose()
+            try:
+                await held.aclose()
+            except Exception:  # the recording is still closed, the call still ended on its log
+                _log.exception("call %s: closing its session failed", offer.call)
+            # the recorder closed and its encode thread ended before the job goes on to exit
             await recordings.finish(recording, recorder)  # on the log before the end and seal
             if reason == "job crashed":
                 await recorder.finish("failed", reason)
