@@ -16,15 +16,59 @@ tick (the loop's and the watchdog thread's, which takes the GIL), in every job p
 killed for not closing within their 5 s and 12 callers silent, where with it off (``0``) the same
 run passed with every recording verified, and at 100 ms (what livekit-agents does unasked) passed
 too. An operator sets ``LIVEKIT_AGENTS_LOOP_BLOCK_WARN_MS`` to look closer, at that price.
+
+**Its stack sample, made safe on CPython 3.11** (:func:`make_sampling_safe`): the watchdog takes
+the loop's stack with ``sys._current_frames()``, which on 3.11 can deadlock its own thread
+(python/cpython#106883: it holds the runtime's head lock while it makes frame objects; an
+allocation there may start a collection whose deallocation of a thread-local object takes the
+same lock). Seen here: an overflow process hung in that frame under ``up`` with the monitor at
+20 ms (py-spy: ``_PyThread_CurrentFrames → gc_collect_main → PyThread_acquire_lock_timed``),
+and its callers were silent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import gc
+import sys
+import threading
 from collections.abc import Iterator
+from typing import Any
 
 from livekit.agents.telemetry import loop_monitor
+
+_SAMPLING = threading.Lock()
+"""Held around every stack sample of a loop monitor in this process."""
+_MARK = "_pinecall_sampled_without_collection"
+
+
+def make_sampling_safe() -> None:
+    """livekit-agents' loop monitors of this process take their stack samples with the garbage
+    collector off, one sample at a time (two watchdogs would each turn it back on under the
+    other), and turn it back on only if it was on: the fix proposed for 3.11
+    (python/cpython#117332, not merged; 3.12 collects only at the eval breaker). A sample is
+    taken only once a loop is late, and lasts microseconds to a few milliseconds. Idempotent; on
+    3.12 and later it does nothing."""
+    monitor: Any = loop_monitor.EventLoopMonitor
+    if sys.version_info >= (3, 12) or getattr(monitor, _MARK, False):
+        return
+    sample = monitor._sample_loop_thread
+
+    @functools.wraps(sample)
+    def without_collection(self: Any, lag: float) -> Any:
+        with _SAMPLING:
+            collecting = gc.isenabled()
+            gc.disable()
+            try:
+                return sample(self, lag)
+            finally:
+                if collecting:
+                    gc.enable()
+
+    monitor._sample_loop_thread = without_collection
+    setattr(monitor, _MARK, True)
 
 
 @contextlib.contextmanager
@@ -35,6 +79,7 @@ def watching(name: str, *, spans: bool = True) -> Iterator[None]:
     spans too (a job's, in the call's trace), else only the warning and the metric (a main
     process's)."""
     loop = asyncio.get_running_loop()
+    make_sampling_safe()
     thresholds = loop_monitor.LoopMonitorThresholds.from_env()  # None: turned off
     started = thresholds and loop_monitor.start_monitoring(
         loop, thresholds=thresholds, name=name, emit_spans=spans

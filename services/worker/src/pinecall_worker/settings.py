@@ -143,7 +143,8 @@ HANDED = "pinecall.settings"
 class JobSetup:
     """The job processes' setup (AgentServer's ``setup_fnc``): it turns ``faulthandler`` on, so a
     job process that dies of a native crash prints every thread's stack into its worker's log
-    (``pinecall_jobs.native.dump_on_crash``), carries the worker's settings
+    (``pinecall_jobs.native.dump_on_crash``), makes the loop monitor's stack sample safe on
+    CPython 3.11 (``pinecall_jobs.loops.make_sampling_safe``), carries the worker's settings
     into each process as the environment :meth:`WorkerSettings.from_env` reads back, makes its
     stamina retries say what they retry (``say_retries``), sends its spans where the worker's go
     (``configure_tracing``), then runs ``prewarm``. Picklable, so
@@ -156,9 +157,11 @@ class JobSetup:
         self.env, self.prewarm = env, prewarm
 
     def __call__(self, proc: Any) -> None:
+        from pinecall_jobs.loops import make_sampling_safe  # livekit-agents': loaded already
         from pinecall_jobs.native import dump_on_crash  # livekit-rtc's: loaded in a job already
 
         dump_on_crash()  # first: whatever crashes from here on says where
+        make_sampling_safe()  # livekit-agents' monitor of this job process's loop (.loops)
         proc.userdata[HANDED] = self.env
         say_retries()  # the job's call-log retries say what they retry, as the worker's do
         if self.env.get(WorkerSettings.env_name("lab_rooms")) == "true":
