@@ -65,19 +65,20 @@ def test_resamplers_in_many_threads_each_resample_their_own_audio() -> None:
 
 
 CRASH = """
-import threading, time, faulthandler
+import threading, faulthandler
 from pinecall_jobs import native
 
 native.dump_on_crash()
 native.dump_on_crash()  # idempotent
 assert faulthandler.is_enabled()
+running = threading.Event()
 
-def encoding() -> None:  # a second thread, as the recorder's encode thread is
-    while True:
-        time.sleep(0.01)
+def encoding() -> None:  # a second thread, parked as the recorder's encode thread waits on its queue
+    running.set()
+    threading.Event().wait()
 
 threading.Thread(target=encoding, daemon=True, name="encoder").start()
-time.sleep(0.1)
+assert running.wait(30)
 faulthandler._sigsegv()
 """
 
