@@ -33,6 +33,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
+import anyio._backends._asyncio  # noqa: F401  (httpx's first request, else in a job's thread)
+import httpcore  # noqa: F401  (httpx imports it at its first client: 0.5-0.9 s in up's overflow log)
 from livekit.agents import JobContext
 from opentelemetry import trace
 

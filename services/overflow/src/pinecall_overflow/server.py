@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import importlib
 import logging
 from collections.abc import Iterator
 from typing import Any
@@ -118,6 +119,11 @@ class Overflow:
         self._stop = asyncio.Event()
         if executor is JobExecutorType.THREAD:
             make_thread_safe()
+        if settings.lab_rooms:
+            # the lab room's modules, which a production overflow never imports, here rather
+            # than in a sentence job's thread, whose import holds every job's loop (up's log)
+            importlib.import_module("pinecall_labroom.agents")
+            importlib.import_module("pinecall_labroom.jobs")
         self.server = AgentServer(
             ws_url=settings.livekit_url,
             api_key=settings.livekit_api_key,
