@@ -90,10 +90,10 @@ def _answer(row: dict[str, Any]) -> PhoneNumber:
     )
 
 
-def _taken(number: str, held: dict[str, Any] | None, org: str, environment: str) -> NumberTaken:
-    """409 for ``number``: where it rings when it is the asker's own org's, else only that
-    another org holds it (who is not said)."""
-    if held is None or held["org"] != org:
+def _taken(number: str, held: dict[str, Any], org: str, environment: str) -> NumberTaken:
+    """409 for ``number``, ``held`` by another agent, environment or org: where it rings when it
+    is the asker's own org's, else only that another org holds it (who is not said)."""
+    if held["org"] != org:
         return NumberTaken(f"{number} is held by another org: a number rings one org's agent")
     if held["environment"] != environment:
         return NumberTaken(
