@@ -4,12 +4,15 @@ its event loop (the probe saw 1.1–2.3 s blocked in ``list_available_services``
 
 from __future__ import annotations
 
-from pinecall_clients import bucket
+import asyncio
+
+from pinecall_clients import bucket as buckets
 from pinecall_clients.bucket import Bucket, BucketAccess
+from pinecall_loadlab.vendors.s3_testing import *  # noqa: F403  (the S3 fake: s3, bucket_access)
 
 
 async def test_every_bucket_client_comes_from_the_one_session_loaded_at_import() -> None:
-    loader = bucket._SESSION.get_component("data_loader")
+    loader = buckets._SESSION.get_component("data_loader")
     loaded = set(loader._cache)  # botocore's instance cache: (method, arguments…)
     assert ("load_service_model", "s3", "service-2", "api_version", None) in loaded
     access = BucketAccess(bucket="b", endpoint="http://127.0.0.1:9", key_id="k", secret="s")
@@ -17,3 +20,24 @@ async def test_every_bucket_client_comes_from_the_one_session_loaded_at_import()
         assert one._s3 is not None
     # making a client read nothing more of botocore's data
     assert set(loader._cache) == loaded
+
+
+async def test_a_client_opened_in_a_thread_asks_and_closes_on_the_callers_loop(
+    bucket_access: BucketAccess,
+) -> None:
+    """With static keys the client is opened and its operations prepared in a thread of its own
+    (``bucket._opened``); what it binds to a loop (aiohttp's sessions) is made at the first
+    request, on the caller's loop, and closed there."""
+    async with Bucket(bucket_access) as one:
+        model = one._s3.meta.service_model
+        for operation in buckets.WARMED:  # each answer's shape resolved before any request
+            api = one._s3.meta.method_to_api_mapping[operation]
+            assert "output_shape" in model.operation_model(api).__dict__
+        sessions = one._s3._endpoint.http_session._sessions
+        assert sessions == {}  # nothing made on the thread's loop
+        upload = await one.start_upload("k.ogg")
+        part = await one.put_part("k.ogg", upload, 1, b"audio")
+        await one.complete("k.ogg", upload, [part])
+        assert await one.get("k.ogg") == b"audio"
+        assert [s._loop for s in sessions.values()] == [asyncio.get_running_loop()]
+    assert one._s3 is None

@@ -15,6 +15,7 @@ one policy governs); :class:`BucketRefused` for a 4xx, which no retry changes (`
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from types import TracebackType
@@ -123,6 +124,51 @@ def _warmed() -> AioSession:
 _SESSION: Final = _warmed()
 
 
+WARMED: Final[dict[str, dict[str, object]]] = {
+    "create_multipart_upload": {},
+    "upload_part": {"UploadId": "u", "PartNumber": 1},
+    "list_parts": {"UploadId": "u"},
+    "complete_multipart_upload": {"UploadId": "u"},
+    "abort_multipart_upload": {"UploadId": "u"},
+    "get_object": {},
+}
+"""The operations a call's recording asks, and what each needs besides the bucket and key."""
+
+
+async def _opened(context: Any, access: BucketAccess) -> Any:
+    """``context``'s client, opened and its operations prepared, run in a thread of its own
+    (``asyncio.run`` there): what botocore does in Python before a first request — the client's
+    class and methods, the endpoint rules, each operation's shapes, serializer and signing — off
+    the caller's loop. ``up --calls 40 --rate 2`` (2026-12-04): a recording job's loop blocked
+    12 times for 110–300 ms (15–56 ms of its CPU) in these, as its greeting played.
+
+    aiobotocore 3.10 binds nothing to the loop that opens a client (``AIOHTTPSession`` makes its
+    aiohttp sessions, and takes its lock, at the first request and the close), so the client is
+    then used and closed on the caller's loop. Only for static keys: a credential chain's
+    provider would keep this loop's locks. Each operation is prepared by a presigned URL of it
+    (no request made: the serializer, the endpoint rules for this bucket, the signer) and its
+    answer's shape resolved (the parser's)."""
+    s3 = await context.__aenter__()
+    model = s3.meta.service_model
+    for operation, extra in WARMED.items():
+        params: dict[str, object] = {"Bucket": access.bucket, "Key": "pinecall-warm", **extra}
+        await s3.generate_presigned_url(operation, Params=params)
+        _resolved(model.operation_model(s3.meta.method_to_api_mapping[operation]).output_shape)
+    return s3
+
+
+def _resolved(shape: Any, seen: set[str] | None = None) -> None:
+    """Resolve ``shape`` and every shape under it (botocore resolves each on first use)."""
+    seen = set() if seen is None else seen
+    if shape is None or shape.name in seen:
+        return
+    seen.add(shape.name)
+    for child in getattr(shape, "members", {}).values():
+        _resolved(child, seen)
+    for under in ("member", "key", "value"):  # a list's, a map's
+        _resolved(getattr(shape, under, None), seen)
+
+
 def _retryable(exc: Exception) -> bool:
     if isinstance(exc, ClientError):
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
@@ -154,7 +200,10 @@ class Bucket:
             aws_secret_access_key=self.access.secret,
             config=config,
         )
-        self._s3 = await self._context.__aenter__()
+        if self.access.key_id and self.access.secret:
+            self._s3 = await asyncio.to_thread(asyncio.run, _opened(self._context, self.access))
+        else:  # credentials resolved by botocore's chain: on this loop, whose locks they take
+            self._s3 = await self._context.__aenter__()
         return self
 
     async def __aexit__(
