@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
-from anthropic import AsyncAnthropic
+from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 from livekit.agents.llm import ChatContext, FunctionCall
 from livekit.plugins import anthropic
 
 from pinecall_chat.conversation import ChatAgent
+from pinecall_clients.tls import TLS
 from pinecall_jobs.tools import AppTool
 
 
@@ -23,7 +24,12 @@ class AnthropicModel:
     def __init__(self, *, base_url: str | None, api_key: str | None) -> None:
         self.api_key = api_key or "unset"
         self.client = AsyncAnthropic(
-            api_key=self.api_key, base_url=base_url, max_retries=0, timeout=30.0
+            api_key=self.api_key,
+            base_url=base_url,
+            max_retries=0,
+            timeout=30.0,
+            # the process's one TLS context: httpx builds one a client otherwise, on the loop
+            http_client=DefaultAsyncHttpxClient(verify=TLS, timeout=30.0),
         )
         self._llms: dict[str, anthropic.LLM] = {}
 

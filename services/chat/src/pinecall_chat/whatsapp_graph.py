@@ -23,6 +23,7 @@ import msgspec
 import stamina
 
 from pinecall_chat.whatsapp_wire import send_at
+from pinecall_clients.tls import TLS
 
 PAIR_RATE = 131056
 
@@ -64,7 +65,7 @@ class Graph:
     def __init__(
         self, base_url: str, version: str, pair_interval_s: float, timeout_s: float = 10.0
     ) -> None:
-        self.http = httpx.AsyncClient(base_url=base_url, timeout=timeout_s)
+        self.http = httpx.AsyncClient(base_url=base_url, timeout=timeout_s, verify=TLS)
         self.version = version
         self.pair_interval_s = pair_interval_s
         self._last: dict[tuple[str, str], float] = {}
