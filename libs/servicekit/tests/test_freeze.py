@@ -1,5 +1,5 @@
 """``freeze_what_started``: what is alive when a service has started is frozen once, and the
-young garbage of the start is collected, not frozen (``pinecall_servicekit.http``)."""
+young garbage of the start is collected, not frozen (``pinecall_servicekit.frozen``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 PROBE = """
 import gc, weakref
-from pinecall_servicekit.http import freeze_what_started
+from pinecall_servicekit.frozen import freeze_what_started
 
 class Node:
     pass

@@ -104,6 +104,7 @@ def livekit(
     import signal
 
     from pinecall_loadlab.livekit import StandIn, StandInConfig
+    from pinecall_servicekit.frozen import freeze_what_started
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     config = StandInConfig(
@@ -122,6 +123,9 @@ def livekit(
         for sig in (signal.SIGINT, signal.SIGTERM):
             loop.add_signal_handler(sig, stop.set)
         async with StandIn(config) as lk:
+            # what it holds from now on is its rooms; a full collection walking its imports too
+            # held it 36 ms under bench/ring_to_offer.py, and every ring waiting on it
+            freeze_what_started()
             click.echo(f"LiveKit stand-in listening on {lk.url}", err=False)
             await stop.wait()
 
