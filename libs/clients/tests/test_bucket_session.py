@@ -5,6 +5,7 @@ its event loop (the probe saw 1.1–2.3 s blocked in ``list_available_services``
 from __future__ import annotations
 
 import asyncio
+import threading
 
 from pinecall_clients import bucket as buckets
 from pinecall_clients.bucket import Bucket, BucketAccess
@@ -41,3 +42,17 @@ async def test_a_client_opened_in_a_thread_asks_and_closes_on_the_callers_loop(
         assert await one.get("k.ogg") == b"audio"
         assert [s._loop for s in sessions.values()] == [asyncio.get_running_loop()]
     assert one._s3 is None
+
+
+async def test_clients_are_opened_on_one_thread_started_before_any_call(
+    bucket_access: BucketAccess,
+) -> None:
+    """A job's prewarm starts the opening thread (``start_opening``), so no call's loop waits for
+    a thread to start; every client of the process is opened on it."""
+    buckets.start_opening()
+    started = [t for t in threading.enumerate() if t.name.startswith("bucket-opening")]
+    assert len(started) == 1
+    for _ in range(2):
+        async with Bucket(bucket_access) as one:
+            assert await one.uploads() == []
+    assert [t for t in threading.enumerate() if t.name.startswith("bucket-opening")] == started

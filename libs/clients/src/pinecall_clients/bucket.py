@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, TypeVar
@@ -135,12 +136,31 @@ WARMED: Final[dict[str, dict[str, object]]] = {
 """The operations a call's recording asks, and what each needs besides the bucket and key."""
 
 
+_OPENING: list[ThreadPoolExecutor] = []
+
+
+def _opening() -> ThreadPoolExecutor:
+    """The process's one thread that opens clients (:func:`_opened`), started on first use."""
+    if not _OPENING:
+        _OPENING.append(ThreadPoolExecutor(1, thread_name_prefix="bucket-opening"))
+    return _OPENING[0]
+
+
+def start_opening() -> None:
+    """Start the thread that opens this process's clients now, before a call needs it: a thread
+    started from a loop holds that loop until the new thread runs (``Thread.start`` waits for
+    it), which ``up --calls 40 --rate 2`` saw last 100–200 ms on a recording job's loop.
+    A job process's prewarm calls it (``pinecall_worker.call.session.prewarm``)."""
+    _opening().submit(int).result()
+
+
 async def _opened(context: Any, access: BucketAccess) -> Any:
-    """``context``'s client, opened and its operations prepared, run in a thread of its own
-    (``asyncio.run`` there): what botocore does in Python before a first request — the client's
-    class and methods, the endpoint rules, each operation's shapes, serializer and signing — off
-    the caller's loop. ``up --calls 40 --rate 2`` (2026-12-04): a recording job's loop blocked
-    12 times for 110–300 ms (15–56 ms of its CPU) in these, as its greeting played.
+    """``context``'s client, opened and its operations prepared on the process's opening thread
+    (:func:`start_opening`; ``asyncio.run`` there): what botocore does in Python before a first
+    request — the client's class and methods, the endpoint rules, each operation's shapes,
+    serializer and signing — off the caller's loop. ``up --calls 40 --rate 2`` (2026-12-04): a
+    recording job's loop blocked 12 times for 110–300 ms (15–56 ms of its CPU) in these, as its
+    greeting played.
 
     aiobotocore 3.10 binds nothing to the loop that opens a client (``AIOHTTPSession`` makes its
     aiohttp sessions, and takes its lock, at the first request and the close), so the client is
@@ -201,7 +221,11 @@ class Bucket:
             config=config,
         )
         if self.access.key_id and self.access.secret:
-            self._s3 = await asyncio.to_thread(asyncio.run, _opened(self._context, self.access))
+            opening = _opening()
+            made = asyncio.get_running_loop().run_in_executor(
+                opening, asyncio.run, _opened(self._context, self.access)
+            )
+            self._s3 = await made
         else:  # credentials resolved by botocore's chain: on this loop, whose locks they take
             self._s3 = await self._context.__aenter__()
         return self

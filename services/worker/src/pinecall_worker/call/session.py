@@ -17,6 +17,7 @@ from livekit.agents import AgentSession, JobProcess
 from livekit.agents.utils import http_context
 from livekit.plugins import anthropic, cartesia, deepgram, silero
 
+from pinecall_clients.bucket import start_opening
 from pinecall_clients.tls import TLS
 from pinecall_worker.call.agent import CallAgent
 from pinecall_worker.settings import WorkerSettings
@@ -74,8 +75,10 @@ _pydantic_defaults()
 
 
 def prewarm(proc: JobProcess) -> None:
-    """Load silero's model once per job process, before any call is given to it."""
+    """Load silero's model once per job process, before any call is given to it, and start
+    the thread that opens the recording's bucket client (``bucket.start_opening``)."""
     proc.userdata["vad"] = silero.VAD.load()
+    start_opening()
 
 
 def model_client(settings: WorkerSettings) -> AsyncAnthropic:
