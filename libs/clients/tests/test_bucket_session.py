@@ -5,10 +5,15 @@ its event loop (the probe saw 1.1–2.3 s blocked in ``list_available_services``
 from __future__ import annotations
 
 import asyncio
+import gc
 import threading
+import warnings
+from typing import Any
+
+import pytest
 
 from pinecall_clients import bucket as buckets
-from pinecall_clients.bucket import Bucket, BucketAccess
+from pinecall_clients.bucket import Bucket, BucketAccess, BucketRefused
 from pinecall_loadlab.vendors.s3_testing import *  # noqa: F403  (the S3 fake: s3, bucket_access)
 
 
@@ -56,3 +61,43 @@ async def test_clients_are_opened_on_one_thread_started_before_any_call(
         async with Bucket(bucket_access) as one:
             assert await one.uploads() == []
     assert [t for t in threading.enumerate() if t.name.startswith("bucket-opening")] == started
+
+
+@pytest.mark.parametrize(
+    ("bucket", "key_id", "secret", "endpoint"),
+    [
+        ("bad name!", "lab", "lab", None),  # a name S3 does not take, static keys
+        ("bad name!", None, None, None),  # the same, the credential chain's path
+        ("recordings", "lab", None, None),  # half the keys
+        ("recordings", "lab", "lab", "not a url"),
+    ],
+)
+async def test_what_botocore_refuses_before_any_request_is_refused_at_once(
+    s3: Any, bucket: str, key_id: str | None, secret: str | None, endpoint: str | None
+) -> None:
+    access = BucketAccess(bucket=bucket, endpoint=endpoint or s3.url, key_id=key_id, secret=secret)
+    # no botocore exception, and no retrying what no retry changes (RETRY_S is 10 s)
+    with pytest.raises(BucketRefused) as refused:
+        async with asyncio.timeout(5), Bucket(access) as one:
+            await one.start_upload("k.ogg")
+    assert refused.value.status is None
+
+
+async def test_an_open_cancelled_leaves_no_coroutine_unawaited(
+    bucket_access: BucketAccess,
+) -> None:
+    """Opens cancelled while queued behind others, or while the thread runs them: nothing made
+    for them is left unawaited, and the thread opens the next."""
+    buckets.start_opening()
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        opening = [asyncio.create_task(Bucket(bucket_access).__aenter__()) for _ in range(10)]
+        await asyncio.sleep(0)
+        for task in opening:
+            task.cancel()
+        await asyncio.gather(*opening, return_exceptions=True)
+        await asyncio.wrap_future(buckets._opening().submit(int))  # the thread drained
+        gc.collect()
+    assert [w for w in said if issubclass(w.category, RuntimeWarning)] == []
+    async with Bucket(bucket_access) as one:
+        assert await one.uploads() == []

@@ -10,14 +10,15 @@ its parts (and their cost) until a lifecycle rule removes it. A presigned URL li
 Errors: :class:`BucketUnavailable` when the bucket did not answer, or answered 5xx (``SlowDown``,
 ``InternalError``), until the retry's time ran out (stamina; botocore's own retries are off, so
 one policy governs); :class:`BucketRefused` for a 4xx, which no retry changes (``AccessDenied``,
-``NoSuchUpload``, ``EntityTooSmall``). No botocore exception escapes.
+``NoSuchUpload``, ``EntityTooSmall``) and for what botocore refuses before any request (a
+malformed bucket name, endpoint or region, half the keys). No botocore exception escapes.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Final, TypeVar
@@ -25,7 +26,7 @@ from typing import Any, Final, TypeVar
 import stamina
 from aiobotocore.config import AioConfig
 from aiobotocore.session import AioSession, get_session
-from botocore.exceptions import BotoCoreError, ClientError
+from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
 from pinecall_servicekit.recordings import RecordingsSettings
 
@@ -140,7 +141,8 @@ _OPENING: list[ThreadPoolExecutor] = []
 
 
 def _opening() -> ThreadPoolExecutor:
-    """The process's one thread that opens clients (:func:`_opened`), started on first use."""
+    """The process's one thread that opens clients (:func:`_opened_off_loop`), started on first
+    use."""
     if not _OPENING:
         _OPENING.append(ThreadPoolExecutor(1, thread_name_prefix="bucket-opening"))
     return _OPENING[0]
@@ -154,27 +156,66 @@ def start_opening() -> None:
     _opening().submit(int).result()
 
 
-async def _opened(context: Any, access: BucketAccess) -> Any:
-    """``context``'s client, opened and its operations prepared on the process's opening thread
-    (:func:`start_opening`; ``asyncio.run`` there): what botocore does in Python before a first
-    request — the client's class and methods, the endpoint rules, each operation's shapes,
-    serializer and signing — off the caller's loop. ``up --calls 40 --rate 2`` (2026-12-04): a
-    recording job's loop blocked 12 times for 110–300 ms (15–56 ms of its CPU) in these, as its
-    greeting played.
+def _client_options(access: BucketAccess) -> dict[str, Any]:
+    """``create_client``'s arguments for ``access`` (after ``"s3"``)."""
+    return {
+        "region_name": access.region,
+        "endpoint_url": access.endpoint,
+        "aws_access_key_id": access.key_id,
+        "aws_secret_access_key": access.secret,
+        "config": AioConfig(
+            retries={"total_max_attempts": 1},  # stamina retries (above): one policy
+            signature_version="s3v4",  # signed URLs say X-Amz-Expires (SigV2's are legacy)
+            connect_timeout=5,
+            read_timeout=30,
+            s3={"addressing_style": "path"} if access.endpoint else {},
+        ),
+    }
+
+
+def _opened_off_loop(access: BucketAccess) -> tuple[Any, Any]:
+    """``(context, client)`` of ``access``, opened and its operations prepared, on the process's
+    opening thread (:func:`start_opening`; its own ``asyncio.run``): what botocore does in Python
+    before a first request — the client's class and methods, the endpoint rules, each
+    operation's shapes, serializer and signing — off the caller's loop. ``up --calls 40 --rate 2``
+    (2026-12-04): a recording job's loop blocked 12 times for 110–300 ms (15–56 ms of its CPU) in
+    these, as its greeting played.
 
     aiobotocore 3.10 binds nothing to the loop that opens a client (``AIOHTTPSession`` makes its
     aiohttp sessions, and takes its lock, at the first request and the close), so the client is
     then used and closed on the caller's loop. Only for static keys: a credential chain's
     provider would keep this loop's locks. Each operation is prepared by a presigned URL of it
     (no request made: the serializer, the endpoint rules for this bucket, the signer) and its
-    answer's shape resolved (the parser's)."""
-    s3 = await context.__aenter__()
-    model = s3.meta.service_model
-    for operation, extra in WARMED.items():
-        params: dict[str, object] = {"Bucket": access.bucket, "Key": "pinecall-warm", **extra}
-        await s3.generate_presigned_url(operation, Params=params)
-        _resolved(model.operation_model(s3.meta.method_to_api_mapping[operation]).output_shape)
-    return s3
+    answer's shape resolved (the parser's); a preparation botocore refuses (a bucket name it
+    does not take) is left to the first request, whose error says it as before."""
+
+    async def opened() -> tuple[Any, Any]:
+        context = _SESSION.create_client("s3", **_client_options(access))
+        s3 = await context.__aenter__()
+        model = s3.meta.service_model
+        try:
+            for operation, extra in WARMED.items():
+                params: dict[str, object] = {"Bucket": access.bucket, "Key": "warm", **extra}
+                await s3.generate_presigned_url(operation, Params=params)
+                api = s3.meta.method_to_api_mapping[operation]
+                _resolved(model.operation_model(api).output_shape)
+        except (BotoCoreError, ValueError):
+            pass  # prepared as far as botocore went: the rest on first use
+        except BaseException:
+            await context.__aexit__(None, None, None)
+            raise
+        return context, s3
+
+    return asyncio.run(opened())
+
+
+def _close_off_loop(opened: Future[tuple[Any, Any]]) -> None:
+    """Close, on the opening thread, a client opened for a caller that was cancelled meanwhile
+    (nothing of it is bound to a loop: it made no request)."""
+    if opened.cancelled() or opened.exception() is not None:
+        return
+    context, _ = opened.result()
+    _opening().submit(asyncio.run, context.__aexit__(None, None, None))
 
 
 def _resolved(shape: Any, seen: set[str] | None = None) -> None:
@@ -193,6 +234,8 @@ def _retryable(exc: Exception) -> bool:
     if isinstance(exc, ClientError):
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode")
         return status is None or status >= 500 or status in (408, 429)
+    if isinstance(exc, ParamValidationError):
+        return False
     return isinstance(exc, BotoCoreError | OSError | TimeoutError)
 
 
@@ -205,29 +248,24 @@ class Bucket:
         self._s3: Any = None
 
     async def __aenter__(self) -> Bucket:
-        config = AioConfig(
-            retries={"total_max_attempts": 1},  # stamina retries (above): one policy
-            signature_version="s3v4",  # signed URLs say X-Amz-Expires (SigV2's are legacy)
-            connect_timeout=5,
-            read_timeout=30,
-            s3={"addressing_style": "path"} if self.access.endpoint else {},
-        )
-        self._context = _SESSION.create_client(
-            "s3",
-            region_name=self.access.region,
-            endpoint_url=self.access.endpoint,
-            aws_access_key_id=self.access.key_id,
-            aws_secret_access_key=self.access.secret,
-            config=config,
-        )
-        if self.access.key_id and self.access.secret:
-            opening = _opening()
-            made = asyncio.get_running_loop().run_in_executor(
-                opening, asyncio.run, _opened(self._context, self.access)
-            )
-            self._s3 = await made
-        else:  # credentials resolved by botocore's chain: on this loop, whose locks they take
-            self._s3 = await self._context.__aenter__()
+        """Open the client; :class:`BucketRefused` when botocore cannot make one of the access
+        (a malformed endpoint, region or bucket name, half the keys): no retry changes that."""
+        try:
+            if self.access.key_id and self.access.secret:
+                opened = _opening().submit(_opened_off_loop, self.access)
+                try:
+                    self._context, self._s3 = await asyncio.wrap_future(opened)
+                except asyncio.CancelledError:  # the thread may still open it: closed there then
+                    opened.add_done_callback(_close_off_loop)
+                    raise
+            else:  # credentials resolved by botocore's chain: on this loop, whose locks they take
+                self._context = _SESSION.create_client("s3", **_client_options(self.access))
+                self._s3 = await self._context.__aenter__()
+        except (BotoCoreError, ValueError) as exc:
+            self._context = self._s3 = None
+            raise BucketRefused(
+                f"no client of {self.access.bucket} can be made: {exc}", None, type(exc).__name__
+            ) from exc
         return self
 
     async def __aexit__(
@@ -253,6 +291,9 @@ class Bucket:
             message = f"{what} on {self.access.bucket}: {status} {error.get('Code')}"
             kind = BucketUnavailable if _retryable(exc) else BucketRefused
             raise kind(message, status, error.get("Code")) from exc
+        except ParamValidationError as exc:  # a bucket name or key botocore does not take
+            message = f"{what} on {self.access.bucket}: {exc}"
+            raise BucketRefused(message, None, "ParamValidation") from exc
         except (BotoCoreError, OSError, TimeoutError) as exc:
             raise BucketUnavailable(f"{what} on {self.access.bucket}: {exc!r}") from exc
 
