@@ -66,9 +66,6 @@ def test_up_counts_blocked_and_stalled_loops_in_plain_and_json_logs(tmp_path: Pa
         "WARNING livekit.agents: event loop blocked for 70ms importing httpcore; import it at "
         "process warm-up (prewarm) instead of on first use\n"
         "WARNING livekit.agents: event loop blocked for 106ms; synchronous work on the agent loop\n"
-        # sampled waiting in the kernel for its sockets: the loop ran nothing, it was not run
-        f"WARNING livekit.agents: event loop blocked for {worse + 200}ms at "
-        '"/py/selectors.py", line 468, in select; synchronous work on the agent loop\n'
     )
     (tmp_path / "overflow.log").write_text(
         json.dumps({"message": 'event loop blocked for 60ms at "/x/a.py", line 2, in f; sync'})
@@ -76,10 +73,7 @@ def test_up_counts_blocked_and_stalled_loops_in_plain_and_json_logs(tmp_path: Pa
     )
     late = loops.count(sorted(tmp_path.glob("*.log")))
 
-    assert (late["blocked"], late["stalled"]) == (5, 2)
-    assert late["worst"]["stalled"] == (
-        f"{worse + 200} ms in worker-2.log: at /py/selectors.py, line 468, in select"
-    )
+    assert (late["blocked"], late["stalled"]) == (5, 1)
     assert late["worst"]["blocked"] == (
         f"{worse} ms in worker-2.log: at /py/ssl.py, line 770, in create_default_context"
     )

@@ -1,10 +1,8 @@
 """How late the run's event loops ran (issue 20, "no event loop … blocked past 50 ms"), from the
 run's logs: the services' ``event loop late by`` lines (:mod:`pinecall_servicekit.loopwatch`),
 and the worker's and the overflow's ``event loop blocked for`` (livekit-agents' monitor at its
-100 ms, :mod:`pinecall_jobs.loops`): ``blocked``, but ``stalled`` when the stack it sampled has
-the loop's thread waiting in ``selectors … select`` — in the kernel, holding nothing: in
-``up --calls 40 --rate 2`` (2026-12-04, JSON logs, which carry the monitor's ``cpu_time``) each
-of the nine such warnings had 0–1 ms of CPU on the loop over 101–126 ms.
+100 ms, :mod:`pinecall_jobs.loops`, which warns only of a loop whose thread ran: always
+``blocked``).
 ``blocked`` (the loop's own code held it) is what issue 20 counts; ``stalled`` (the loop waited
 for a CPU, the GIL or a system call) says how full the machine was. Reported, not a problem: on a
 machine that runs every process of the platform, a loaded core stalls loops that would run alone.
@@ -25,8 +23,6 @@ LINE = re.compile(
 """A watcher's line, in a plain or a JSON log: how late, the kind, the CPU, whose loop."""
 LIVEKIT = re.compile(r"event loop blocked for (\d+)ms(?: importing (\S+?))?(?: at ([^;\n]+?))?;")
 """livekit-agents' monitor's warning: how long, the module it was importing, the line it held."""
-SELECT = re.compile(r"selectors\.py, line \d+, in select$")
-"""The monitor's sample of a loop waiting for its sockets, not running: a stalled loop."""
 
 
 def count(logs: Iterable[Path]) -> dict[str, Any]:
@@ -46,12 +42,11 @@ def count(logs: Iterable[Path]) -> dict[str, Any]:
                 worst[kind] = (late, f"{log.name}: {loop}")
         for match in LIVEKIT.finditer(text):
             late = int(match[1])
+            kinds["blocked"] += 1
             line = (match[3] or "an unknown line").replace('\\"', "").replace('"', "")
-            kind = "stalled" if SELECT.search(line) else "blocked"
-            kinds[kind] += 1
             where = f"importing {match[2]}" if match[2] else f"at {line}"
-            if late > worst.get(kind, (-1, ""))[0]:
-                worst[kind] = (late, f"{log.name}: {where}")
+            if late > worst.get("blocked", (-1, ""))[0]:
+                worst["blocked"] = (late, f"{log.name}: {where}")
     return kinds | {"worst": {k: f"{ms} ms in {where}" for k, (ms, where) in worst.items()}}
 
 
