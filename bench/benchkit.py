@@ -3,6 +3,7 @@ replicas) and CPU accounting from Linux's /proc. Not a test, never imported by p
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -13,7 +14,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,6 +38,19 @@ REFERENCE_RATE = 200.0
 """Heartbeats per second of 1 000 workers at one heartbeat each 5 s."""
 START = int(time.time())
 """The ``<start>`` of every simulated worker's name."""
+
+
+def bounded(kind: type[int] | type[float], low: float, high: float) -> Callable[[str], float]:
+    """An argparse ``type``: ``kind`` of the text, between ``low`` and ``high`` (NaN and the
+    infinities out), else argparse's usage error naming the option."""
+
+    def convert(text: str) -> float:
+        value = kind(text)
+        if not low <= value <= high:
+            raise argparse.ArgumentTypeError(f"{text} is not in [{low:g}, {high:g}]")
+        return value
+
+    return convert
 
 
 def log(message: str) -> None:

@@ -38,6 +38,7 @@ from typing import Any
 
 import nats
 import uvloop
+from benchkit import bounded
 from livekit import api
 from nats.js.api import AckPolicy, ConsumerConfig
 
@@ -162,10 +163,11 @@ def report(measured: dict[str, float], args: argparse.Namespace) -> dict[str, An
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--ops", type=int, default=2000, help="operations of each floor")
-    parser.add_argument("--twirps", type=int, default=4, help="Twirp calls a ring makes")
-    parser.add_argument("--transactions", type=int, default=4, help="transactions a ring makes")
-    parser.add_argument("--messages", type=int, default=4, help="JetStream messages a ring makes")
+    count = bounded(int, 0, 100)
+    parser.add_argument("--ops", type=bounded(int, 1, 1_000_000), default=2000, help="each floor's")
+    parser.add_argument("--twirps", type=count, default=4, help="Twirp calls a ring makes")
+    parser.add_argument("--transactions", type=count, default=4, help="transactions a ring makes")
+    parser.add_argument("--messages", type=count, default=4, help="JetStream messages a ring makes")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     out = report(uvloop.run(floors(args)), args)

@@ -42,7 +42,7 @@ from typing import Any
 import aiohttp
 import httpx
 from aiohttp import web
-from benchkit import bench_platform, log, machine_busy_s, self_cpu_s, tree_cpu_s
+from benchkit import bench_platform, bounded, log, machine_busy_s, self_cpu_s, tree_cpu_s
 from livekit import api
 from livekit.protocol import sip
 
@@ -213,6 +213,7 @@ async def measure(
         made = await dispatched(lk)
     finally:
         gc.enable()
+        gc.unfreeze()  # what was frozen for the measure is collectable again
         stop.set()
         await beating
     latencies = [made[r] - relay.joined_at[r] for r in rooms if r in made and r in relay.joined_at]
@@ -285,10 +286,12 @@ async def run(bench: Any, args: argparse.Namespace) -> dict[str, Any]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rate", type=float, default=50.0)
-    parser.add_argument("--seconds", type=float, default=20.0)
-    parser.add_argument("--workers", type=int, default=20)
-    parser.add_argument("--hold", type=float, default=3.0, help="seconds a caller stays")
+    parser.add_argument("--rate", type=bounded(float, 0.1, 5000), default=50.0)
+    parser.add_argument("--seconds", type=bounded(float, 0.1, 3600), default=20.0)
+    parser.add_argument("--workers", type=bounded(int, 1, 10_000), default=20)
+    parser.add_argument(
+        "--hold", type=bounded(float, 0.1, 3600), default=3.0, help="seconds a caller stays"
+    )
     parser.add_argument("--logs", default=None, help="copy the services' logs to this folder")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -66,6 +66,7 @@ import httpx
 import msgspec
 from benchkit import (
     bench_platform,
+    bounded,
     log,
     machine_busy_s,
     self_cpu_s,
@@ -366,15 +367,6 @@ def _trio(values: dict[str, float | None], keys: tuple[str, ...] = ("p50", "p99"
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-
-    def bounded(kind: type, low: float, high: float) -> Any:
-        def convert(text: str) -> Any:
-            value = kind(text)
-            if not low <= value <= high:
-                raise argparse.ArgumentTypeError(f"{text} is not in [{low:g}, {high:g}]")
-            return value
-
-        return convert
 
     parser.add_argument(
         "--workers",
