@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable
 import anyio._backends._asyncio  # noqa: F401  (httpx's first request, else in a job's thread)
 import httpcore  # noqa: F401  (httpx imports it at its first client: 0.5-0.9 s in up's overflow log)
 from livekit.agents import JobContext
+from livekit.agents.utils import http_context
 from opentelemetry import trace
 
 from pinecall_clients.bucket import BucketAccess
@@ -59,6 +60,11 @@ from pinecall_jobs import (
 from pinecall_jobs.definition import read_definition
 from pinecall_overflow.settings import OverflowSettings
 from pinecall_servicekit import calltrace
+
+# livekit-agents' shared aiohttp session (Cartesia's) builds its TLS context, cached per process,
+# at its first use: a sentence job's loop then (up's overflow log: 126 ms in
+# ssl.create_default_context); made here, at import, as the worker's session module does
+http_context._create_ssl_context()
 
 _log = logging.getLogger(__name__)
 _tracer = trace.get_tracer(__name__)

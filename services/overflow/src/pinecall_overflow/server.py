@@ -37,6 +37,7 @@ from prometheus_client import CollectorRegistry, Counter
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+from pinecall_clients.bucket import start_opening
 from pinecall_contracts.ids import overflow_name
 from pinecall_jobs.health import Health
 from pinecall_jobs.native import make_thread_safe
@@ -119,6 +120,7 @@ class Overflow:
         self._stop = asyncio.Event()
         if executor is JobExecutorType.THREAD:
             make_thread_safe()
+            start_opening()  # the recording's bucket clients' thread, before a job's loop
         if settings.lab_rooms:
             # the lab room's modules, which a production overflow never imports, here rather
             # than in a sentence job's thread, whose import holds every job's loop (up's log)
