@@ -10,8 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-import anyio._backends._asyncio  # noqa: F401  (httpx's first request: 0.3–2.5 s on a job's loop)
-import httpcore  # noqa: F401  (httpx imports it at its first client: 0.3–0.5 s on a job's loop)
+# imported here, not on a job's loop: anyio's asyncio backend at httpx's first request (0.3–2.5
+# s), its task module at a job's first cancel scope (144 ms in up), httpcore at httpx's first
+# client (0.3–0.5 s), livekit-agents' async toolset as a session starts (125 ms in up)
+import anyio._backends._asyncio
+import anyio._core._tasks  # noqa: F401
+import httpcore  # noqa: F401
+import livekit.agents.llm.async_toolset  # noqa: F401
 from anthropic import AsyncAnthropic, DefaultAsyncHttpxClient
 from livekit.agents import AgentSession, JobProcess
 from livekit.agents.utils import http_context
