@@ -6,9 +6,13 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from pinecall_jobs.loops import watching
 from pinecall_runtime.up import loops
 from pinecall_servicekit import loopwatch
 
@@ -82,3 +86,54 @@ def test_up_counts_blocked_and_stalled_loops_in_plain_and_json_logs(tmp_path: Pa
         f" livekit-agents' 100 ms) (worst {worse} ms in "
     )
     assert loops.count([]) == {"blocked": 0, "stalled": 0, "worst": {}}
+
+
+class _Kept(logging.Handler):
+    """livekit-agents' warnings, formatted as a plain log writes them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lines: list[str] = []
+        self.came = threading.Event()
+        self.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if record.getMessage().startswith("event loop blocked for"):
+            self.lines.append(self.format(record))
+            self.came.set()
+
+
+async def _held(hold: Callable[[], None], kept: _Kept) -> str:
+    """The warning of livekit-agents' monitor (its 100 ms) once ``hold`` held the loop."""
+    kept.came.clear()
+    hold()
+    assert await asyncio.to_thread(kept.came.wait, 10)
+    return kept.lines[-1]
+
+
+def _spin(seconds: float) -> None:
+    end = time.thread_time() + seconds
+    while time.thread_time() < end:
+        pass
+
+
+async def test_a_warning_says_the_loops_cpu_and_up_counts_a_loop_that_waited_as_stalled(
+    tmp_path: Path,
+) -> None:
+    """A loop held by its own code (a spin: 300 ms of CPU) is blocked; a loop held 300 ms without
+    running (as a loop waits for a core on a full machine) is stalled (``say_loop_cpu``)."""
+    kept = _Kept()
+    logging.getLogger("livekit.agents").addHandler(kept)
+    try:
+        with watching("test"):
+            await asyncio.sleep(0.3)  # the monitor's first ticks
+            spun = await _held(lambda: _spin(0.3), kept)
+            waited = await _held(lambda: time.sleep(0.3), kept)
+    finally:
+        logging.getLogger("livekit.agents").removeHandler(kept)
+    assert re.search(r" \(the loop ran (2[5-9]\d|[3-9]\d\d) ms of CPU\);", spun), spun
+    assert re.search(r" \(the loop ran \d{1,2} ms of CPU\);", waited), waited
+    (tmp_path / "worker.log").write_text(f"{spun}\n{waited}\n")
+    counted = loops.count([tmp_path / "worker.log"])
+    assert (counted["blocked"], counted["stalled"]) == (1, 1)
+    assert counted["worst"]["blocked"].endswith("in _spin")

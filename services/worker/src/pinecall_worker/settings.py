@@ -157,11 +157,12 @@ class JobSetup:
         self.env, self.prewarm = env, prewarm
 
     def __call__(self, proc: Any) -> None:
-        from pinecall_jobs.loops import make_sampling_safe  # livekit-agents': loaded already
+        from pinecall_jobs.loops import make_sampling_safe, say_loop_cpu  # loaded already
         from pinecall_jobs.native import dump_on_crash  # livekit-rtc's: loaded in a job already
 
         dump_on_crash()  # first: whatever crashes from here on says where
         make_sampling_safe()  # livekit-agents' monitor of this job process's loop (.loops)
+        say_loop_cpu()
         proc.userdata[HANDED] = self.env
         say_retries()  # the job's call-log retries say what they retry, as the worker's do
         if self.env.get(WorkerSettings.env_name("lab_rooms")) == "true":
