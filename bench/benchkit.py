@@ -26,7 +26,6 @@ import psycopg
 if TYPE_CHECKING:
     import psutil
 
-from pinecall_contracts.subjects import Subjects
 from pinecall_servicekit.dburl import with_database
 from pinecall_servicekit.platform import Endpoints, free_port
 
@@ -265,21 +264,27 @@ def bench_platform(platform: Endpoints) -> Iterator[Bench]:
                 with psycopg.connect(admin, autocommit=True) as conn:
                     conn.execute(f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)')
                 log(f"database {database} dropped")
-                asyncio.run(delete_bucket(platform.nats_url, Subjects(namespace).cordons_bucket))
+                asyncio.run(delete_namespace(platform.nats_url, namespace))
 
 
-async def delete_bucket(nats_url: str, bucket: str) -> None:
-    """Delete the run's cordons KV bucket (best effort: a leftover is only litter)."""
+async def delete_namespace(nats_url: str, namespace: str) -> None:
+    """Delete the run's JetStream streams: its namespace's (``<namespace>_…``: the LiveKit
+    events, the webhooks dropped) and its KV buckets' (``KV_<namespace>_…``: the cordons). Best
+    effort: a leftover is only litter, said in the log."""
     try:
         client = await nats.connect(nats_url, connect_timeout=2, allow_reconnect=False)
     except Exception as exc:  # nats-py raises a handful of unrelated types here
-        log(f"NATS: could not delete bucket {bucket}: {exc}")
+        log(f"NATS: could not delete namespace {namespace}: {exc}")
         return
     try:
-        await client.jetstream().delete_key_value(bucket)
-        log(f"NATS bucket {bucket} deleted")
+        js = client.jetstream()
+        ours = (f"{namespace}_", f"KV_{namespace}_")
+        names = [i.config.name for i in await js.streams_info() if i.config.name]
+        for name in [n for n in names if n.startswith(ours)]:
+            await js.delete_stream(name)
+        log(f"NATS namespace {namespace} deleted")
     except Exception as exc:
-        log(f"NATS: could not delete bucket {bucket}: {exc}")
+        log(f"NATS: could not delete namespace {namespace}: {exc}")
     finally:
         await client.close()
 
