@@ -126,7 +126,7 @@ async def test_a_warning_says_the_loops_cpu_and_up_counts_a_loop_that_waited_as_
     logging.getLogger("livekit.agents").addHandler(kept)
     try:
         with watching("test"):
-            await asyncio.sleep(0.3)  # the monitor's first ticks
+            await asyncio.sleep(0)  # its start arms it on the loop (call_soon_threadsafe)
             spun = await _held(lambda: _spin(0.3), kept)
             waited = await _held(lambda: time.sleep(0.3), kept)
     finally:
