@@ -180,7 +180,7 @@ async def client_floors(args: argparse.Namespace, rig: Any) -> dict[str, float]:
     from pinecall_clients.calllog import CallLogClient
     from pinecall_contracts.calls import Appended, Entry
     from pinecall_servicekit.bus import _headers
-    from pinecall_servicekit.db import create_engine
+    from pinecall_servicekit.db import create_engine, driver_transaction
     from pinecall_servicekit.dburl import libpq_url
 
     async with CallLogClient(rig.urls[0], rig.key) as log:
@@ -203,10 +203,22 @@ async def client_floors(args: argparse.Namespace, rig: Any) -> dict[str, float]:
     async def via_sqlalchemy() -> None:
         nonlocal after
         async with engine.begin() as conn:
-            assert await write_at_head(conn, calls[0], after, entries, digests, now) is not None
+            params = {
+                "call": calls[0], "after": after, "size": 2,
+                "kinds": [e.kind for e in entries], "ts": [now, now],
+                "data": [msgspec.json.encode(e.data).decode() for e in entries],
+                "digests": digests,
+            }  # fmt: skip
+            assert (await conn.exec_driver_sql(WRITE_AT_HEAD, params)).first() is not None
         after += len(entries)
 
-    sql = str(WRITE_AT_HEAD.compile(dialect=engine.dialect))
+    async def via_store() -> None:
+        nonlocal after
+        async with driver_transaction(engine) as pg:
+            assert await write_at_head(pg, calls[0], after, entries, digests, now) is not None
+        after += len(entries)
+
+    sql = WRITE_AT_HEAD
     raw = await psycopg.AsyncConnection.connect(libpq_url(rig.database_url))
     counts = [0, 0, 0]
 
@@ -238,7 +250,7 @@ async def client_floors(args: argparse.Namespace, rig: Any) -> dict[str, float]:
     async def publish() -> None:
         await nc.publish(f"floor{os.getpid()}.appended.{calls[0]}", notice, headers=_headers())
 
-    for name, op in (("sqlalchemy batch txn", via_sqlalchemy), ("psycopg batch txn", via_psycopg), ("pool + psycopg batch txn", via_pool_psycopg), ("nats publish", publish)):  # fmt: skip
+    for name, op in (("sqlalchemy batch txn", via_sqlalchemy), ("store batch txn", via_store), ("psycopg batch txn", via_psycopg), ("pool + psycopg batch txn", via_pool_psycopg), ("nats publish", publish)):  # fmt: skip
         for _ in range(50):
             await op()
         cpu = time.process_time()

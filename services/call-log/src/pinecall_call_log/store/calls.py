@@ -4,9 +4,9 @@ Every change to a call's log runs in one transaction that first locks the call's
 COMMITTED: two replicas retrying one batch at once queue on that row, and the second reads the
 head the first committed, so it finds a replay and writes nothing (platform notes, "Postgres, the
 append-only call log"). A batch's common case moves the head and writes its entries in one statement
-(:data:`.head.WRITE_AT_HEAD`); anything else (a replay, a gap, a race lost, a sealed or unknown
-call) goes on in the same transaction, which locks the head ``SELECT … FOR UPDATE`` and follows
-:func:`domain.judge`. The keys of ``entries`` back it up. Reads run in autocommit
+(:data:`.head.WRITE_AT_HEAD`, on psycopg itself); when it changes nothing (a replay, a gap, a race
+lost, a sealed or unknown call) a second transaction locks the head ``SELECT … FOR UPDATE`` and
+follows :func:`domain.judge`. The keys of ``entries`` back it up. Reads run in autocommit
 (:func:`~pinecall_servicekit.db.autocommit`): one round trip, not three.
 """
 
@@ -165,15 +165,21 @@ class CallStore:
         """A writer's batch, by :func:`domain.judge`: written whole, answered as a replay, or
         ``Conflict`` (409) naming both counts. ``NotFound`` / ``Conflict`` for an unknown or
         sealed call. ``digests`` are :func:`domain.digest` of ``entries``."""
+        if entries:
+            # the common case in one statement (head.WRITE_AT_HEAD) on psycopg itself; committed
+            # by its transaction, so a replica that dies before it commits takes the batch with
+            # it. Never in autocommit: a statement waiting on the head's lock when its replica
+            # dies would still write once the lock is let go (tests/test_kill.py)
+            async with (
+                db.translate_errors("writing entries"),
+                db.driver_transaction(self.engine) as pg,
+            ):
+                written = await write_at_head(pg, call, after, entries, digests, now)
+            if written is not None:
+                return written
+        # the statement changed nothing (a replay, a gap, a race lost, a sealed or unknown
+        # call): judged under the head's lock, which reads its newest version
         async with db.translate_errors("writing entries"), self.engine.begin() as conn:
-            if entries:
-                # the common case in one statement (head.WRITE_AT_HEAD); committed by this
-                # transaction, so a replica that dies before it commits takes the batch with it.
-                # Never in autocommit: a statement waiting on the head's lock when its replica
-                # dies would still write once the lock is let go (tests/test_kill.py)
-                written = await write_at_head(conn, call, after, entries, digests, now)
-                if written is not None:
-                    return written
             head = await lock_head(conn, call)
             verdict = domain.judge(int(head.written), after, len(entries))
             if isinstance(verdict, domain.Conflict):

@@ -13,17 +13,20 @@ from collections.abc import Sequence
 from typing import Any
 
 import msgspec
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pinecall_call_log import domain
 from pinecall_call_log.store.tables import CALLS, ENTRIES
 from pinecall_contracts.calls import BatchWritten, CallRecord, Entry
+from pinecall_servicekit import db
 from pinecall_servicekit.errors import Conflict, NotFound
 
 Head = sa.Row[Any]
 
-WRITE_AT_HEAD = sa.text(
+WRITE_AT_HEAD = db.driver_sql(
+    sa.text(
     f"""
     WITH moved AS (
         UPDATE {CALLS.fullname} SET written = written + :size, last_seq = last_seq + :size
@@ -40,10 +43,13 @@ WRITE_AT_HEAD = sa.text(
     )
     SELECT last_seq FROM moved
     """
+    )
 )
 """The head moves on by the batch's size if it stands at ``after`` and the call is not sealed (an
 UPDATE at READ COMMITTED waits for the row and re-reads its newest version), and the entries take
-the seqs it moved past; no row when the head stands elsewhere (then nothing was written)."""
+the seqs it moved past; no row when the head stands elsewhere (then nothing was written). Run on
+psycopg itself (:func:`~pinecall_servicekit.db.driver_transaction`): the hot path of every
+writer's batch."""
 
 
 def record_of(row: sa.Row[Any]) -> CallRecord:
@@ -123,18 +129,18 @@ async def append_own_all(
 
 
 async def write_at_head(
-    conn: AsyncConnection,
+    pg: psycopg.AsyncConnection[Any],
     call: str,
     after: int,
     entries: Sequence[Entry],
     digests: Sequence[bytes],
     now: dt.datetime,
 ) -> BatchWritten | None:
-    """A batch written whole at the head by :data:`WRITE_AT_HEAD` in ``conn``'s transaction, or
+    """A batch written whole at the head by :data:`WRITE_AT_HEAD` in ``pg``'s transaction, or
     None if the head did not stand at ``after`` (or the call is unknown or sealed) and nothing was
     written. ``entries`` is not empty."""
-    row = (
-        await conn.execute(
+    row = await (
+        await pg.execute(
             WRITE_AT_HEAD,
             {
                 "call": call,
@@ -146,10 +152,10 @@ async def write_at_head(
                 "digests": list(digests),
             },
         )
-    ).first()
+    ).fetchone()
     if row is None:
         return None
-    first = int(row.last_seq) - len(entries) + 1
+    first = int(row[0]) - len(entries) + 1
     return BatchWritten(seqs=list(range(first, first + len(entries))), written=after + len(entries))
 
 
