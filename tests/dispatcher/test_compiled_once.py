@@ -3,6 +3,8 @@ statement's compiled form by its cache key, and a statement it cannot make a key
 ``.values([...])``, a ``VALUES`` list of literals) is compiled anew each time it runs — under
 ``bench/ring_to_offer.py`` that was 14.5 % of the dispatcher's CPU (py-spy). A burst decides
 several rooms in one transaction (the statements that take rows as parameters), so it walks them.
+The transitions and the confirmation run on psycopg itself (``store/rooms.py``'s
+``_transition``, ``store/offers.py``'s ``_CONFIRM``): SQL strings made once, not seen here.
 """
 
 from __future__ import annotations
@@ -51,6 +53,7 @@ async def test_a_burst_is_placed_with_every_statement_from_the_compiled_cache(ch
     uncached = [sql for sql, hit in seen if hit == CacheStats.NO_CACHE_KEY]
     assert uncached == []
     assert hits[CacheStats.CACHE_HIT] > hits[CacheStats.CACHE_MISS]
-    assert len(seen) > 20  # the placement's statements were seen at all
+    # the placement's statements were seen at all: the rooms kept and offered
+    assert any(sql.startswith("INSERT INTO dispatcher.rooms") for sql, _ in seen)
     for c in callers:
         await c.leave()

@@ -22,8 +22,8 @@ import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import ARRAY, insert
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
-from pinecall_dispatcher.store.rows import Arrival, RoomRow, Taken, journal
-from pinecall_dispatcher.store.tables import ROOMS
+from pinecall_dispatcher.store.rows import Arrival, RoomRow, Taken
+from pinecall_dispatcher.store.tables import JOURNAL, ROOMS
 from pinecall_servicekit import db
 
 _offers_made = sa.func.cardinality(ROOMS.c.tried)
@@ -272,16 +272,38 @@ class OfferStore:
         overflow's counts as the last) and write each ``(taken, line)`` on the journal, dated
         when it was decided. The state of each row that still holds its count; a call missing
         from the answer was offered again since."""
-        states: dict[str, str] = {}
-        async with db.translate_errors("recording dispatches"), self.engine.begin() as conn:
-            if made:
-                v = _values("made", made, call=sa.String, n=sa.Integer, dispatch=sa.String)
-                stmt = (
-                    sa.update(ROOMS)
-                    .where(ROOMS.c.call == v.c.call, _offers_made == v.c.n)
-                    .values(dispatch=v.c.dispatch)
-                    .returning(ROOMS.c.call, ROOMS.c.state)
-                )
-                states = {r.call: r.state for r in (await conn.execute(stmt)).all()}
-            await journal(conn, [(t.row, line, t.at) for t, line in lines])
-        return states
+        params = {
+            "calls": [call for call, _, _ in made],
+            "counts": [n for _, n, _ in made],
+            "dispatches": [dispatch for _, _, dispatch in made],
+            "line_calls": [t.row.call for t, _ in lines],
+            "line_rooms": [t.row.room for t, _ in lines],
+            "line_fleets": [t.row.fleet for t, _ in lines],
+            "line_ats": [t.at for t, _ in lines],
+            "lines": [line for _, line in lines],
+        }
+        async with (
+            db.translate_errors("recording dispatches"),
+            db.driver_transaction(self.engine) as pg,
+        ):
+            cursor = await pg.execute(_CONFIRM, params)
+            return {call: state for call, state in await cursor.fetchall()}
+
+
+_CONFIRM = f"""
+WITH confirmed AS (
+    UPDATE {ROOMS.fullname} AS r SET dispatch = m.dispatch
+    FROM unnest(%(calls)s::text[], %(counts)s::int[], %(dispatches)s::text[]) AS m(call, n, dispatch)
+    WHERE r.call = m.call AND cardinality(r.tried) = m.n
+    RETURNING r.call, r.state
+), journaled AS (
+    INSERT INTO {JOURNAL.fullname} (call, room, fleet, at, line)
+    SELECT call, room, fleet, at, line FROM unnest(
+        %(line_calls)s::text[], %(line_rooms)s::text[], %(line_fleets)s::text[],
+        %(line_ats)s::timestamptz[], %(lines)s::text[]
+    ) WITH ORDINALITY AS j(call, room, fleet, at, line, i) ORDER BY i
+)
+SELECT call, state FROM confirmed
+"""
+""":meth:`OfferStore.confirm`'s one statement, for psycopg: the dispatch ids recorded on the rows
+that still hold their counts, and the journal lines written in their order."""

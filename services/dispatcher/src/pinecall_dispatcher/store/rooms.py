@@ -8,36 +8,58 @@ ending or opening is a journal line.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 from typing import Any
 
 import sqlalchemy as sa
+from psycopg.rows import dict_row
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_dispatcher.store.rows import Arrival, RoomRow, journal
-from pinecall_dispatcher.store.tables import REFUSALS, ROOMS
+from pinecall_dispatcher.store.tables import JOURNAL, REFUSALS, ROOMS
 from pinecall_servicekit import db
 
-
-def _instance(environment: str, room: str, room_sid: str | None) -> sa.ColumnElement[bool]:
-    """The rows of one room instance: a room name LiveKit reuses later has another sid."""
-    where = sa.and_(ROOMS.c.environment == environment, ROOMS.c.room == room)
-    if room_sid:
-        where = sa.and_(where, sa.or_(ROOMS.c.room_sid == room_sid, ROOMS.c.room_sid.is_(None)))
-    return where
+_COLUMNS = ", ".join(c.name for c in ROOMS.c)
 
 
-def _had(worker: str) -> sa.ColumnElement[bool]:
-    """Rows whose agent was ``worker``'s: opened by it, or ended by ``call.ended`` as a worker
-    ends the call of a job whose process died (``failed``) or held past its drain (``drained``),
-    before LiveKit says the agent gone."""
-    return sa.and_(
-        ROOMS.c.worker == worker,
-        sa.or_(
-            ROOMS.c.state == "opened",
-            sa.and_(ROOMS.c.state == "ended", ROOMS.c.outcome.in_(("failed", "drained"))),
-        ),
+@functools.cache
+def _transition(where: str, changes: str) -> str:
+    """One transition's SQL, for psycopg (``%(name)s`` placeholders): the rows ``where`` says
+    are set ``changes`` and returned, and a journal line written for each in the same statement,
+    ``%(line)s`` with its ``{call}`` and ``{worker}`` filled in (as ``str.format`` would: a
+    worker of None is ``None``), dated ``%(now)s``. One round trip on psycopg itself, where
+    SQLAlchemy took two and its own statement execution (issue 20's profile of the dispatcher
+    under ``bench/ring_to_offer.py``). Built once for each pair."""
+    return f"""
+    WITH changed AS (
+        UPDATE {ROOMS.fullname} SET {changes} WHERE {where} RETURNING {_COLUMNS}
+    ), journaled AS (
+        INSERT INTO {JOURNAL.fullname} (call, room, fleet, at, line)
+        SELECT call, room, fleet, %(now)s, replace(
+            replace(%(line)s::text, '{{call}}', call), '{{worker}}', coalesce(worker, 'None')
+        ) FROM changed
     )
+    SELECT {_COLUMNS} FROM changed
+    """
+
+
+_INSTANCE = (
+    "environment = %(environment)s AND room = %(room)s AND "
+    "(%(room_sid)s::text IS NULL OR room_sid = %(room_sid)s OR room_sid IS NULL)"
+)
+"""The rows of one room instance: a room name LiveKit reuses later has another sid (none given:
+every instance of the name)."""
+
+_HAD = (
+    "worker = %(worker)s AND (state = 'opened' OR "
+    "(state = 'ended' AND outcome IN ('failed', 'drained')))"
+)
+"""Rows whose agent was ``worker``'s: opened by it, or ended by ``call.ended`` as a worker ends
+the call of a job whose process died (``failed``) or held past its drain (``drained``), before
+LiveKit says the agent gone."""
+
+_ENDED = "state = 'ended', ended_at = %(now)s, outcome = %(outcome)s"
 
 
 class RoomStore:
@@ -79,24 +101,17 @@ class RoomStore:
         return RoomRow.of(row) if row else None
 
     async def _update(
-        self,
-        where: sa.ColumnElement[bool],
-        values: dict[str, Any],
-        line: str,
-        now: dt.datetime,
+        self, where: str, changes: str, params: dict[str, Any], line: str, now: dt.datetime
     ) -> list[RoomRow]:
-        """Update the rows ``where`` says; journal ``line`` (``{call}`` filled in) for each."""
-        async with db.translate_errors("updating a room"), self.engine.begin() as conn:
-            rows = [
-                RoomRow.of(r)
-                for r in (
-                    await conn.execute(
-                        sa.update(ROOMS).where(where).values(values).returning(ROOMS)
-                    )
-                ).all()
-            ]
-            await journal(conn, [(r, line.format(call=r.call, worker=r.worker), now) for r in rows])
-        return rows
+        """Set ``changes`` on the rows ``where`` says and journal ``line`` for each
+        (:func:`_transition`), in one statement; the rows as they are now."""
+        async with (
+            db.translate_errors("updating a room"),
+            db.driver_transaction(self.engine) as pg,
+            pg.cursor(row_factory=dict_row) as cursor,
+        ):
+            await cursor.execute(_transition(where, changes), {**params, "now": now, "line": line})
+            return [RoomRow(**r) for r in await cursor.fetchall()]
 
     async def refused(
         self, now: dt.datetime, arrival: Arrival, reason: str, line: str
@@ -162,10 +177,15 @@ class RoomStore:
     ) -> list[RoomRow]:
         """A worker opened the call (``call.opened``), or an agent joined the room: the room's
         offers end and it holds a seat on ``worker``."""
-        where = ROOMS.c.call == call if call else _instance(environment, room, room_sid)
+        where, params = (
+            ("call = %(call)s", {"call": call})
+            if call
+            else (_INSTANCE, {"environment": environment, "room": room, "room_sid": room_sid})
+        )
         return await self._update(
-            sa.and_(where, ROOMS.c.state.in_(("waiting", "overflow"))),
-            {"state": "opened", "worker": worker, "opened_at": now},
+            f"{where} AND state IN ('waiting', 'overflow')",
+            "state = 'opened', worker = %(worker)s, opened_at = %(now)s",
+            {**params, "worker": worker},
             "room {call}: opened by {worker}",
             now,
         )
@@ -175,12 +195,15 @@ class RoomStore:
     ) -> list[RoomRow]:
         """The caller hung up before any worker opened the call: no further offer."""
         return await self._update(
-            sa.and_(
-                _instance(environment, room, room_sid),
-                ROOMS.c.caller_identity == identity,
-                ROOMS.c.state.in_(("waiting", "overflow")),
-            ),
-            {"state": "ended", "ended_at": now, "outcome": "caller_hangup"},
+            f"{_INSTANCE} AND caller_identity = %(identity)s AND state IN ('waiting', 'overflow')",
+            _ENDED,
+            {
+                "environment": environment,
+                "room": room,
+                "room_sid": room_sid,
+                "identity": identity,
+                "outcome": "caller_hangup",
+            },
             "room {call}: the caller hung up before a worker opened the call",
             now,
         )
@@ -188,14 +211,17 @@ class RoomStore:
     async def of_worker(
         self, environment: str, room: str, room_sid: str | None, worker: str
     ) -> list[RoomRow]:
-        """The rows of the room instance whose agent was ``worker``'s (:func:`_had`)."""
-        async with db.translate_errors("reading a room"), self.engine.connect() as conn:
-            rows = (
-                await conn.execute(
-                    sa.select(ROOMS).where(_instance(environment, room, room_sid), _had(worker))
-                )
-            ).all()
-        return [RoomRow.of(r) for r in rows]
+        """The rows of the room instance whose agent was ``worker``'s (:data:`_HAD`)."""
+        async with (
+            db.translate_errors("reading a room"),
+            db.driver_transaction(self.engine) as pg,
+            pg.cursor(row_factory=dict_row) as cursor,
+        ):
+            await cursor.execute(
+                f"SELECT {_COLUMNS} FROM {ROOMS.fullname} WHERE {_INSTANCE} AND {_HAD}",
+                {"environment": environment, "room": room, "room_sid": room_sid, "worker": worker},
+            )
+            return [RoomRow(**r) for r in await cursor.fetchall()]
 
     async def lost(
         self, now: dt.datetime, call: str, worker: str, written: int | None, line: str
@@ -203,21 +229,14 @@ class RoomStore:
         """The agent of ``worker`` was lost with the call not over and its caller there (issue
         8): the room is kept in offers again as a ``sentence`` room following on from
         ``written``, ``tried`` starting with the lost worker, not offered yet. Taken by the
-        update that finds the row still ``worker``'s (:func:`_had`): a duplicate or a second
+        update that finds the row still ``worker``'s (:data:`_HAD`): a duplicate or a second
         replica takes nothing."""
         rows = await self._update(
-            sa.and_(ROOMS.c.call == call, _had(worker)),
-            {
-                "state": "waiting",
-                "job": "sentence",
-                "written": written,
-                "tried": [worker],
-                "worker": None,
-                "dispatch": None,
-                "offered_at": None,
-                "outcome": None,
-                "waited": True,  # a worker dropped it (seed 000: "a number that is not 0")
-            },
+            f"call = %(call)s AND {_HAD}",
+            # waited: a worker dropped it (seed 000: "a number that is not 0")
+            "state = 'waiting', job = 'sentence', written = %(written)s, tried = %(tried)s, "
+            "worker = NULL, dispatch = NULL, offered_at = NULL, outcome = NULL, waited = true",
+            {"call": call, "worker": worker, "written": written, "tried": [worker]},
             line,
             now,
         )
@@ -234,12 +253,15 @@ class RoomStore:
         """The agent of ``worker`` left: its seat is free (a room whose agent was lost and got
         the sentence was taken by :meth:`lost` before this)."""
         return await self._update(
-            sa.and_(
-                _instance(environment, room, room_sid),
-                ROOMS.c.state == "opened",
-                ROOMS.c.worker == worker,
-            ),
-            {"state": "ended", "ended_at": now, "outcome": "agent_left"},
+            f"{_INSTANCE} AND state = 'opened' AND worker = %(worker)s",
+            _ENDED,
+            {
+                "environment": environment,
+                "room": room,
+                "room_sid": room_sid,
+                "worker": worker,
+                "outcome": "agent_left",
+            },
             "room {call}: the agent of {worker} left",
             now,
         )
@@ -249,11 +271,14 @@ class RoomStore:
     ) -> list[RoomRow]:
         """LiveKit closed the room: every live row of it ends."""
         return await self._update(
-            sa.and_(
-                _instance(environment, room, room_sid),
-                ROOMS.c.state.in_(("waiting", "overflow", "opened")),
-            ),
-            {"state": "ended", "ended_at": now, "outcome": "room_finished"},
+            f"{_INSTANCE} AND state IN ('waiting', 'overflow', 'opened')",
+            _ENDED,
+            {
+                "environment": environment,
+                "room": room,
+                "room_sid": room_sid,
+                "outcome": "room_finished",
+            },
             "room {call}: the room ended",
             now,
         )
@@ -264,12 +289,13 @@ class RoomStore:
         """The call ended on call-log (``call.ended``), or the room is gone. A ``sentence``
         room's call ended before its sentence, by design: ``call.ended`` passes
         ``sentence_too=False`` and the room lives on until its sentence job deletes it."""
-        where = sa.and_(ROOMS.c.call == call, ROOMS.c.state != "ended")
+        where = "call = %(call)s AND state <> 'ended'"
         if not sentence_too:
-            where = sa.and_(where, ROOMS.c.job != "sentence")
+            where += " AND job <> 'sentence'"
         return await self._update(
             where,
-            {"state": "ended", "ended_at": now, "outcome": outcome},
+            _ENDED,
+            {"call": call, "outcome": outcome},
             f"room {{call}}: ended ({outcome})",
             now,
         )
