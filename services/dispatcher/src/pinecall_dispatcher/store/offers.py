@@ -18,15 +18,17 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any
 
+import msgspec
+import psycopg
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import ARRAY, insert
-from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
+from psycopg.rows import dict_row
+from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinecall_dispatcher.store.rows import Arrival, RoomRow, Taken
+from pinecall_dispatcher.store.rows import Arrival, RoomRow, Taken, columns
 from pinecall_dispatcher.store.tables import JOURNAL, ROOMS
 from pinecall_servicekit import db
 
-_offers_made = sa.func.cardinality(ROOMS.c.tried)
+_JSON = msgspec.json.Encoder()
 _ARRIVED = ("room", "room_sid", "ring", "caller_identity", "number", "arrived_at")
 """What an admitted row (a visitor's token) learns when its visitor arrives."""
 _CLAIMED = ("state", "tried", "worker", "offered_at", "outcome", "waited")
@@ -55,56 +57,105 @@ class Claim:
                 "outcome": None, "waited": False}  # fmt: skip
 
 
+# Every statement of the fleet's transaction runs on psycopg itself, its SQL made here once
+# (issue 20: SQLAlchemy's execution was a third of the dispatcher's CPU a ring under
+# bench/ring_to_offer.py). Rows go in as one array a column (unnest), so a batch of any size is
+# one prepared statement.
+
+_LOCK = "SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 0))"
+
+_PROMISED = f"""
+SELECT worker, state, count(*) FROM {ROOMS.fullname}
+WHERE fleet = %(fleet)s AND worker IS NOT NULL
+  AND (state = 'waiting' OR (state = 'opened' AND opened_at > %(since)s))
+GROUP BY worker, state
+"""
+
+_ARRIVE = f"""
+INSERT INTO {ROOMS.fullname} AS r (
+    call, environment, fleet, room, room_sid, ring, agent, org, caller, caller_identity, number,
+    context, config, arrived_at, state, tried, worker, offered_at, outcome, waited
+)
+SELECT call, environment, fleet, room, room_sid, ring, agent, org, caller, caller_identity,
+       number, context::jsonb, config::jsonb, %(now)s, state,
+       CASE WHEN tried IS NULL THEN '{{}}'::varchar[] ELSE ARRAY[tried] END,
+       worker, offered_at, outcome, waited
+FROM unnest(
+    %(call)s::text[], %(environment)s::text[], %(fleet)s::text[], %(room)s::text[],
+    %(room_sid)s::text[], %(ring)s::text[], %(agent)s::text[], %(org)s::text[],
+    %(caller)s::text[], %(caller_identity)s::text[], %(number)s::text[], %(context)s::text[],
+    %(config)s::text[], %(state)s::text[], %(tried)s::text[], %(worker)s::text[],
+    %(offered_at)s::timestamptz[], %(outcome)s::text[], %(waited)s::bool[]
+) AS a(call, environment, fleet, room, room_sid, ring, agent, org, caller, caller_identity,
+       number, context, config, state, tried, worker, offered_at, outcome, waited)
+ON CONFLICT (call) DO UPDATE SET
+    {", ".join(f"{c} = excluded.{c}" for c in (*_ARRIVED, *_CLAIMED))}
+WHERE r.state = 'admitted' AND r.environment = excluded.environment
+RETURNING {columns("r")}
+"""
+"""The arrivals kept, each with its claim; an ``admitted`` row (a visitor's token) learns what
+its visitor's arrival says. A call already known otherwise is left as it is (no row back)."""
+
+_DUE = f"""
+SELECT {columns()} FROM {ROOMS.fullname}
+WHERE fleet = %(fleet)s AND state = 'waiting' AND (
+    (cardinality(tried) = 0 AND arrived_at <= %(arrived_by)s)
+    OR offered_at <= %(offered_by)s
+    OR (offered_at IS NOT NULL AND worker = ANY(%(unheld)s::text[]))
+    OR (job = 'sentence' AND offered_at IS NULL)
+)
+"""
+
+_OFFER = f"""
+UPDATE {ROOMS.fullname} AS r SET
+    tried = array_append(r.tried, v.worker), worker = v.worker, offered_at = %(now)s,
+    waited = r.waited OR cardinality(r.tried) > 0
+FROM unnest(%(call)s::text[], %(n)s::int[], %(worker)s::text[]) AS v(call, n, worker)
+WHERE r.call = v.call AND r.state = 'waiting' AND cardinality(r.tried) = v.n
+RETURNING {columns("r")}
+"""
+
+_OVERFLOW = f"""
+UPDATE {ROOMS.fullname} AS r SET
+    state = 'overflow', worker = v.overflow, offered_at = %(now)s, outcome = v.reason,
+    waited = r.waited OR v.waited OR cardinality(r.tried) > 0
+FROM unnest(
+    %(call)s::text[], %(n)s::int[], %(overflow)s::text[], %(reason)s::text[], %(waited)s::bool[]
+) AS v(call, n, overflow, reason, waited)
+WHERE r.call = v.call AND r.state = 'waiting' AND cardinality(r.tried) = v.n
+RETURNING {columns("r")}
+"""
+
+
 async def promised(
-    conn: AsyncConnection, fleet: str, now: dt.datetime, max_call_seconds: float
+    pg: psycopg.AsyncConnection[Any], fleet: str, now: dt.datetime, max_call_seconds: float
 ) -> tuple[dict[str, int], dict[str, int]]:
     """``(offered, held)`` per worker of ``fleet``: rooms offered to it and not opened, and calls
     it opened within ``max_call_seconds`` and did not end."""
     since = now - dt.timedelta(seconds=max_call_seconds)
-    rows = (
-        await conn.execute(
-            sa.select(ROOMS.c.worker, ROOMS.c.state, sa.func.count())
-            .where(
-                ROOMS.c.fleet == fleet,
-                ROOMS.c.worker.is_not(None),
-                sa.or_(
-                    ROOMS.c.state == "waiting",
-                    sa.and_(ROOMS.c.state == "opened", ROOMS.c.opened_at > since),
-                ),
-            )
-            .group_by(ROOMS.c.worker, ROOMS.c.state)
-        )
-    ).all()
+    cursor = await pg.execute(_PROMISED, {"fleet": fleet, "since": since})
     offered: dict[str, int] = {}
     held: dict[str, int] = {}
-    for worker, state, count in rows:
+    for worker, state, count in await cursor.fetchall():
         (offered if state == "waiting" else held)[worker] = count
     return offered, held
 
 
-def _values(alias: str, rows: Sequence[tuple[Any, ...]], **columns: Any) -> Any:
-    """``unnest(:alias_c1, …) AS alias(c1, …)``: ``rows`` as one array parameter a column, to join
-    an update with. Not a ``VALUES`` list: SQLAlchemy caches no statement holding one (its cache
-    key is None), so each batch was compiled anew — 14.5 % of the dispatcher's CPU under
-    ``bench/ring_to_offer.py`` (py-spy, issue 20); this one is compiled once."""
-    names = list(columns)
-    data = list(zip(*rows, strict=True)) if rows else [() for _ in names]
-    arrays = (
-        sa.bindparam(f"{alias}_{name}", list(values), type_=ARRAY(columns[name]))
-        for name, values in zip(names, data, strict=True)
-    )
-    return (
-        sa.func.unnest(*arrays)
-        .table_valued(*(sa.column(name, columns[name]) for name in names))
-        .render_derived(name=alias)
-    )
+def _arrays(rows: Sequence[dict[str, Any]], names: Sequence[str]) -> dict[str, list[Any]]:
+    """``rows`` as one list a column (``unnest``'s parameters)."""
+    return {name: [row[name] for row in rows] for name in names}
 
 
 class FleetOffers:
-    """One fleet's offers inside its locked transaction."""
+    """One fleet's offers inside its locked transaction (psycopg's connection ``pg``)."""
 
-    def __init__(self, conn: AsyncConnection, fleet: str, now: dt.datetime) -> None:
-        self.conn, self.fleet, self.now = conn, fleet, now
+    def __init__(self, pg: psycopg.AsyncConnection[Any], fleet: str, now: dt.datetime) -> None:
+        self.pg, self.fleet, self.now = pg, fleet, now
+
+    async def _rows(self, sql: str, params: dict[str, Any]) -> list[RoomRow]:
+        async with self.pg.cursor(row_factory=dict_row) as cursor:
+            await cursor.execute(sql, params)
+            return [RoomRow(**r) for r in await cursor.fetchall()]
 
     async def arrive(self, arrivals: Sequence[tuple[Arrival, Claim]]) -> list[Taken]:
         """Keep each arrival in offers with what it is given at once (one statement): a new
@@ -126,34 +177,24 @@ class FleetOffers:
                 "caller": a.caller,
                 "caller_identity": a.caller_identity,
                 "number": a.number,
-                "state": "waiting",
-                "context": a.context,
-                "config": a.config,
-                "arrived_at": self.now,
+                "context": _JSON.encode(a.context).decode(),
+                "config": _JSON.encode(a.config).decode(),
             }
             | claim.columns(self.now)
             for a, claim in arrivals
         ]
-        # The rows as parameters of one cached statement (SQLAlchemy's "insertmanyvalues": one
-        # INSERT … VALUES … RETURNING a page of rows), not a multi-row .values() of its own,
-        # which SQLAlchemy compiles anew each time (see _values).
-        stmt = insert(ROOMS)
-        upsert = stmt.on_conflict_do_update(
-            index_elements=[ROOMS.c.call],
-            set_={k: stmt.excluded[k] for k in (*_ARRIVED, *_CLAIMED)},
-            where=sa.and_(
-                ROOMS.c.state == "admitted", ROOMS.c.environment == stmt.excluded.environment
-            ),
-        ).returning(ROOMS)
+        for row in rows:
+            row["tried"] = row["tried"][0] if row["tried"] else None
+        params = _arrays(rows, list(rows[0])) | {"now": self.now}
         claims = {a.call: claim for a, claim in arrivals}
-        kept = [RoomRow.of(r) for r in (await self.conn.execute(upsert, rows)).all()]
+        kept = await self._rows(_ARRIVE, params)
         return [
             Taken(row=r, line=claims[r.call].line, at=self.now) for r in kept if claims[r.call].line
         ]
 
     async def promised(self, max_call_seconds: float) -> tuple[dict[str, int], dict[str, int]]:
         """The fleet's seats promised, read under its lock (see :func:`promised`)."""
-        return await promised(self.conn, self.fleet, self.now, max_call_seconds)
+        return await promised(self.pg, self.fleet, self.now, max_call_seconds)
 
     async def due(
         self, grace_s: float, reoffer_s: float, unheld: Collection[str] = ()
@@ -163,77 +204,52 @@ class FleetOffers:
         ago, or offered to a worker of ``unheld`` (LiveKit does not hold it: that offer's job
         never comes), and every dead worker's room whose sentence is not offered yet (it waits
         for a worker to be heard, looked at again by every sweep)."""
-        where = sa.and_(
-            ROOMS.c.fleet == self.fleet,
-            ROOMS.c.state == "waiting",
-            sa.or_(
-                sa.and_(
-                    _offers_made == 0,
-                    ROOMS.c.arrived_at <= self.now - dt.timedelta(seconds=grace_s),
-                ),
-                ROOMS.c.offered_at <= self.now - dt.timedelta(seconds=reoffer_s),
-                sa.and_(ROOMS.c.offered_at.is_not(None), ROOMS.c.worker.in_(list(unheld))),
-                sa.and_(ROOMS.c.job == "sentence", ROOMS.c.offered_at.is_(None)),
-            ),
+        return await self._rows(
+            _DUE,
+            {
+                "fleet": self.fleet,
+                "arrived_by": self.now - dt.timedelta(seconds=grace_s),
+                "offered_by": self.now - dt.timedelta(seconds=reoffer_s),
+                "unheld": list(unheld),
+            },
         )
-        rows = (await self.conn.execute(sa.select(ROOMS).where(where))).all()
-        return [RoomRow.of(r) for r in rows]
 
     async def offer(self, taken: Sequence[tuple[RoomRow, str, str]]) -> list[Taken]:
         """Take each ``(room, worker, journal line)`` offer whose room still holds the count it
         was read with; the offers taken."""
         if not taken:
             return []
-        v = _values(
-            "offers",
-            [(r.call, len(r.tried), worker) for r, worker, _ in taken],
-            call=sa.String,
-            n=sa.Integer,
-            worker=sa.String,
+        rows = await self._rows(
+            _OFFER,
+            {
+                "call": [r.call for r, _, _ in taken],
+                "n": [len(r.tried) for r, _, _ in taken],
+                "worker": [worker for _, worker, _ in taken],
+                "now": self.now,
+            },
         )
-        stmt = (
-            sa.update(ROOMS)
-            .where(ROOMS.c.call == v.c.call, ROOMS.c.state == "waiting", _offers_made == v.c.n)
-            .values(
-                tried=sa.func.array_append(ROOMS.c.tried, v.c.worker),
-                worker=v.c.worker,
-                offered_at=self.now,
-                waited=ROOMS.c.waited | (_offers_made > 0),
-            )
-            .returning(ROOMS)
-        )
-        return self._taken(await self.conn.execute(stmt), {r.call: line for r, _, line in taken})
+        return self._taken(rows, {r.call: line for r, _, line in taken})
 
     async def overflow(self, taken: Sequence[tuple[RoomRow, str, str, bool, str]]) -> list[Taken]:
         """Give each ``(room, overflow, reason, waited, journal line)`` to the overflow if it
         still holds the count it was read with; the rooms taken."""
         if not taken:
             return []
-        v = _values(
-            "overflows",
-            [(r.call, len(r.tried), name, reason, waited) for r, name, reason, waited, _ in taken],
-            call=sa.String,
-            n=sa.Integer,
-            overflow=sa.String,
-            reason=sa.String,
-            waited=sa.Boolean,
+        rows = await self._rows(
+            _OVERFLOW,
+            {
+                "call": [t[0].call for t in taken],
+                "n": [len(t[0].tried) for t in taken],
+                "overflow": [t[1] for t in taken],
+                "reason": [t[2] for t in taken],
+                "waited": [t[3] for t in taken],
+                "now": self.now,
+            },
         )
-        stmt = (
-            sa.update(ROOMS)
-            .where(ROOMS.c.call == v.c.call, ROOMS.c.state == "waiting", _offers_made == v.c.n)
-            .values(
-                state="overflow",
-                worker=v.c.overflow,
-                offered_at=self.now,
-                outcome=v.c.reason,
-                waited=ROOMS.c.waited | v.c.waited | (_offers_made > 0),
-            )
-            .returning(ROOMS)
-        )
-        return self._taken(await self.conn.execute(stmt), {t[0].call: t[4] for t in taken})
+        return self._taken(rows, {t[0].call: t[4] for t in taken})
 
-    def _taken(self, result: sa.CursorResult[Any], lines: dict[str, str]) -> list[Taken]:
-        return [Taken(row=RoomRow.of(r), line=lines[r.call], at=self.now) for r in result.all()]
+    def _taken(self, rows: list[RoomRow], lines: dict[str, str]) -> list[Taken]:
+        return [Taken(row=r, line=lines[r.call], at=self.now) for r in rows]
 
 
 class OfferStore:
@@ -243,17 +259,16 @@ class OfferStore:
     @asynccontextmanager
     async def fleet(self, fleet: str, now: dt.datetime) -> AsyncIterator[FleetOffers]:
         """One transaction holding the fleet's lock."""
-        lock = sa.func.pg_advisory_xact_lock(sa.func.hashtextextended(f"dispatcher:{fleet}", 0))
-        async with db.translate_errors("offering"), self.engine.begin() as conn:
-            await conn.execute(sa.select(lock))
-            yield FleetOffers(conn, fleet, now)
+        async with db.translate_errors("offering"), db.driver_transaction(self.engine) as pg:
+            await pg.execute(_LOCK, {"key": f"dispatcher:{fleet}"})
+            yield FleetOffers(pg, fleet, now)
 
     async def promised(
         self, fleet: str, now: dt.datetime, max_call_seconds: float
     ) -> tuple[dict[str, int], dict[str, int]]:
         """The fleet's seats promised now, read without its lock (admission)."""
-        async with db.translate_errors("reading offers"), self.engine.connect() as conn:
-            return await promised(conn, fleet, now, max_call_seconds)
+        async with db.translate_errors("reading offers"), db.driver_transaction(self.engine) as pg:
+            return await promised(pg, fleet, now, max_call_seconds)
 
     async def fleets_waiting(self) -> list[str]:
         """The fleets with a room waiting (the sweep's work)."""

@@ -16,11 +16,9 @@ from psycopg.rows import dict_row
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinecall_dispatcher.store.rows import Arrival, RoomRow, journal
+from pinecall_dispatcher.store.rows import Arrival, RoomRow, columns, journal
 from pinecall_dispatcher.store.tables import JOURNAL, REFUSALS, ROOMS
 from pinecall_servicekit import db
-
-_COLUMNS = ", ".join(c.name for c in ROOMS.c)
 
 
 @functools.cache
@@ -33,14 +31,14 @@ def _transition(where: str, changes: str) -> str:
     under ``bench/ring_to_offer.py``). Built once for each pair."""
     return f"""
     WITH changed AS (
-        UPDATE {ROOMS.fullname} SET {changes} WHERE {where} RETURNING {_COLUMNS}
+        UPDATE {ROOMS.fullname} SET {changes} WHERE {where} RETURNING {columns()}
     ), journaled AS (
         INSERT INTO {JOURNAL.fullname} (call, room, fleet, at, line)
         SELECT call, room, fleet, %(now)s, replace(
             replace(%(line)s::text, '{{call}}', call), '{{worker}}', coalesce(worker, 'None')
         ) FROM changed
     )
-    SELECT {_COLUMNS} FROM changed
+    SELECT {columns()} FROM changed
     """
 
 
@@ -218,7 +216,7 @@ class RoomStore:
             pg.cursor(row_factory=dict_row) as cursor,
         ):
             await cursor.execute(
-                f"SELECT {_COLUMNS} FROM {ROOMS.fullname} WHERE {_INSTANCE} AND {_HAD}",
+                f"SELECT {columns()} FROM {ROOMS.fullname} WHERE {_INSTANCE} AND {_HAD}",
                 {"environment": environment, "room": room, "room_sid": room_sid, "worker": worker},
             )
             return [RoomRow(**r) for r in await cursor.fetchall()]

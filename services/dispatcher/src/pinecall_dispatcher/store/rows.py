@@ -10,7 +10,7 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.ext.asyncio import AsyncConnection
 
-from pinecall_dispatcher.store.tables import JOURNAL
+from pinecall_dispatcher.store.tables import JOURNAL, ROOMS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,6 +82,13 @@ async def journal(conn: AsyncConnection, lines: Sequence[tuple[RoomRow, str, dt.
                 for r, line, at in lines
             ],
         )
+
+
+def columns(alias: str = "") -> str:
+    """Every column of ``rooms`` (a :class:`RoomRow`'s fields), for a statement's ``SELECT`` or
+    ``RETURNING``, each prefixed with ``alias.`` if given."""
+    prefix = f"{alias}." if alias else ""
+    return ", ".join(f"{prefix}{c.name}" for c in ROOMS.c)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
