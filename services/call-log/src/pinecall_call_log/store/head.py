@@ -27,7 +27,7 @@ Head = sa.Row[Any]
 
 WRITE_AT_HEAD = db.driver_sql(
     sa.text(
-    f"""
+        f"""
     WITH moved AS (
         UPDATE {CALLS.fullname} SET written = written + :size, last_seq = last_seq + :size
         WHERE call_id = :call AND written = :after AND sealed_at IS NULL
