@@ -1,6 +1,7 @@
-"""A transaction on psycopg itself, on a connection of SQLAlchemy's pool (``db.driver_transaction``,
-issue 20): it commits or rolls back whole, its errors are the platform's, and a connection it
-leaves unusable is never lent again."""
+"""psycopg's own connection lent by SQLAlchemy's pool (``db.driver_connection``) and a
+transaction on it (``db.driver_transaction``), issue 20: a transaction commits or rolls back
+whole, on the autocommit engine each statement commits alone, errors are the platform's, and a
+connection left unusable is never lent again."""
 
 from __future__ import annotations
 
@@ -122,3 +123,19 @@ async def test_a_transaction_cancelled_mid_statement_leaves_no_connection_in_it(
     async with db.driver_transaction(engine) as pg:
         await pg.execute(f"INSERT INTO {TABLE} (k) VALUES ('next')")
     assert await keys(engine) == ["next"]
+
+
+async def test_on_the_autocommit_engine_each_statement_commits_alone_and_the_pool_gets_it_back(
+    engine: AsyncEngine,
+) -> None:
+    async def failing_second() -> None:
+        async with db.driver_connection(db.autocommit(engine)) as pg:
+            await pg.execute(f"INSERT INTO {TABLE} (k) VALUES ('first')")
+            await pg.execute(f"INSERT INTO {TABLE} (k) VALUES ('first')")  # the key again
+
+    with pytest.raises(psycopg.errors.UniqueViolation):
+        await failing_second()
+    assert await keys(engine) == ["first"]  # committed by itself, not taken back with the second
+    # the pool's connection went back out of autocommit: the engine's own transactions hold
+    async with engine.connect() as conn:
+        assert not (await conn.get_raw_connection()).driver_connection.autocommit

@@ -91,28 +91,40 @@ def autocommit(engine: AsyncEngine) -> AsyncEngine:
 
 
 @asynccontextmanager
-async def driver_transaction(engine: AsyncEngine) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
-    """One transaction run on psycopg itself, on a connection of ``engine``'s pool: ``BEGIN`` on
-    entering, ``COMMIT`` when the block ends, ``ROLLBACK`` when it raises.
+async def driver_connection(engine: AsyncEngine) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """psycopg's own connection, lent by ``engine``'s pool, for a hot path's statements: SQL
+    with psycopg's ``%(name)s`` placeholders (a module's constant; :func:`driver_sql` compiles a
+    SQLAlchemy statement to one). Through :func:`autocommit`'s engine each statement is its own
+    transaction, one round trip where ``BEGIN``, the statement and ``COMMIT`` are three: for a
+    change that is one statement whole and may commit after its process died (one that names
+    the state it leaves, so a retry changes nothing), and for reads. Otherwise see
+    :func:`driver_transaction`.
 
-    For a hot path's statements, written as SQL with psycopg's ``%(name)s`` placeholders (a
-    SQLAlchemy statement compiled once, at import, by :func:`driver_sql`): a transaction costs
-    0.48 ms of the client's CPU so, against 0.92 through SQLAlchemy's ``AsyncEngine``
-    (``bench/request_floor.py``, issue 20; what is saved is SQLAlchemy's statement execution and
-    the greenlet each of its awaits takes). psycopg prepares a statement run five times
+    What it saves is SQLAlchemy's statement execution and the greenlet each of its awaits takes
+    (issue 20: a transaction costs the client 0.48 ms of CPU so, 0.92 through SQLAlchemy's
+    ``AsyncEngine``, ``bench/request_floor.py``). psycopg prepares a statement run five times
     (``prepare_threshold``). Raises psycopg's errors, which :func:`translate_errors` turns into
-    the platform's as it does SQLAlchemy's. A connection lost, or left in a transaction by a
-    cancellation, is invalidated, so the pool makes a new one rather than lend it again (what
-    SQLAlchemy does for its own statements)."""
+    the platform's as it does SQLAlchemy's. A connection lost, or left in a transaction (a
+    cancellation), is invalidated before the pool's reset meets it, so the pool makes a new one
+    rather than lend it again (what SQLAlchemy does for its own statements)."""
     async with engine.connect() as conn:
         pg = (await conn.get_raw_connection()).driver_connection
         assert isinstance(pg, psycopg.AsyncConnection)
         try:
-            async with pg.transaction():
-                yield pg
+            yield pg
         finally:
             if pg.closed or pg.info.transaction_status != TransactionStatus.IDLE:
                 await conn.invalidate()
+
+
+@asynccontextmanager
+async def driver_transaction(engine: AsyncEngine) -> AsyncIterator[psycopg.AsyncConnection[Any]]:
+    """One transaction on psycopg's own connection (:func:`driver_connection`): ``BEGIN`` on
+    entering, ``COMMIT`` when the block ends, ``ROLLBACK`` when it raises. For several statements
+    that stand or fall together, or one that must die with its process rather than commit once a
+    lock it waits on is let go."""
+    async with driver_connection(engine) as pg, pg.transaction():
+        yield pg
 
 
 def driver_sql(statement: sa.ClauseElement) -> str:

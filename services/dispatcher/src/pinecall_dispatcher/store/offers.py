@@ -7,7 +7,8 @@ offers taken inside it, so two replicas never promise one seat twice and never o
 twice (the update's ``cardinality(tried) = n`` is the second guard, for any path that does not
 take the lock). A batch of rooms shares one transaction: under a burst, rooms that arrived while
 the last batch was decided are decided together. The dispatches are made after the commit;
-:meth:`OfferStore.confirm` records their ids, one statement a batch.
+:meth:`OfferStore.confirm` records their ids, one statement a batch, committed by itself (it
+names the count of offers it records a dispatch of, so a late or repeated one changes nothing).
 """
 
 from __future__ import annotations
@@ -255,6 +256,8 @@ class FleetOffers:
 class OfferStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self._autocommit = db.autocommit(engine)
+        """The same pool, each statement its own transaction: reads, and the confirmation."""
 
     @asynccontextmanager
     async def fleet(self, fleet: str, now: dt.datetime) -> AsyncIterator[FleetOffers]:
@@ -267,7 +270,10 @@ class OfferStore:
         self, fleet: str, now: dt.datetime, max_call_seconds: float
     ) -> tuple[dict[str, int], dict[str, int]]:
         """The fleet's seats promised now, read without its lock (admission)."""
-        async with db.translate_errors("reading offers"), db.driver_transaction(self.engine) as pg:
+        async with (
+            db.translate_errors("reading offers"),
+            db.driver_connection(self._autocommit) as pg,
+        ):
             return await promised(pg, fleet, now, max_call_seconds)
 
     async def fleets_waiting(self) -> list[str]:
@@ -299,7 +305,7 @@ class OfferStore:
         }
         async with (
             db.translate_errors("recording dispatches"),
-            db.driver_transaction(self.engine) as pg,
+            db.driver_connection(self._autocommit) as pg,
         ):
             cursor = await pg.execute(_CONFIRM, params)
             return {call: state for call, state in await cursor.fetchall()}

@@ -2,7 +2,10 @@
 
 Every transition is one conditional update that names the states it leaves, so a webhook
 delivered twice, late or out of order changes nothing the second time: the row decides. Each
-ending or opening is a journal line.
+ending or opening is a journal line, written by the same statement. So a transition is one
+statement committed by itself (autocommit, on psycopg's own connection): one round trip, not
+three; one that commits after its replica died (it waited on a row's lock) is the change the
+event's redelivery would have made, which then changes nothing.
 """
 
 from __future__ import annotations
@@ -26,9 +29,10 @@ def _transition(where: str, changes: str) -> str:
     """One transition's SQL, for psycopg (``%(name)s`` placeholders): the rows ``where`` says
     are set ``changes`` and returned, and a journal line written for each in the same statement,
     ``%(line)s`` with its ``{call}`` and ``{worker}`` filled in (as ``str.format`` would: a
-    worker of None is ``None``), dated ``%(now)s``. One round trip on psycopg itself, where
-    SQLAlchemy took two and its own statement execution (issue 20's profile of the dispatcher
-    under ``bench/ring_to_offer.py``). Built once for each pair."""
+    worker of None is ``None``), dated ``%(now)s``. One statement on psycopg itself, where
+    SQLAlchemy ran two, each through its own statement execution, between a BEGIN and a COMMIT
+    (issue 20's profile of the dispatcher under ``bench/ring_to_offer.py``). Built once for each
+    pair."""
     return f"""
     WITH changed AS (
         UPDATE {ROOMS.fullname} SET {changes} WHERE {where} RETURNING {columns()}
@@ -65,6 +69,8 @@ class RoomStore:
 
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self._autocommit = db.autocommit(engine)
+        """The same pool, each statement its own transaction: a transition is one statement."""
 
     async def get(self, call: str) -> RoomRow | None:
         async with db.translate_errors("reading a room"), self.engine.connect() as conn:
@@ -105,7 +111,7 @@ class RoomStore:
         (:func:`_transition`), in one statement; the rows as they are now."""
         async with (
             db.translate_errors("updating a room"),
-            db.driver_transaction(self.engine) as pg,
+            db.driver_connection(self._autocommit) as pg,
             pg.cursor(row_factory=dict_row) as cursor,
         ):
             await cursor.execute(_transition(where, changes), {**params, "now": now, "line": line})
@@ -212,7 +218,7 @@ class RoomStore:
         """The rows of the room instance whose agent was ``worker``'s (:data:`_HAD`)."""
         async with (
             db.translate_errors("reading a room"),
-            db.driver_transaction(self.engine) as pg,
+            db.driver_connection(self._autocommit) as pg,
             pg.cursor(row_factory=dict_row) as cursor,
         ):
             await cursor.execute(
