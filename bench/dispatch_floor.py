@@ -13,12 +13,20 @@ each:
 * ``jetstream``: one JetStream message pulled and acked by a durable consumer (what each webhook
   event costs the dispatcher before its handler: nats-py's fetch, the ack's write).
 
-The transaction's floors are ``bench/request_floor.py``'s (one ``BEGIN``, a statement,
-``COMMIT``: 0.92 ms of CPU through SQLAlchemy's ``AsyncEngine``, 0.38 through psycopg alone).
+* ``statement``: one statement committed by itself on the pool's psycopg connection
+  (:func:`pinecall_servicekit.db.driver_connection` on the autocommit engine), as the dispatcher
+  writes a room's transition and a confirmation: an ``UPDATE … RETURNING`` of one row of a
+  scratch table;
+* ``transaction``: the same statement between ``BEGIN`` and ``COMMIT``
+  (:func:`~pinecall_servicekit.db.driver_transaction`), as the fleet's locked transaction starts;
+* ``sqlalchemy``: the same transaction through SQLAlchemy's ``AsyncEngine``, as every one of them
+  ran before (the reference).
+
 It prints each floor in ms of CPU and the sum for what a ring makes today (``--twirps``,
-``--transactions``, ``--messages``: 4, 4 and 4: ListDispatch, ListParticipants, CreateDispatch,
-DeleteDispatch at the hang-up; the ring kept and offered, the dispatch confirmed, the hang-up,
-the room finished; the webhooks room_started, participant_joined, participant_left and
+``--transactions``, ``--statements``, ``--messages``: 4, 1, 5 and 4: ListDispatch,
+ListParticipants, CreateDispatch, DeleteDispatch at the hang-up; the fleet's transaction (its lock,
+then the seats promised and the ring kept, two statements more), the dispatch confirmed, the
+hang-up, the room finished; the webhooks room_started, participant_joined, participant_left and
 room_finished).
 
     .venv/bin/python bench/dispatch_floor.py [--ops 2000] [--json]
@@ -48,8 +56,8 @@ from pinecall_servicekit.settings import Settings
 
 KEY, SECRET = "floor-key", "floor-secret-of-at-least-32-characters"
 ROOMS = 50
-TRANSACTION_MS = {"sqlalchemy": 0.92, "psycopg": 0.38}
-"""``bench/request_floor.py``'s transaction floors (bench/README.md, 2026-12-04)."""
+SCRATCH = "floor_rooms"
+"""A temporary table (the engine's one connection's own: nothing is left behind)."""
 
 
 async def cpu_ms(ops: int, one: Callable[[int], Awaitable[object]]) -> float:
@@ -105,59 +113,101 @@ async def floors(args: argparse.Namespace) -> dict[str, float]:
     finally:
         process.terminate()
         await asyncio.to_thread(process.wait, 5)
-    out["jetstream"] = await jetstream(args)
+    settings = Settings()
+    with ensure_platform(settings.database_url, settings.nats_url) as platform:
+        out["jetstream"] = await jetstream(args, platform.nats_url)
+        out |= await postgres(args, platform.database_url)
     return out
 
 
-async def jetstream(args: argparse.Namespace) -> float:
+async def postgres(args: argparse.Namespace, database_url: str) -> dict[str, float]:
+    """One row's update alone, in a transaction on psycopg, and through SQLAlchemy."""
+    import sqlalchemy as sa
+
+    from pinecall_servicekit import db
+
+    engine = db.create_engine(database_url, pool_size=1, max_overflow=0, pre_ping=False)
+    alone = db.autocommit(engine)
+    sql = f"UPDATE {SCRATCH} SET n = n + 1 WHERE k = %(k)s RETURNING k, n"
+    try:
+        async with engine.begin() as conn:
+            await conn.execute(sa.text(f"CREATE TEMP TABLE {SCRATCH} (k int PRIMARY KEY, n int)"))
+            await conn.execute(
+                sa.text(f"INSERT INTO {SCRATCH} SELECT k, 0 FROM generate_series(0, 49) k")
+            )
+
+        async def statement(k: int) -> None:
+            async with db.driver_connection(alone) as pg:
+                await (await pg.execute(sql, {"k": k % 50})).fetchall()
+
+        async def transaction(k: int) -> None:
+            async with db.driver_transaction(engine) as pg:
+                await (await pg.execute(sql, {"k": k % 50})).fetchall()
+
+        table = sa.table(SCRATCH, sa.column("k"), sa.column("n"))
+        through = (
+            sa.update(table)
+            .where(table.c.k == sa.bindparam("key"))
+            .values(n=table.c.n + 1)
+            .returning(table.c.k, table.c.n)
+        )
+
+        async def sqlalchemy(k: int) -> None:
+            async with engine.begin() as conn:
+                (await conn.execute(through, {"key": k % 50})).all()
+
+        return {
+            "statement": await cpu_ms(args.ops, statement),
+            "transaction": await cpu_ms(args.ops, transaction),
+            "sqlalchemy": await cpu_ms(args.ops, sqlalchemy),
+        }
+    finally:
+        await engine.dispose()
+
+
+async def jetstream(args: argparse.Namespace, nats_url: str) -> float:
     """A message pulled and acked by a durable consumer, as ``pinecall_servicekit.stream``
     consumes (a batch fetched, each acked on its own)."""
-    settings = Settings()
-    with ensure_platform(settings.database_url, settings.nats_url) as platform:
-        nc = await nats.connect(platform.nats_url)
-        try:
-            js = nc.jetstream()
-            stream, subject = f"floor{os.getpid()}", f"floor{os.getpid()}.events"
-            await js.add_stream(name=stream, subjects=[subject])
-            try:
-                body = b"x" * 600  # a webhook event's size
-                for _ in range(args.ops + 100):
-                    await js.publish(subject, body)
-                config = ConsumerConfig(durable_name="floor", ack_policy=AckPolicy.EXPLICIT)
-                sub = await js.pull_subscribe(subject, durable="floor", config=config)
-                batch: list[Any] = []
+    nc = await nats.connect(nats_url)
+    js = nc.jetstream()
+    stream, subject = f"floor{os.getpid()}", f"floor{os.getpid()}.events"
+    try:
+        await js.add_stream(name=stream, subjects=[subject])
+        body = b"x" * 600  # a webhook event's size
+        for _ in range(args.ops + 100):
+            await js.publish(subject, body)
+        config = ConsumerConfig(durable_name="floor", ack_policy=AckPolicy.EXPLICIT)
+        sub = await js.pull_subscribe(subject, durable="floor", config=config)
+        batch: list[Any] = []
 
-                async def one(_: int) -> None:
-                    if not batch:
-                        batch.extend(await sub.fetch(32, timeout=5))
-                    await batch.pop(0).ack()
+        async def one(_: int) -> None:
+            if not batch:
+                batch.extend(await sub.fetch(32, timeout=5))
+            await batch.pop(0).ack()
 
-                return await cpu_ms(args.ops, one)
-            finally:
-                await js.delete_stream(stream)
-        finally:
-            await nc.close()
+        return await cpu_ms(args.ops, one)
+    finally:
+        await js.delete_stream(stream)
+        await nc.close()
 
 
 def report(measured: dict[str, float], args: argparse.Namespace) -> dict[str, Any]:
-    """The floors and what a ring's round trips sum to, through SQLAlchemy and psycopg alone."""
-    rings = {
-        via: args.twirps * measured["twirp"]
-        + args.transactions * ms
-        + args.messages * measured["jetstream"]
-        for via, ms in TRANSACTION_MS.items()
-    }
+    """The floors, what a ring's round trips sum to today, and what the same transactions and
+    statements cost when each was a transaction through SQLAlchemy (before issue 20's change)."""
+    others = args.twirps * measured["twirp"] + args.messages * measured["jetstream"]
+    today = others + args.transactions * measured["transaction"]
+    today += args.statements * measured["statement"]
+    before = others + (args.transactions + args.statements) * measured["sqlalchemy"]
     return {
-        "twirp_ms": round(measured["twirp"], 3),
-        "jwt_ms": round(measured["jwt"], 3),
-        "jetstream_ms": round(measured["jetstream"], 3),
-        "transaction_ms": TRANSACTION_MS,
+        "floor_ms": {k: round(v, 3) for k, v in measured.items()},
         "a_ring": {
             "twirps": args.twirps,
             "transactions": args.transactions,
+            "statements": args.statements,
             "messages": args.messages,
         },
-        "ring_floor_ms": {via: round(ms, 2) for via, ms in rings.items()},
+        "ring_floor_ms": round(today, 2),
+        "ring_floor_through_sqlalchemy_ms": round(before, 2),
     }
 
 
@@ -166,7 +216,10 @@ def main() -> None:
     count = bounded(int, 0, 100)
     parser.add_argument("--ops", type=bounded(int, 1, 1_000_000), default=2000, help="each floor's")
     parser.add_argument("--twirps", type=count, default=4, help="Twirp calls a ring makes")
-    parser.add_argument("--transactions", type=count, default=4, help="transactions a ring makes")
+    parser.add_argument("--transactions", type=count, default=1, help="transactions a ring opens")
+    parser.add_argument(
+        "--statements", type=count, default=5, help="statements a ring makes besides each first"
+    )
     parser.add_argument("--messages", type=count, default=4, help="JetStream messages a ring makes")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
@@ -174,13 +227,17 @@ def main() -> None:
     if args.json:
         print(json.dumps(out))
         return
-    print(f"twirp call (client's CPU): {out['twirp_ms']} ms, of which its JWT {out['jwt_ms']} ms")
-    print(f"jetstream message pulled and acked: {out['jetstream_ms']} ms")
-    print(f"transaction (request_floor.py): {TRANSACTION_MS} ms")
+    ms = out["floor_ms"]
+    print(f"twirp call (client's CPU): {ms['twirp']} ms, of which its JWT {ms['jwt']} ms")
+    print(f"jetstream message pulled and acked: {ms['jetstream']} ms")
     print(
-        f"a ring ({args.twirps} twirp, {args.transactions} transactions, {args.messages}"
-        f" messages): {out['ring_floor_ms']['sqlalchemy']} ms through SQLAlchemy,"
-        f" {out['ring_floor_ms']['psycopg']} ms through psycopg alone"
+        f"a statement alone on psycopg: {ms['statement']} ms; in a transaction of its own:"
+        f" {ms['transaction']} ms; that transaction through SQLAlchemy: {ms['sqlalchemy']} ms"
+    )
+    print(
+        f"a ring ({args.twirps} twirp, {args.transactions} transactions, {args.statements} more"
+        f" statements, {args.messages} messages): {out['ring_floor_ms']} ms; each a transaction"
+        f" through SQLAlchemy: {out['ring_floor_through_sqlalchemy_ms']} ms"
     )
 
 
