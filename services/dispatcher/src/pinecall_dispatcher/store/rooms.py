@@ -51,7 +51,13 @@ _INSTANCE = (
     "(%(room_sid)s::text IS NULL OR room_sid = %(room_sid)s OR room_sid IS NULL)"
 )
 """The rows of one room instance: a room name LiveKit reuses later has another sid (none given:
-every instance of the name)."""
+every instance of the name). Its parameters: :func:`_of_instance`."""
+
+
+def _of_instance(environment: str, room: str, room_sid: str | None) -> dict[str, Any]:
+    """:data:`_INSTANCE`'s parameters; an empty sid is none (every instance of the name)."""
+    return {"environment": environment, "room": room, "room_sid": room_sid or None}
+
 
 _HAD = (
     "worker = %(worker)s AND (state = 'opened' OR "
@@ -184,7 +190,7 @@ class RoomStore:
         where, params = (
             ("call = %(call)s", {"call": call})
             if call
-            else (_INSTANCE, {"environment": environment, "room": room, "room_sid": room_sid})
+            else (_INSTANCE, _of_instance(environment, room, room_sid))
         )
         return await self._update(
             f"{where} AND state IN ('waiting', 'overflow')",
@@ -201,13 +207,8 @@ class RoomStore:
         return await self._update(
             f"{_INSTANCE} AND caller_identity = %(identity)s AND state IN ('waiting', 'overflow')",
             _ENDED,
-            {
-                "environment": environment,
-                "room": room,
-                "room_sid": room_sid,
-                "identity": identity,
-                "outcome": "caller_hangup",
-            },
+            _of_instance(environment, room, room_sid)
+            | {"identity": identity, "outcome": "caller_hangup"},
             "room {call}: the caller hung up before a worker opened the call",
             now,
         )
@@ -223,7 +224,7 @@ class RoomStore:
         ):
             await cursor.execute(
                 f"SELECT {columns()} FROM {ROOMS.fullname} WHERE {_INSTANCE} AND {_HAD}",
-                {"environment": environment, "room": room, "room_sid": room_sid, "worker": worker},
+                _of_instance(environment, room, room_sid) | {"worker": worker},
             )
             return [RoomRow(**r) for r in await cursor.fetchall()]
 
@@ -259,13 +260,7 @@ class RoomStore:
         return await self._update(
             f"{_INSTANCE} AND state = 'opened' AND worker = %(worker)s",
             _ENDED,
-            {
-                "environment": environment,
-                "room": room,
-                "room_sid": room_sid,
-                "worker": worker,
-                "outcome": "agent_left",
-            },
+            _of_instance(environment, room, room_sid) | {"worker": worker, "outcome": "agent_left"},
             "room {call}: the agent of {worker} left",
             now,
         )
@@ -277,12 +272,7 @@ class RoomStore:
         return await self._update(
             f"{_INSTANCE} AND state IN ('waiting', 'overflow', 'opened')",
             _ENDED,
-            {
-                "environment": environment,
-                "room": room,
-                "room_sid": room_sid,
-                "outcome": "room_finished",
-            },
+            _of_instance(environment, room, room_sid) | {"outcome": "room_finished"},
             "room {call}: the room ended",
             now,
         )
