@@ -139,3 +139,33 @@ async def test_on_the_autocommit_engine_each_statement_commits_alone_and_the_poo
     # the pool's connection went back out of autocommit: the engine's own transactions hold
     async with engine.connect() as conn:
         assert not (await conn.get_raw_connection()).driver_connection.autocommit
+
+
+async def test_a_restart_of_postgres_fails_one_request_not_one_a_pooled_connection(
+    database_url: str,
+) -> None:
+    engine = db.create_engine(database_url, pool_size=4, max_overflow=0, pre_ping=False)
+    try:
+        held = [await engine.connect() for _ in range(4)]  # four connections made, then pooled
+        for conn in held:
+            await conn.execute(sa.text("SELECT 1"))
+            await conn.close()
+        async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as o:
+            await o.execute(  # what a restart does to them
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        answered: list[bool] = []
+        for _ in range(6):
+            try:
+                async with (
+                    db.translate_errors("probing"),
+                    db.driver_connection(db.autocommit(engine)) as pg,
+                ):
+                    await pg.execute("SELECT 1")
+                answered.append(True)
+            except StoreUnavailable:
+                answered.append(False)
+        assert answered == [False, True, True, True, True, True]
+    finally:
+        await engine.dispose()

@@ -104,15 +104,22 @@ async def driver_connection(engine: AsyncEngine) -> AsyncIterator[psycopg.AsyncC
     (issue 20: a transaction costs the client 0.48 ms of CPU so, 0.92 through SQLAlchemy's
     ``AsyncEngine``, ``bench/request_floor.py``). psycopg prepares a statement run five times
     (``prepare_threshold``). Raises psycopg's errors, which :func:`translate_errors` turns into
-    the platform's as it does SQLAlchemy's. A connection lost, or left in a transaction (a
-    cancellation), is invalidated before the pool's reset meets it, so the pool makes a new one
-    rather than lend it again (what SQLAlchemy does for its own statements)."""
+    the platform's as it does SQLAlchemy's. A connection left unusable (lost, or in a
+    transaction after a cancellation) is invalidated before the pool's reset meets it, so the pool
+    makes a new one rather than lend it again; a connection lost also marks every connection the
+    pool made before it as stale, made anew when next lent, so a restart of Postgres fails one
+    request, not one a pooled connection. Both as SQLAlchemy does on a disconnect in its own
+    statements (``Connection._handle_dbapi_exception``: ``pool._invalidate``, then the
+    connection's ``invalidate``)."""
     async with engine.connect() as conn:
-        pg = (await conn.get_raw_connection()).driver_connection
+        raw = await conn.get_raw_connection()
+        pg = raw.driver_connection
         assert isinstance(pg, psycopg.AsyncConnection)
         try:
             yield pg
         finally:
+            if pg.broken:  # lost, not closed by us: its siblings were most likely lost with it
+                engine.sync_engine.pool._invalidate(raw, _checkin=False)
             if pg.closed or pg.info.transaction_status != TransactionStatus.IDLE:
                 await conn.invalidate()
 
