@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import inspect
 import json
 from pathlib import Path
@@ -140,6 +141,26 @@ def test_a_cause_beside_the_outcome_is_read_by_older_readers_and_older_writers_d
         decode(
             b'{"type": "calls.end.v1", "outcome": "drained", "cause": "gremlins"}', calls.CallEnd
         )
+
+
+def test_an_ends_time_is_read_by_older_readers_and_must_carry_its_offset() -> None:
+    """``CallEnd.at`` (when the call ended, by the writer's clock): a reader of before it ignores
+    it and stamps the end's arrival, as it did; a time with no offset is refused, as an
+    entry's ``ts`` is."""
+
+    class OlderCallEnd(
+        msgspec.Struct, frozen=True, kw_only=True, tag_field="type", tag="calls.end.v1"
+    ):
+        outcome: calls.Outcome | None = None
+
+    at = dt.datetime(2026, 12, 4, 18, 0, 1, 250_000, tzinfo=dt.UTC)
+    said = calls.CallEnd(outcome="caller_hangup", at=at)
+    assert msgspec.json.decode(encode(said), type=OlderCallEnd) == OlderCallEnd(
+        outcome="caller_hangup"
+    )
+    assert decode(encode(said), calls.CallEnd).at == at
+    with pytest.raises(msgspec.ValidationError, match=r"\$.at"):
+        decode(b'{"type": "calls.end.v1", "at": "2026-12-04T18:00:01"}', calls.CallEnd)
 
 
 def test_a_foreign_tag_is_refused() -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from pinecall_testkit.call_log import Keys, Replica, batch, bearer, entry, later, opening
@@ -204,6 +206,41 @@ async def test_a_drained_calls_cause_is_kept_with_its_outcome_and_a_repeat_chang
     assert (r.json()["state"], r.json()["cause"]) == ("sealed", "lost_agent")
     [ended] = [e for e in await log_of(call_log, keys) if e["kind"] == "call.ended"]
     assert ended["data"] == {"outcome": "drained", "reason": "agent lost", "cause": "lost_agent"}
+
+
+async def test_an_end_is_stamped_when_the_call_ended_kept_between_its_opening_and_arrival(
+    call_log: Replica, keys: Keys
+) -> None:
+    """``CallEnd.at`` (the worker's time of its session's close) stamps ``call.ended`` and
+    ``ended_at``, not the end's arrival after the last upload; an ``at`` past the arrival is the
+    arrival's, one before the opening the opening's; a repeat's changes nothing; the seal is
+    stamped when it comes."""
+    auth = bearer(keys.production)
+    stamps: dict[str, tuple[str, str]] = {}
+    for call, offset in (("call_1", None), ("call_2", -3600.0), ("call_3", 3600.0)):
+        record = await opened(call_log, keys, call)
+        now = dt.datetime.now(dt.UTC)  # after the opening, before the end arrives
+        at = now if offset is None else now + dt.timedelta(seconds=offset)
+        body = {"outcome": "completed", "at": at.isoformat()}
+        before = dt.datetime.now(dt.UTC)
+        r = await call_log.post(f"/v1/calls/{call}/end", json=body, headers=auth)
+        after = dt.datetime.now(dt.UTC)
+        assert r.status_code == 200, r.text
+        ended_at = dt.datetime.fromisoformat(r.json()["ended_at"])
+        [ended] = [e for e in await log_of(call_log, keys, call) if e["kind"] == "call.ended"]
+        assert dt.datetime.fromisoformat(ended["ts"]) == ended_at
+        if offset is None:
+            assert ended_at == at
+        elif offset < 0:
+            assert ended_at == dt.datetime.fromisoformat(record["opened_at"])
+        else:
+            assert before <= ended_at <= after
+        stamps[call] = (r.json()["ended_at"], ended["ts"])
+    later_at = {"outcome": "drained", "at": dt.datetime.now(dt.UTC).isoformat()}
+    r = await call_log.post("/v1/calls/call_1/seal", json=later_at, headers=auth)
+    assert (r.json()["state"], r.json()["ended_at"]) == ("sealed", stamps["call_1"][0])
+    [sealed] = [e for e in await log_of(call_log, keys) if e["kind"] == "call.sealed"]
+    assert dt.datetime.fromisoformat(sealed["ts"]) > dt.datetime.fromisoformat(stamps["call_1"][1])
 
 
 async def test_a_call_an_older_release_opened_is_404_until_reopened_once(

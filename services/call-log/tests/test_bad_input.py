@@ -199,6 +199,22 @@ CASES: list[tuple[str, str, str, Any, str | None, int]] = [
         400,
     ),
     (
+        "end at a time with no offset",
+        "POST",
+        f"{CALL}/end",
+        {"outcome": "completed", "at": "2026-12-04T18:00:00"},
+        "production",
+        400,
+    ),
+    (
+        "end at no time",
+        "POST",
+        f"{CALL}/end",
+        {"outcome": "completed", "at": "yesterday"},
+        "production",
+        400,
+    ),
+    (
         "end unknown call",
         "POST",
         "/v1/calls/call_2/end",

@@ -118,6 +118,9 @@ async def test_a_recorded_call_is_in_the_bucket_whole_both_sides_as_its_log_says
     began = next(e.ts for e in log.entries if e.kind == "call.recording_started")
     ended = next(e.ts for e in log.entries if e.kind == "call.ended")
     assert abs(said["seconds"] - (ended - began).total_seconds()) < 1.0
+    # the end is stamped when the session closed (CallEnd.at), not when the log heard it, after
+    # the recording's last upload and its entry
+    assert ended < next(e.ts for e in log.entries if e.kind == "call.recording")
     caller_side, agent_side = decoded.samples
     # the caller's lines are on the left; the agent's greeting and answers on the right
     assert holds_lines(caller_side, ["question", "goodbye"]) > HOLDS

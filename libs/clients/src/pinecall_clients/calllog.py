@@ -296,20 +296,27 @@ class CallLogClient:
         reason: str | None = None,
         *,
         cause: EndCause | None = None,
+        at: dt.datetime | None = None,
     ) -> CallRecord:
         """End the call, retrying within 30 s (idempotent); ``cause`` says why a ``drained``
-        one ended (``pinecall_contracts.calls.EndCause``)."""
-        body = CallEnd(outcome=outcome, reason=reason, cause=cause)
+        one ended (``pinecall_contracts.calls.EndCause``), ``at`` when it ended (aware; None:
+        when the log hears it)."""
+        body = CallEnd(outcome=outcome, reason=reason, cause=cause, at=at)
         return await self.request(
             f"/v1/calls/{call}/end", body, CallRecord, within_s=SEAL_WITHIN_S, call=call
         )
 
     async def seal(
-        self, call: str, outcome: Outcome | None = None, *, cause: EndCause | None = None
+        self,
+        call: str,
+        outcome: Outcome | None = None,
+        *,
+        cause: EndCause | None = None,
+        at: dt.datetime | None = None,
     ) -> CallRecord:
-        """Seal the call, retrying within 30 s (idempotent); ``outcome`` and ``cause`` end it
-        first when it is still open."""
-        body = CallEnd(outcome=outcome, cause=cause)
+        """Seal the call, retrying within 30 s (idempotent); ``outcome``, ``cause`` and ``at``
+        end it first when it is still open."""
+        body = CallEnd(outcome=outcome, cause=cause, at=at)
         return await self.request(
             f"/v1/calls/{call}/seal", body, CallRecord, within_s=SEAL_WITHIN_S, call=call
         )

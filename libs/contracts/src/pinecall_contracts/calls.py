@@ -273,6 +273,12 @@ class CallEnd(Contract, frozen=True, kw_only=True, tag="calls.end.v1"):
     cause: EndCause | None = None
     """Why a call is ended ``drained`` (:data:`EndCause`); kept only by the request that ends
     the call, like the outcome."""
+    at: Timestamp | None = None
+    """When the call ended by the writer's clock (a worker's: its session's close), as an
+    entry's ``ts`` is. The end comes after the last entries and the recording's last upload,
+    seconds later on a busy machine; ``call.ended`` and ``ended_at`` are stamped with ``at``,
+    never later than the request's arrival nor earlier than the call's opening. None: when the
+    request arrives. Kept only by the request that ends the call."""
 
 
 class ToolCall(Contract, frozen=True, kw_only=True, tag="calls.tool_call.v1"):

@@ -291,7 +291,7 @@ async def end_call(request: AnyRequest, call: CallPath, data: JSONBody[CallEnd])
     """End the call with its outcome (idempotent; 409 once sealed)."""
     await _call(request, call)
     return await service_of(request).end(
-        call, data.outcome, data.reason, seal=False, cause=data.cause
+        call, data.outcome, data.reason, seal=False, cause=data.cause, at=data.at
     )
 
 
@@ -307,7 +307,7 @@ async def seal_call(
     await _call(request, call)
     body = data or CallEnd()
     return await service_of(request).end(
-        call, body.outcome, body.reason, seal=True, cause=body.cause
+        call, body.outcome, body.reason, seal=True, cause=body.cause, at=body.at
     )
 
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import datetime as dt
 import platform
 import time
 from collections import Counter, OrderedDict, defaultdict
@@ -215,11 +216,13 @@ class CallLogService:
         *,
         seal: bool,
         cause: EndCause | None = None,
+        at: dt.datetime | None = None,
     ) -> CallRecord:
-        """End (and with ``seal``, seal) ``call``; say on NATS what changed."""
+        """End (and with ``seal``, seal) ``call``, its end stamped ``at`` (``CallEnd.at``); say
+        on NATS what changed."""
         with self._writing():
             record, done = await self.store.calls.end(
-                call, outcome, reason, db.utcnow(), seal=seal, cause=cause
+                call, outcome, reason, db.utcnow(), seal=seal, cause=cause, at=at
             )
         for what in done:
             await self._event(what, record)

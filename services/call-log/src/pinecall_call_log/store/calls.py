@@ -231,16 +231,20 @@ class CallStore:
         *,
         seal: bool,
         cause: EndCause | None = None,
+        at: dt.datetime | None = None,
     ) -> tuple[CallRecord, list[str]]:
         """End (and with ``seal``, seal) a call; returns the record and what changed, in order
         (``["ended", "sealed"]``, or ``[]`` for a repeat). Idempotent: ending an ended call or
         sealing a sealed one changes nothing; ending a sealed call is ``Conflict``. Ending an
         open call needs an ``outcome`` (``Unprocessable`` otherwise); its ``cause`` (why it ended
-        ``drained``) is kept with it, and a repeat's is not."""
+        ``drained``) is kept with it, and a repeat's is not. ``call.ended`` and ``ended_at`` are
+        stamped ``at`` (the writer's time of the end, ``CallEnd.at``) kept between the call's
+        opening and ``now``; ``now`` when None. The seal is stamped ``now``."""
         async with db.translate_errors("ending a call"), self.engine.begin() as conn:
             head = await lock_head(conn, call, changing=not seal)
             done: list[str] = []
             own: list[tuple[str, dict[str, Any]]] = []
+            stamped: dict[str, dt.datetime] = {}
             changes: dict[str, Any] = {}
             if head.ended_at is None:
                 if outcome is None:
@@ -250,15 +254,17 @@ class CallStore:
                     data["reason"] = reason
                 if cause:
                     data["cause"] = cause
+                ended = now if at is None else max(domain.clamp(at, now), head.opened_at)
                 own.append(("call.ended", data))
-                changes |= {"ended_at": now, "outcome": outcome, "cause": cause}
+                stamped["call.ended"] = ended
+                changes |= {"ended_at": ended, "outcome": outcome, "cause": cause}
                 done.append("ended")
             if seal and head.sealed_at is None:
                 own.append(("call.sealed", {}))
                 changes["sealed_at"] = now
                 done.append("sealed")
             if own:
-                head = await append_own_all(conn, head, own, now, **changes)
+                head = await append_own_all(conn, head, own, now, stamped=stamped, **changes)
             return record_of(head), done
 
     async def read(self, call: str, after: int = 0, limit: int = 10_000) -> CallLog:

@@ -9,7 +9,7 @@ stands elsewhere, changes nothing.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
@@ -106,16 +106,26 @@ async def append_own_all(
     head: Head,
     own: Sequence[tuple[str, dict[str, Any]]],
     now: dt.datetime,
+    *,
+    stamped: Mapping[str, dt.datetime] | None = None,
     **changes: Any,
 ) -> Head:
     """Write the service's own entries ``own`` (kind, data) after ``head`` (locked), each taking
-    the next seq, none counted, and move the head past them, setting ``changes`` on it in the same
-    statement. Returns the head as it stands now (two statements, whatever the number of entries)."""
+    the next seq, none counted, stamped ``now`` (or its kind's time in ``stamped``), and move the
+    head past them, setting ``changes`` on it in the same statement. Returns the head as it
+    stands now (two statements, whatever the number of entries)."""
     first = int(head.last_seq) + 1
+    stamped = stamped or {}
     await conn.execute(
         sa.insert(ENTRIES),
         [
-            {"call_id": head.call_id, "seq": first + i, "kind": kind, "ts": now, "data": data}
+            {
+                "call_id": head.call_id,
+                "seq": first + i,
+                "kind": kind,
+                "ts": stamped.get(kind, now),
+                "data": data,
+            }
             for i, (kind, data) in enumerate(own)
         ],
     )

@@ -212,6 +212,7 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
     follow(session, recorder)
 
     def ended(reason: str) -> None:
+        recorder.closed()  # the end on the log says now, not when the log hears it
         if recording is not None:  # the file ends with the call, not with the job's shutdown
             recording.stop()
         ctx.shutdown(reason)

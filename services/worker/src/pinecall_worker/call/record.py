@@ -97,6 +97,15 @@ class Recorder:
         self._ending: asyncio.Task[None] | None = None
         self._ended = False
         """Whether the end is on the log (written once, by :meth:`end_soon` or the finish)."""
+        self.ended_at: dt.datetime | None = None
+        """When the call ended (:meth:`closed`): its end on the log says it (``CallEnd.at``),
+        not the later moment the log hears it, after the last entries and upload."""
+
+    def closed(self) -> None:
+        """The call is over now (its session closed, its caller left): the first call fixes
+        :attr:`ended_at`."""
+        if self.ended_at is None:
+            self.ended_at = dt.datetime.now(dt.UTC)
 
     # ------------------------------------------------------------------ what the call says
 
@@ -222,6 +231,7 @@ class Recorder:
         closes is written after the end (an ended call takes entries until it is sealed), and
         :meth:`finish` seals."""
         self.settle(outcome, reason)
+        self.closed()
         if self._ending is None and self.refused is None:
             self._ending = asyncio.create_task(self._end_now(), name=f"end-{self.call}")
 
@@ -288,7 +298,9 @@ class Recorder:
             )
         try:
             if not self._ended:
-                await self.client.end(self.call, self.outcome, self.reason, cause=self.cause)
+                await self.client.end(
+                    self.call, self.outcome, self.reason, cause=self.cause, at=self.ended_at
+                )
                 self._ended = True
             # the seat is free from here (the dispatcher hears call.ended now), not once sealed
             self._report_end()
