@@ -107,10 +107,12 @@ class Relay:
         return f"http://127.0.0.1:{port}/v1/livekit/webhook?world=production"
 
     async def close(self) -> None:
-        if self.session is not None:
-            await self.session.close()
+        # the server first: a webhook the stand-in sends meanwhile is refused at the door, and
+        # one being forwarded finishes, rather than meeting a closed session
         if self.runner is not None:
             await self.runner.cleanup()
+        if self.session is not None:
+            await self.session.close()
 
 
 async def heartbeats(roster: str, key: str, workers: int, stop: asyncio.Event) -> None:
