@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from pinecall_servicekit.operator import Number
+
 
 @click.command()
 @click.option(
@@ -24,7 +26,7 @@ import click
     required=True,
     help="Append each caller's state here as it changes (JSON lines, lab.caller.v1).",
 )
-@click.option("--rate", type=click.FloatRange(min=0, min_open=True), help="Callers a second.")
+@click.option("--rate", type=Number(min=0, min_open=True), help="Callers a second.")
 @click.option(
     "--calls", type=click.IntRange(min=0), help="Callers in all (default: until stopped)."
 )

@@ -37,7 +37,7 @@ from pinecall_runtime.loaddrive import (
     verify,
 )
 from pinecall_runtime.loadrig import Cpu, Rig, loadavg, replicas
-from pinecall_servicekit.operator import OperatorSettings, table
+from pinecall_servicekit.operator import Number, OperatorSettings, table
 
 MAX_CALLS = 20_000
 
@@ -74,7 +74,7 @@ class Steps(click.ParamType[tuple[int, ...]]):
     "--duration",
     default=30.0,
     show_default=True,
-    type=click.FloatRange(0, min_open=True),
+    type=Number(0, min_open=True),
     help="Seconds each call runs (each step).",
 )
 @click.option("--replicas", "replicas_n", default=2, show_default=True, type=click.IntRange(1, 8))
@@ -82,7 +82,7 @@ class Steps(click.ParamType[tuple[int, ...]]):
     "--batch-every",
     default=1.0,
     show_default=True,
-    type=click.FloatRange(0, min_open=True),
+    type=Number(0, min_open=True),
     help="Seconds between a call's batches.",
 )
 @click.option("--per-entry", is_flag=True, help="One entry per request, for comparison.")
@@ -104,7 +104,7 @@ class Steps(click.ParamType[tuple[int, ...]]):
     "--ramp",
     default=10.0,
     show_default=True,
-    type=click.FloatRange(0),
+    type=Number(0),
     help="Seconds the calls' opens (and so their seals) are spread over.",
 )
 @click.option(
@@ -117,14 +117,14 @@ class Steps(click.ParamType[tuple[int, ...]]):
     "--target-p99-ms",
     default=50.0,
     show_default=True,
-    type=click.FloatRange(0, min_open=True),
+    type=Number(0, min_open=True),
     help="A step holds when every log verifies and request p99 is under this.",
 )
 @click.option(
     "--warmup",
     default=5.0,
     show_default=True,
-    type=click.FloatRange(0),
+    type=Number(0),
     help="Seconds of the first step's calls first, not measured (0: none).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON only.")

@@ -25,7 +25,7 @@ from pinecall_servicekit import calltrace
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.errors import BusUnavailable, NotFound, Unauthorized
 from pinecall_servicekit.lifecycle import ExitCode
-from pinecall_servicekit.operator import CommandError, OperatorSettings, run
+from pinecall_servicekit.operator import CommandError, Number, OperatorSettings, run
 
 PAGE = 500
 """Entries asked for at a time (call-log also keeps a page under half a NATS message)."""
@@ -141,7 +141,7 @@ async def story(settings: OperatorSettings, call: str, timeout_s: float) -> Call
 @click.option(
     "--timeout",
     "timeout_s",
-    type=click.FloatRange(0.1, 60),
+    type=Number(0.1, 60),
     default=2.0,
     show_default=True,
     help="Seconds each service has to answer.",

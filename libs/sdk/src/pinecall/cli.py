@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import math
 import signal
 import sys
 from enum import IntEnum
@@ -32,6 +33,14 @@ class ExitCode(IntEnum):
     USAGE = 2
     CONFIG = 78
     """EX_CONFIG, as the runtime's own commands say a setting that cannot be."""
+
+
+def _finite(seconds: float) -> float:
+    """``seconds`` if finite; NaN and infinity pass ``FloatRange``'s bounds (the platform's CLIs
+    use ``pinecall_servicekit.operator.Number``, which this distribution does not install)."""
+    if not math.isfinite(seconds):
+        raise click.BadParameter(f"{seconds} is not a number of seconds")
+    return seconds
 
 
 def load(target: str, app_dir: str) -> App:
@@ -108,6 +117,7 @@ def main() -> None:
 @click.option(
     "--drain-timeout",
     type=click.FloatRange(min=0, min_open=True),
+    callback=lambda _ctx, _param, value: _finite(value),
     default=600.0,
     show_default=True,
     help="Seconds a drain waits for the app's calls and tools before it stops anyway.",

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import os
 from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
@@ -184,6 +185,19 @@ def _filled(up: UpState) -> dict[str, str]:
         "dispatcher_url": up.urls.get("dispatcher"),
     }
     return {f: v for f, v in fill.items() if v is not None}
+
+
+class Number(click.FloatRange):
+    """click's ``FloatRange`` (same arguments) that refuses NaN and the infinities too: NaN
+    compares false to every bound and an infinity passes an open one, so ``--rate nan`` would
+    reach the code as a rate. Usage error 2: ``'--rate': nan is not a number in the range
+    x>0.``"""
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        number = super().convert(value, param, ctx)
+        if not math.isfinite(number):
+            self.fail(f"{value} is not a number in the range {self._describe_range()}.", param, ctx)
+        return number
 
 
 class CommandError(click.ClickException):

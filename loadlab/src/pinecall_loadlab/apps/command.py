@@ -8,6 +8,8 @@ from pathlib import Path
 
 import click
 
+from pinecall_servicekit.operator import Number
+
 
 @click.command(name="app")
 @click.argument("target", metavar="MODULE:APP")
@@ -21,7 +23,7 @@ import click
 )
 @click.option(
     "--drain-timeout",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Number(min=0, min_open=True),
     default=600.0,
     show_default=True,
     help="Seconds a drain waits for the app's calls and tools before it stops anyway.",

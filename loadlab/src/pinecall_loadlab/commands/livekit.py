@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import math
 from urllib.parse import urlsplit
 
 import click
 
 from pinecall_loadlab.livekit.policy import AffinityFormula
+from pinecall_servicekit.operator import Number
 
 
 def _key_pair(
@@ -28,12 +28,6 @@ def _urls(_ctx: click.Context, _param: click.Parameter, values: tuple[str, ...])
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise click.BadParameter(f"{value!r} is not an http(s) URL")
     return list(values)
-
-
-def _finite(_ctx: click.Context, param: click.Parameter, value: float) -> float:
-    if not math.isfinite(value):  # FloatRange lets nan and inf through: no bound refuses them
-        raise click.BadParameter(f"{value} is not a number of seconds or a load")
-    return value
 
 
 @click.command()
@@ -64,16 +58,14 @@ def _finite(_ctx: click.Context, param: click.Parameter, value: float) -> float:
 )
 @click.option(
     "--offer-deadline",
-    type=click.FloatRange(min=0, min_open=True),
-    callback=_finite,
+    type=Number(min=0, min_open=True),
     default=10.0,
     show_default=True,
     help="Seconds one job's offers may take in all (10 measured; ~3 by the source).",
 )
 @click.option(
     "--target-load",
-    type=click.FloatRange(min=0, max=1, min_open=True),
-    callback=_finite,
+    type=Number(min=0, max=1, min_open=True),
     default=0.7,
     show_default=True,
     help="agents.target_load.",

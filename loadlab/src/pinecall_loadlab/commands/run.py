@@ -7,6 +7,7 @@ from pathlib import Path
 import click
 
 from pinecall_loadlab.commands.vendors import SECONDS
+from pinecall_servicekit.operator import Number
 
 
 @click.command(name="run")
@@ -56,21 +57,21 @@ from pinecall_loadlab.commands.vendors import SECONDS
 )
 @click.option(
     "--rate",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Number(min=0, min_open=True),
     default=1.0,
     show_default=True,
     help="handover: callers a second.",
 )
 @click.option(
     "--tool-share",
-    type=click.FloatRange(0, 1),
+    type=Number(0, 1),
     default=1.0,
     show_default=True,
     help="handover: the share of turns on which the model asks a tool.",
 )
 @click.option(
     "--app-restarts",
-    type=click.FloatRange(min=1),
+    type=Number(min=1),
     default=5.0,
     show_default=True,
     metavar="N",

@@ -9,9 +9,7 @@ infinities included; :mod:`~pinecall_loadlab.simulate.limits` bounds a day), a t
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
-from typing import Any
 
 import click
 from click.core import ParameterSource
@@ -24,22 +22,9 @@ from pinecall_loadlab.simulate.limits import (
     MAX_WORKERS,
     spaced,
 )
+from pinecall_servicekit.operator import Number
 
 CLOCK = "HH:MM"
-
-
-class Number(click.FloatRange):
-    """A number from ``low`` to ``high``: click's ``FloatRange``, NaN refused too (it compares
-    false, so the range alone lets it pass; infinities are past ``high``)."""
-
-    def __init__(self, low: float, high: float) -> None:
-        super().__init__(min=low, max=high)
-
-    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
-        number = super().convert(value, param, ctx)
-        if math.isnan(number):
-            self.fail(f"{value} is not a number in the range {self._describe_range()}.", param, ctx)
-        return number
 
 
 CALLS = Number(1, MAX_CALLS)

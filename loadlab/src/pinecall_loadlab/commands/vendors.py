@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 import click
 
+from pinecall_servicekit.operator import Number
+
 if TYPE_CHECKING:
     from pinecall_loadlab.vendors import VendorsConfig
 
@@ -73,7 +75,7 @@ def vendors_config(
     return replace(config, **{v: replace(getattr(config, v), **c) for v, c in changes.items()})
 
 
-SECONDS = click.FloatRange(min=0)
+SECONDS = Number(min=0)
 """A number of seconds, 0 or more (the lab's latencies and waits)."""
 
 
@@ -100,7 +102,7 @@ SECONDS = click.FloatRange(min=0)
 @click.option("--tts-chunk", type=SECONDS, help="Cartesia: seconds between audio chunks.")
 @click.option(
     "--tool-share",
-    type=click.FloatRange(0, 1),
+    type=Number(0, 1),
     help="Anthropic: the share of turns on which the model asks one of the tools offered.",
 )
 @click.option(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from pinecall_loadlab.commands.vendors import SECONDS
+from pinecall_servicekit.operator import Number
 
 _WHATSAPP_PORT = 7895
 """`pinecall_loadlab.whatsapp.config.DEFAULT_PORT`, kept here so ``--help`` loads no lab code."""
@@ -26,7 +27,7 @@ _WHATSAPP_PORT = 7895
 )
 @click.option("--webhook", "webhook_url", help="The app's callback URL, where webhooks go.")
 @click.option("--pair-interval", type=SECONDS, help="Seconds between sends to one contact.")
-@click.option("--window", type=click.FloatRange(min=0, min_open=True), help="The window, s.")
+@click.option("--window", type=Number(min=0, min_open=True), help="The window, s.")
 def whatsapp(
     host: str,
     port: int | None,

@@ -17,7 +17,7 @@ from pinecall_runtime.doctor import diagnose
 from pinecall_runtime.doctor.evidence import gather
 from pinecall_runtime.doctor.findings import Finding, wrong
 from pinecall_servicekit.lifecycle import ExitCode
-from pinecall_servicekit.operator import OperatorSettings, run
+from pinecall_servicekit.operator import Number, OperatorSettings, run
 
 LABEL = {"ok": "ok", "info": "info", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
 
@@ -48,7 +48,7 @@ async def report(settings: OperatorSettings, timeout_s: float) -> Report:
 @click.option(
     "--timeout",
     "timeout_s",
-    type=click.FloatRange(0.1, 60),
+    type=Number(0.1, 60),
     default=5.0,
     show_default=True,
     help="Seconds each service has to answer (on a loaded machine 2 s read healthy ones as down).",

@@ -62,7 +62,7 @@ from pinecall_runtime.up.stage import Run, nats_users, own_platform
 from pinecall_runtime.up.supervise import Processes, Supervised
 from pinecall_servicekit.dburl import where
 from pinecall_servicekit.lifecycle import ExitCode, settings_or_exit
-from pinecall_servicekit.operator import OperatorSettings, UpState
+from pinecall_servicekit.operator import Number, OperatorSettings, UpState
 from pinecall_servicekit.platform import Endpoints, ensure_platform
 
 
@@ -129,7 +129,7 @@ def _write_state(state_dir: Path, run: Run, at: Urls) -> None:
 )
 @click.option(
     "--rate",
-    type=click.FloatRange(min=0, min_open=True),
+    type=Number(min=0, min_open=True),
     default=1.0,
     show_default=True,
     help="Callers a second.",
@@ -152,33 +152,31 @@ def _write_state(state_dir: Path, run: Run, at: Urls) -> None:
     default=None,
     help="Write a JSON report here at the end.",
 )
-@click.option(
-    "--duration", type=click.FloatRange(min=0), default=None, help="Stop after this many seconds."
-)
+@click.option("--duration", type=Number(min=0), default=None, help="Stop after this many seconds.")
 @click.option(
     "--every",
-    type=click.FloatRange(min=0.2),
+    type=Number(min=0.2),
     default=5.0,
     show_default=True,
     help="Seconds between live tables.",
 )
 @click.option(
     "--tool-share",
-    type=click.FloatRange(0, 1),
+    type=Number(0, 1),
     default=0.5,
     show_default=True,
     help="The share of turns on which the model asks one of the agent's tools.",
 )
 @click.option(
     "--app-restarts",
-    type=click.FloatRange(min=1),
+    type=Number(min=1),
     default=None,
     metavar="N",
     help="SIGKILL an app process every N seconds while callers ring (it is started again).",
 )
 @click.option(
     "--chat-restarts",
-    type=click.FloatRange(min=1),
+    type=Number(min=1),
     default=None,
     metavar="N",
     help="SIGKILL a chat replica every N seconds while visitors chat (it is started again).",
