@@ -137,18 +137,34 @@ def _pinecall_error(request: Request[Any, Any, Any], exc: PinecallError) -> Resp
     return problem_response(exc.problem(instance=request.url.path))
 
 
+ECHOED = 200
+"""Characters of what a request sent that a refusal says back, at most (a message quoting a
+value): a 5 000-digit query parameter is not answered with 5 000 digits."""
+
+
+def _bounded(text: str) -> str:
+    return text if len(text) <= ECHOED else f"{text[:ECHOED]}… ({len(text)} characters)"
+
+
 def _validation_error(request: Request[Any, Any, Any], exc: ValidationException) -> Response[bytes]:
+    """Litestar's refusal of a path or query parameter or a body, as problem details: the
+    method and path, never the query Litestar's message quotes whole; each error's message with
+    a pattern said as what it means (:func:`plainly`) and at most :data:`ECHOED` characters."""
     errors = exc.extra if isinstance(exc.extra, list) else None
     for e in errors or []:  # a pattern said as what it means, never as its regex
         if isinstance(e, dict) and isinstance(e.get("message"), str):
             # a required body left out: Litestar says only the missing key, "'data'"
             missing_body = e.get("key") == "data" and e["message"] == "'data'"
-            e["message"] = "a JSON body is required" if missing_body else plainly(e["message"])
+            message = "a JSON body is required" if missing_body else plainly(e["message"])
+            e["message"] = _bounded(message)
+    detail = str(exc.detail)
+    if detail.startswith("Validation failed for "):  # Litestar's, with the URL and its query
+        detail = f"Validation failed for {request.method} {request.url.path}"
     return problem_response(
         ProblemDetails(
             title="Malformed request",
             status=400,
-            detail=plainly(str(exc.detail)),
+            detail=_bounded(plainly(detail)),
             instance=request.url.path,
             code="bad_request",
             errors=[dict(e) for e in errors] if errors else None,
