@@ -40,6 +40,15 @@ def test_a_value_of_the_wrong_type_names_its_field() -> None:
         Example.from_env({"PINECALL_PORT": "eighty"})
 
 
+@pytest.mark.parametrize("value", ["nan", "NaN", "inf", "-inf", "Infinity"])
+def test_a_number_that_is_nan_or_infinite_is_an_error_naming_its_variable(value: str) -> None:
+    """msgspec converts them to floats; a limit of NaN seconds would end every call at once."""
+    with pytest.raises(SettingsError, match=r"^PINECALL_SILENT_S: .* is not a number$"):
+        Example.from_env({"PINECALL_SILENT_S": value})
+    with pytest.raises(SettingsError, match="PINECALL_SILENT_S"):
+        Example.from_env({}, silent_s=float(value))
+
+
 def test_a_setting_must_read_a_registered_name() -> None:
     class Unregistered(Settings, frozen=True, kw_only=True):
         made_up_thing: int = 1

@@ -36,7 +36,13 @@ from pinecall_contracts.base import Contract, decode, encode
 from pinecall_contracts.plain import plainly
 from pinecall_contracts.problems import ProblemDetails
 from pinecall_contracts.subjects import Subjects
-from pinecall_servicekit.errors import BadRequest, BusUnavailable, PinecallError, from_problem
+from pinecall_servicekit.errors import (
+    BadRequest,
+    BusUnavailable,
+    PinecallError,
+    from_problem,
+    told,
+)
 from pinecall_servicekit.natsauth import redact
 
 C = TypeVar("C", bound=Contract)
@@ -290,7 +296,7 @@ class Bus:
                         raise BadRequest(f"not a {kind.__name__}: {plainly(str(exc))}") from exc
                     answer = await handler(message, dict(request.headers or {}))
                 except PinecallError as exc:
-                    body = msgspec.json.encode(exc.problem(instance=subject))
+                    body = msgspec.json.encode(told(exc.problem(instance=subject)))
                     await request.respond_error(str(exc.status), exc.title, data=body)
                     return
                 await request.respond(encode(answer))

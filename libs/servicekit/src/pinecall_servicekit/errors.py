@@ -22,9 +22,48 @@ no bare library exception escapes a service.
 
 from __future__ import annotations
 
+import re
 from typing import Any, ClassVar
 
+import msgspec
+
 from pinecall_contracts.problems import ProblemDetails
+
+ECHOED = 300
+"""Characters of a value a request sent that a problem says back, at most: a quoted value in a
+message (msgspec's ``Invalid enum value '…'``), an error's message, the ``instance`` (the
+request's path; the longest a route takes is ~280). A 5 000-character value is not answered
+with 5 000 characters."""
+DETAIL_MAX = 1000
+"""A problem's ``detail``, at most (one that names a value unquoted: ``no key …``)."""
+_QUOTED = re.compile("'([^']{" + str(ECHOED + 1) + ",})'")
+
+
+def bounded(text: str, limit: int = ECHOED) -> str:
+    """``text``, or its first ``limit`` characters and how long it was."""
+    return text if len(text) <= limit else f"{text[:limit]}… ({len(text)} characters)"
+
+
+def unechoed(message: str) -> str:
+    """``message`` with each quoted value over :data:`ECHOED` characters cut to it, then at most
+    :data:`DETAIL_MAX` characters: what a refusal may say of what a request sent."""
+    message = _QUOTED.sub(lambda m: f"'{bounded(m.group(1))}'", message)
+    return bounded(message, DETAIL_MAX)
+
+
+def told(problem: ProblemDetails) -> ProblemDetails:
+    """``problem`` as it is sent, on HTTP or NATS: its ``detail`` and each error's message
+    :func:`unechoed`, its ``instance`` at most :data:`ECHOED` characters."""
+    errors = problem.errors and [
+        {k: unechoed(v) if k == "message" and isinstance(v, str) else v for k, v in e.items()}
+        for e in problem.errors
+    ]
+    return msgspec.structs.replace(
+        problem,
+        detail=problem.detail and unechoed(problem.detail),
+        instance=problem.instance and bounded(problem.instance),
+        errors=errors,
+    )
 
 
 class PinecallError(Exception):

@@ -51,7 +51,7 @@ from pinecall_contracts.plain import plainly
 from pinecall_contracts.problems import ProblemDetails
 from pinecall_servicekit.body import StrictBody
 from pinecall_servicekit.db import unstorable
-from pinecall_servicekit.errors import BadRequest, PinecallError
+from pinecall_servicekit.errors import BadRequest, PinecallError, bounded, told
 from pinecall_servicekit.frozen import freeze_what_started
 from pinecall_servicekit.keys import KeyRing, bearer
 from pinecall_servicekit.openapi import exact
@@ -71,9 +71,12 @@ disable_created_metrics()  # type: ignore[no-untyped-call,unused-ignore]
 
 
 def problem_response(problem: ProblemDetails) -> Response[bytes]:
-    """A problem detail as an ``application/problem+json`` response."""
+    """A problem detail as an ``application/problem+json`` response, what it quotes of the
+    request bounded (:func:`pinecall_servicekit.errors.told`)."""
     return Response(
-        content=msgspec.json.encode(problem), status_code=problem.status, media_type=PROBLEM_JSON
+        content=msgspec.json.encode(told(problem)),
+        status_code=problem.status,
+        media_type=PROBLEM_JSON,
     )
 
 
@@ -137,34 +140,26 @@ def _pinecall_error(request: Request[Any, Any, Any], exc: PinecallError) -> Resp
     return problem_response(exc.problem(instance=request.url.path))
 
 
-ECHOED = 200
-"""Characters of what a request sent that a refusal says back, at most (a message quoting a
-value): a 5 000-digit query parameter is not answered with 5 000 digits."""
-
-
-def _bounded(text: str) -> str:
-    return text if len(text) <= ECHOED else f"{text[:ECHOED]}… ({len(text)} characters)"
-
-
 def _validation_error(request: Request[Any, Any, Any], exc: ValidationException) -> Response[bytes]:
     """Litestar's refusal of a path or query parameter or a body, as problem details: the
     method and path, never the query Litestar's message quotes whole; each error's message with
-    a pattern said as what it means (:func:`plainly`) and at most :data:`ECHOED` characters."""
+    a pattern said as what it means (:func:`plainly`); :func:`problem_response` bounds what
+    they quote."""
     errors = exc.extra if isinstance(exc.extra, list) else None
     for e in errors or []:  # a pattern said as what it means, never as its regex
         if isinstance(e, dict) and isinstance(e.get("message"), str):
             # a required body left out: Litestar says only the missing key, "'data'"
             missing_body = e.get("key") == "data" and e["message"] == "'data'"
             message = "a JSON body is required" if missing_body else plainly(e["message"])
-            e["message"] = _bounded(message)
+            e["message"] = message
     detail = str(exc.detail)
     if detail.startswith("Validation failed for "):  # Litestar's, with the URL and its query
-        detail = f"Validation failed for {request.method} {request.url.path}"
+        detail = f"Validation failed for {request.method} {bounded(request.url.path)}"
     return problem_response(
         ProblemDetails(
             title="Malformed request",
             status=400,
-            detail=_bounded(plainly(detail)),
+            detail=plainly(detail),
             instance=request.url.path,
             code="bad_request",
             errors=[dict(e) for e in errors] if errors else None,

@@ -9,6 +9,7 @@ unless the class maps it to another name (LiveKit's own stay LiveKit's: ``LIVEKI
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping
 from typing import Annotated, Any, ClassVar, Self
@@ -77,8 +78,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
     def from_env(cls, environ: Mapping[str, str] | None = None, **overrides: Any) -> Self:
         """Settings from ``environ`` (default ``os.environ``), then ``overrides``.
 
-        Raises :class:`SettingsError` for an unknown ``PINECALL_*`` variable or a value that does
-        not convert to its field's type (``PINECALL_PORT=eighty``).
+        Raises :class:`SettingsError` for an unknown ``PINECALL_*`` variable, a value that does
+        not convert to its field's type (``PINECALL_PORT=eighty``), or a number that is NaN or
+        infinite (``PINECALL_MAX_CALL_SECONDS=nan`` would end every call the moment it opened).
         """
         env = os.environ if environ is None else environ
         unknown = sorted(n for n in env if n.startswith(PREFIX) and n not in PINECALL_VARIABLES)
@@ -96,6 +98,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True):
             settings = msgspec.convert(raw, cls, strict=False)
         except msgspec.ValidationError as exc:
             raise SettingsError(f"{cls.__name__}: {exc}") from exc
+        for field in msgspec.structs.fields(cls):
+            value = getattr(settings, field.name)
+            if isinstance(value, float) and not math.isfinite(value):
+                raise SettingsError(f"{cls.env_name(field.name)}: {value} is not a number")
         settings.check_urls()
         return settings
 
