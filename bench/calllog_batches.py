@@ -23,6 +23,7 @@ from pathlib import Path
 
 import psutil
 import uvloop
+from benchkit import bounded
 
 from pinecall_clients.calllog import CallLogClient
 from pinecall_contracts.calls import CallOpen
@@ -102,8 +103,8 @@ async def _batches(rig: Rig, args: argparse.Namespace, pid_file: Path | None) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=100)
-    parser.add_argument("--seconds", type=float, default=30.0)
-    parser.add_argument("--every", type=float, default=1.0)
+    parser.add_argument("--seconds", type=bounded(float, 1, 3600), default=30.0)
+    parser.add_argument("--every", type=bounded(float, 0.01, 60), default=1.0)
     parser.add_argument("--entries", type=int, default=2)
     parser.add_argument("--pid-file", type=Path, default=None)
     parser.add_argument(

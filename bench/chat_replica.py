@@ -45,7 +45,7 @@ from typing import Any
 
 import httpx
 import msgspec
-from benchkit import Bench, bench_platform, log, self_cpu_s, tree_cpu_s
+from benchkit import Bench, bench_platform, bounded, log, self_cpu_s, tree_cpu_s
 from websockets.asyncio.client import ClientConnection, connect
 
 from pinecall_contracts.base import encode
@@ -275,11 +275,21 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--chats", type=lambda t: [int(x) for x in t.split(",")],
                         default=[50, 200, 500], help="the steps' chats (50,200,500)")  # fmt: skip
-    parser.add_argument("--seconds", type=float, default=60.0, help="each step's (60)")
-    parser.add_argument("--every-s", type=float, default=5.0, help="a chat's message period (5)")
-    parser.add_argument("--first-s", type=float, default=0.35, help="the model's first delta")
-    parser.add_argument("--stop-p95-s", type=float, default=2.0, help="stop past this p95 (2)")
-    parser.add_argument("--profile", type=float, default=0.0, help="py-spy seconds per step")
+    parser.add_argument(
+        "--seconds", type=bounded(float, 1, 3600), default=60.0, help="each step's (60)"
+    )
+    parser.add_argument(
+        "--every-s", type=bounded(float, 0.01, 600), default=5.0, help="a chat's message period (5)"
+    )
+    parser.add_argument(
+        "--first-s", type=bounded(float, 0, 60), default=0.35, help="the model's first delta"
+    )
+    parser.add_argument(
+        "--stop-p95-s", type=bounded(float, 0.001, 600), default=2.0, help="stop past this p95 (2)"
+    )
+    parser.add_argument(
+        "--profile", type=bounded(float, 0, 3600), default=0.0, help="py-spy seconds per step"
+    )
     parser.add_argument("--profile-dir", type=Path, help="keep py-spy's raw stacks here")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from benchkit import listener, up_livekit_keys
+from benchkit import bounded, listener, up_livekit_keys
 from livekit import api
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -132,7 +132,7 @@ def run(calls: int, rate: float, seats: int, kill_at: list[float], report: Path)
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=60)
-    parser.add_argument("--rate", type=float, default=0.5)
+    parser.add_argument("--rate", type=bounded(float, 0.01, 5000), default=0.5)
     parser.add_argument("--seats", type=int, default=2)
     parser.add_argument("--kill-at", default="30,70", help="seconds after ready, comma-separated")
     parser.add_argument("--report", type=Path, help="keep up's report here")

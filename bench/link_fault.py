@@ -41,6 +41,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from benchkit import bounded
+
 from pinecall_loadlab.callers import LINES, Say, Step, WaitForAgent, WaitForAnswer, play
 from pinecall_loadlab.livekit import events as ev
 from pinecall_loadlab.livekit.callers import sip_call
@@ -168,10 +170,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--fault", choices=["cut", "hang", "slow"], default="cut")
     parser.add_argument("--calls", type=int, default=8)
-    parser.add_argument("--interval", type=float, default=1.0)
-    parser.add_argument("--down", type=float, default=45.0)
+    parser.add_argument("--interval", type=bounded(float, 0.01, 60), default=1.0)
+    parser.add_argument("--down", type=bounded(float, 0.1, 3600), default=45.0)
     parser.add_argument(
-        "--delay", type=float, default=4.0, help="slow: seconds each answer is late"
+        "--delay",
+        type=bounded(float, 0, 600),
+        default=4.0,
+        help="slow: seconds each answer is late",
     )
     parser.add_argument("--seats", type=int, default=3, help="slow: the worker's seats")
     parser.add_argument(

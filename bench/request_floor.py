@@ -37,6 +37,7 @@ import msgspec
 import psutil
 import psycopg
 import uvloop
+from benchkit import bounded
 
 HERE = Path(__file__).resolve().parent
 BODY = b'{"status":"ok"}'
@@ -265,8 +266,10 @@ async def client_floors(args: argparse.Namespace, rig: Any) -> dict[str, float]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rate", type=float, default=100.0, help="requests a second")
-    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--rate", type=bounded(float, 0.1, 100_000), default=100.0, help="requests a second"
+    )
+    parser.add_argument("--seconds", type=bounded(float, 0.1, 3600), default=20.0)
     parser.add_argument("--ops", type=int, default=2000, help="operations of each client floor")
     args = parser.parse_args()
     sys.path.insert(0, str(HERE))

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from benchkit import up_livekit_keys
+from benchkit import bounded, up_livekit_keys
 from livekit import api
 
 from pinecall_labroom import LabRoom
@@ -157,7 +157,7 @@ async def measure(state: Path, trials: int, every_s: float, made_first: bool) ->
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=20)
-    parser.add_argument("--every-ms", type=float, default=25.0)
+    parser.add_argument("--every-ms", type=bounded(float, 1, 60_000), default=25.0)
     parser.add_argument(
         "--made-first", action="store_true", help="make each room before its visitor joins"
     )

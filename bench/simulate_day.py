@@ -17,6 +17,8 @@ import sys
 import time
 from pathlib import Path
 
+from benchkit import bounded
+
 from pinecall_loadlab.simulate.day import draw_calls, seed_day
 from pinecall_loadlab.simulate.engine import MODES, run_mode
 from pinecall_loadlab.simulate.params import Params
@@ -28,7 +30,7 @@ def loadavg() -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--calls", type=float, default=50_000)
+    parser.add_argument("--calls", type=bounded(float, 1, 1_500_000), default=50_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

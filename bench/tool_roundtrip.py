@@ -44,7 +44,7 @@ import httpx
 import msgspec
 import nats
 import psutil
-from benchkit import Bench, bench_platform, log, self_cpu_s, tree_cpu_s
+from benchkit import Bench, bench_platform, bounded, log, self_cpu_s, tree_cpu_s
 from websockets.asyncio.client import ClientConnection, connect
 
 from pinecall_clients.calllog import CallLogClient
@@ -329,10 +329,16 @@ def holds(text: str) -> list[tuple[int, int]]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--calls", type=int, default=50, help="the app's calls (50)")
-    parser.add_argument("--rate", type=float, default=50.0, help="tool calls a second (50)")
-    parser.add_argument("--seconds", type=float, default=20.0, help="each round trip's (20)")
+    parser.add_argument(
+        "--rate", type=bounded(float, 0.1, 5000), default=50.0, help="tool calls a second (50)"
+    )
+    parser.add_argument(
+        "--seconds", type=bounded(float, 0.1, 3600), default=20.0, help="each round trip's (20)"
+    )
     parser.add_argument("--holds", type=holds, default=holds("100:1000,400:4000"))
-    parser.add_argument("--idle-s", type=float, default=15.0, help="holding only, measured (15)")
+    parser.add_argument(
+        "--idle-s", type=bounded(float, 0, 3600), default=15.0, help="holding only, measured (15)"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     loadavg = [round(x, 2) for x in os.getloadavg()]

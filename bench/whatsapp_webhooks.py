@@ -52,7 +52,7 @@ from typing import Any
 
 import httpx
 import nats
-from benchkit import Bench, bench_platform, log, machine_busy_s, self_cpu_s, tree_cpu_s
+from benchkit import Bench, bench_platform, bounded, log, machine_busy_s, self_cpu_s, tree_cpu_s
 from chat_replica import pct, profile, top_frames
 
 from pinecall_contracts.agents import AgentDefinition, AgentTool
@@ -428,19 +428,27 @@ def main() -> int:
     parser.add_argument("--rates", type=lambda t: [float(x) for x in t.split(",")],
                         default=[5.0, 10.0, 20.0, 40.0],
                         help="the steps' messages a second (5,10,20,40)")  # fmt: skip
-    parser.add_argument("--seconds", type=float, default=20.0, help="each step's (20)")
+    parser.add_argument(
+        "--seconds", type=bounded(float, 0.1, 3600), default=20.0, help="each step's (20)"
+    )
     parser.add_argument("--contacts", type=int, default=300, help="contacts writing in turn (300)")
     parser.add_argument("--in-flight", type=int, default=64, help="the fake's POSTs at once (64)")
-    parser.add_argument("--first-s", type=float, default=0.35, help="the model's first delta")
-    parser.add_argument("--pair-interval-s", type=float, default=0.0,
+    parser.add_argument(
+        "--first-s", type=bounded(float, 0, 60), default=0.35, help="the model's first delta"
+    )
+    parser.add_argument("--pair-interval-s", type=bounded(float, 0, 3600), default=0.0,
                         help="Meta's pair rate, the fake's and the replica's (0: none)")  # fmt: skip
     parser.add_argument("--no-statuses", action="store_true", help="replies get no statuses")
     parser.add_argument("--quota", type=int, default=100_000, help="the org's concurrent calls")
-    parser.add_argument("--stop-ack-p99-ms", type=float, default=1000.0)
-    parser.add_argument("--stop-backlog-s", type=float, default=5.0,
+    parser.add_argument("--stop-ack-p99-ms", type=bounded(float, 0.001, 3_600_000), default=1000.0)
+    parser.add_argument("--stop-backlog-s", type=bounded(float, 0, 3600), default=5.0,
                         help="stop past this many seconds of messages unanswered (5)")  # fmt: skip
-    parser.add_argument("--drain-s", type=float, default=60.0, help="at most, at the end (60)")
-    parser.add_argument("--profile", type=float, default=0.0, help="py-spy seconds per step")
+    parser.add_argument(
+        "--drain-s", type=bounded(float, 0, 3600), default=60.0, help="at most, at the end (60)"
+    )
+    parser.add_argument(
+        "--profile", type=bounded(float, 0, 3600), default=0.0, help="py-spy seconds per step"
+    )
     parser.add_argument("--profile-dir", type=Path, help="keep py-spy's raw stacks here")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()

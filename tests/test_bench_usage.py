@@ -23,6 +23,10 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
         ("ring_to_offer.py", "--rate", "nan"),
         ("ring_to_offer.py", "--hold", "inf"),
         ("roster_heartbeats.py", "--workers", "0"),
+        ("simulate_day.py", "--calls", "nan"),
+        ("request_floor.py", "--rate", "inf"),
+        ("link_fault.py", "--delay", "nan"),
+        ("whatsapp_webhooks.py", "--profile", "nan"),
     ],
 )
 def test_a_number_out_of_range_is_a_usage_error_naming_its_option(
@@ -37,3 +41,15 @@ def test_a_number_out_of_range_is_a_usage_error_naming_its_option(
     assert done.returncode == 2
     assert f"error: argument {option}: {value} is not in [" in done.stderr
     assert done.stdout == ""  # nothing ran
+
+
+def test_no_benchmark_takes_a_bare_float() -> None:
+    """``type=float`` takes NaN and the infinities (``simulate_day.py --calls nan`` ended in a
+    traceback): every number option is ``bounded``."""
+    bare = [
+        f"{path.name}:{n}"
+        for path in sorted(BENCH.glob("*.py"))
+        for n, line in enumerate(path.read_text().splitlines(), 1)
+        if "type=float" in line
+    ]
+    assert bare == []
