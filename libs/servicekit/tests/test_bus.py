@@ -80,3 +80,39 @@ async def test_an_unreachable_server_is_bus_unavailable() -> None:
 def test_bad_request_is_a_400_problem() -> None:
     problem = BadRequest("bad", errors=[{"path": "$.x"}]).problem("/v1/x")
     assert (problem.status, problem.code, problem.instance) == (400, "bad_request", "/v1/x")
+
+
+async def test_a_stream_jetstream_failed_to_make_is_asked_again_and_a_refusal_is_not(
+    bus: Bus, nats_namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """nats-server answers 500 when its file store fails (``error creating store for stream``:
+    the account's last stream deleted meanwhile, its directory with it; CI, 19:26): the stream
+    is made on a later attempt. A config it refuses (a 500 too) is raised at once."""
+    import nats.js.errors
+
+    made = bus.js.add_stream
+    failures = [
+        nats.js.errors.ServerError(code=500, err_code=10049, description="error creating store")
+    ] * 2
+
+    asked: list[str] = []
+
+    async def flaky(config: object, **kwargs: object) -> object:
+        asked.append(getattr(config, "name", ""))
+        if failures:
+            raise failures.pop()
+        return await made(config, **kwargs)
+
+    monkeypatch.setattr(bus.js, "add_stream", flaky)
+    name = f"{nats_namespace}_retried"
+    await bus.ensure_stream(
+        name, [f"{nats_namespace}.retried.>"], duplicate_window_s=60, max_age_s=60
+    )
+    assert failures == []
+    info = await bus.js.stream_info(name)  # made on the real server, once
+    assert info.config.subjects == [f"{nats_namespace}.retried.>"]
+    with pytest.raises(nats.js.errors.ServerError, match="invalid subject"):
+        await bus.ensure_stream(
+            f"{nats_namespace}_refused", ["has spaces >"], duplicate_window_s=60, max_age_s=60
+        )
+    assert asked == [name] * 3 + [f"{nats_namespace}_refused"]  # the refusal not asked again

@@ -21,6 +21,7 @@ from typing import TypeVar
 import msgspec
 import nats
 import nats.js.errors
+import stamina
 from nats import micro
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -47,6 +48,34 @@ from pinecall_servicekit.natsauth import redact
 
 C = TypeVar("C", bound=Contract)
 R = TypeVar("R", bound=Contract)
+T = TypeVar("T")
+
+STREAM_RETRY_S = 10.0
+"""Seconds a stream's making is asked again while nats-server fails to make its store."""
+STORE_FAILED = 10049
+"""JetStream's ``err_code`` of ``error creating store for stream`` (``JSStreamStoreFailedF``)."""
+
+
+def _store_failed(exc: Exception) -> bool:
+    return isinstance(exc, nats.js.errors.ServerError) and exc.err_code == STORE_FAILED
+
+
+async def _until_stored(what: str, make: Callable[[], Awaitable[T]]) -> T:
+    """``make()``, asked again for :data:`STREAM_RETRY_S` while nats-server fails to make the
+    store (:data:`STORE_FAILED`); any other error raised at once."""
+    retrying = stamina.retry_context(
+        on=_store_failed,
+        attempts=None,
+        timeout=STREAM_RETRY_S,
+        wait_initial=0.05,
+        wait_max=1.0,
+        wait_jitter=0.1,
+    ).with_name(what, (), {})
+    async for attempt in retrying:
+        with attempt:
+            return await make()
+    raise AssertionError("stamina stopped retrying without an error")  # never reached
+
 
 ERROR_CODE_HEADER = "Nats-Service-Error-Code"
 _log = logging.getLogger(__name__)
@@ -201,7 +230,13 @@ class Bus:
     ) -> None:
         """Make the JetStream stream ``name`` if missing (file storage, limits retention; at
         most ``max_msgs_per_subject`` messages a subject, the oldest dropped; -1: no limit).
-        ``work_queue``: work-queue retention instead, a message gone once acknowledged."""
+        ``work_queue``: work-queue retention instead, a message gone once acknowledged.
+
+        A store nats-server failed to make is asked again for :data:`STREAM_RETRY_S`
+        (stamina): ``error creating store for stream`` (500, err 10049) when the account's last
+        stream was deleted meanwhile and its directory went with it (seen in CI: ``mkdir
+        …/jetstream/$G/streams: no such file or directory``). Any other refusal is raised at
+        once (a config nats-server refuses is a 500 too: ``invalid subject``, err 10052)."""
         config = StreamConfig(
             name=name,
             subjects=subjects,
@@ -211,10 +246,14 @@ class Bus:
             max_age=max_age_s,
             max_msgs_per_subject=max_msgs_per_subject,
         )
-        try:
-            await self.js.stream_info(name)
-        except nats.js.errors.NotFoundError:
-            await self.js.add_stream(config)
+
+        async def make() -> None:
+            try:
+                await self.js.stream_info(name)
+            except nats.js.errors.NotFoundError:
+                await self.js.add_stream(config)
+
+        await _until_stored(f"JetStream stream {name}", make)
 
     async def publish_once(self, subject: str, message: Contract, *, msg_id: str) -> bool:
         """Publish on a stream with ``Nats-Msg-Id: msg_id``; True when stored, False when the
@@ -262,11 +301,16 @@ class Bus:
             return None
 
     async def key_value(self, bucket: str, *, history: int = 64) -> KeyValue:
-        """The JetStream KV ``bucket``, made on first use with ``history`` values per key."""
-        try:
-            return await self.js.key_value(bucket)
-        except BucketNotFoundError:
-            return await self.js.create_key_value(bucket=bucket, history=history)
+        """The JetStream KV ``bucket``, made on first use with ``history`` values per key (a
+        store nats-server failed to make asked again, as :meth:`ensure_stream` does)."""
+
+        async def make() -> KeyValue:
+            try:
+                return await self.js.key_value(bucket)
+            except BucketNotFoundError:
+                return await self.js.create_key_value(bucket=bucket, history=history)
+
+        return await _until_stored(f"JetStream KV {bucket}", make)
 
     async def add_service(self, name: str, *, version: str, description: str) -> Service:
         """A ``nats.micro`` service (``$SRV.PING.<name>`` finds every replica)."""
