@@ -150,8 +150,7 @@ def _validation_error(request: Request[Any, Any, Any], exc: ValidationException)
         if isinstance(e, dict) and isinstance(e.get("message"), str):
             # a required body left out: Litestar says only the missing key, "'data'"
             missing_body = e.get("key") == "data" and e["message"] == "'data'"
-            message = "a JSON body is required" if missing_body else plainly(e["message"])
-            e["message"] = message
+            e["message"] = "a JSON body is required" if missing_body else plainly(e["message"])
     detail = str(exc.detail)
     if detail.startswith("Validation failed for "):  # Litestar's, with the URL and its query
         detail = f"Validation failed for {request.method} {bounded(request.url.path)}"
