@@ -161,12 +161,16 @@ async def keep_unfinished(
     is (nothing can be written to it). ``CallLogError`` when the log does not answer."""
     wrote: list[tuple[str, dict[str, Any]]] = []
     for _ in range(ROUNDS):
+        # the count before the entries: another's entry written after this count is refused at
+        # it (a 409, or a replay of the same bytes), and one written before it is in the entries
+        # read. Read the other way round, an entry written between the two reads was missed and
+        # this one went after it: two reapers each wrote a call.recording (CI, test_killed)
+        record = await log.record(call)
         read = await log.entries(call)
         left = unfinished(read.entries) if read.state != "sealed" else []
         if not left:
             return wrote
         said = [await keep_uploaded(access, started) for started in left]
-        record = await log.record(call)
         writer = log.writer(call, written=record.written, batch_timeout_s=SEAL_WITHIN_S)
         for kind, data in said:
             writer.add(kind, data)
