@@ -3,8 +3,9 @@ statement's compiled form by its cache key, and a statement it cannot make a key
 ``.values([...])``, a ``VALUES`` list of literals) is compiled anew each time it runs — under
 ``bench/ring_to_offer.py`` that was 14.5 % of the dispatcher's CPU (py-spy). Since then the
 dispatcher's placement runs on psycopg itself, each statement SQL made once at import
-(``store/offers.py``, ``store/rooms.py``), so none of it may reach SQLAlchemy's compiler; what
-still does (the roster's read of the fleet) must come from its cache. A burst decides several
+(``store/offers.py``, ``store/rooms.py``), and so do the sweep's reads, which run every tick and
+may fall inside the burst (``fleets_waiting``, ``views.fleets``): none of it may reach
+SQLAlchemy's compiler; what still does (the roster's read of the fleet) must come from its cache. A burst decides several
 rooms in one transaction (the statements that take rows as parameters), so it walks them.
 """
 

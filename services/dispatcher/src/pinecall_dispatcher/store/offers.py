@@ -21,7 +21,6 @@ from typing import Any
 
 import msgspec
 import psycopg
-import sqlalchemy as sa
 from psycopg.rows import dict_row
 from sqlalchemy.ext.asyncio import AsyncEngine
 
@@ -277,14 +276,14 @@ class OfferStore:
             return await promised(pg, fleet, now, max_call_seconds)
 
     async def fleets_waiting(self) -> list[str]:
-        """The fleets with a room waiting (the sweep's work)."""
-        async with db.translate_errors("reading offers"), self.engine.connect() as conn:
-            rows = (
-                await conn.execute(
-                    sa.select(ROOMS.c.fleet).where(ROOMS.c.state == "waiting").distinct()
-                )
-            ).all()
-        return sorted(r.fleet for r in rows)
+        """The fleets with a room waiting (the sweep's work), read on psycopg as the placement's
+        statements are: the sweep runs every tick on every replica."""
+        async with (
+            db.translate_errors("reading offers"),
+            db.driver_connection(self._autocommit) as pg,
+        ):
+            cursor = await pg.execute(_FLEETS_WAITING)
+            return [fleet for (fleet,) in await cursor.fetchall()]
 
     async def confirm(
         self, made: Sequence[tuple[str, int, str]], lines: Sequence[tuple[Taken, str]]
@@ -310,6 +309,10 @@ class OfferStore:
             cursor = await pg.execute(_CONFIRM, params)
             return {call: state for call, state in await cursor.fetchall()}
 
+
+_FLEETS_WAITING = (
+    f"SELECT DISTINCT fleet FROM {ROOMS.fullname} WHERE state = 'waiting' ORDER BY fleet"
+)
 
 _CONFIRM = f"""
 WITH confirmed AS (

@@ -27,6 +27,7 @@ WINDOW_S = 600.0
 class ViewStore:
     def __init__(self, engine: AsyncEngine) -> None:
         self.engine = engine
+        self._autocommit = db.autocommit(engine)
 
     async def journal(self, call: str) -> Journal:
         """The call's journal lines, oldest first (none yet for a room admitted and not offered).
@@ -55,31 +56,19 @@ class ViewStore:
     async def fleets(
         self, now: dt.datetime, reoffer_s: float, fleet: str | None = None
     ) -> list[FleetOffers]:
-        """Each fleet's rooms waiting in the last ten minutes, rooms in offers now, refusals."""
-        since = now - dt.timedelta(seconds=WINDOW_S)
-        unopened_since = now - dt.timedelta(seconds=reoffer_s)
-        in_offers = ROOMS.c.state.in_(("waiting", "overflow"))
-        waited = sa.or_(
-            ROOMS.c.waited,
-            sa.and_(in_offers, ROOMS.c.arrived_at <= unopened_since),
-        )
-        rooms = sa.select(
-            ROOMS.c.fleet,
-            sa.func.min(ROOMS.c.environment),
-            sa.func.count().filter(waited),
-            sa.func.count().filter(in_offers),
-        ).where(ROOMS.c.arrived_at > since)
-        refusals = sa.select(REFUSALS.c.fleet, REFUSALS.c.reason, sa.func.count()).where(
-            REFUSALS.c.at > since
-        )
-        if fleet is not None:
-            rooms = rooms.where(ROOMS.c.fleet == fleet)
-            refusals = refusals.where(REFUSALS.c.fleet == fleet)
-        async with db.translate_errors("reading offers"), self.engine.connect() as conn:
-            counted = (await conn.execute(rooms.group_by(ROOMS.c.fleet))).all()
-            refused = (
-                await conn.execute(refusals.group_by(REFUSALS.c.fleet, REFUSALS.c.reason))
-            ).all()
+        """Each fleet's rooms waiting in the last ten minutes, rooms in offers now, refusals (of
+        ``fleet`` alone when given). Read on psycopg: the sweep reads it every tick for /metrics."""
+        params = {
+            "since": now - dt.timedelta(seconds=WINDOW_S),
+            "unopened_since": now - dt.timedelta(seconds=reoffer_s),
+            "fleet": fleet,
+        }
+        async with (
+            db.translate_errors("reading offers"),
+            db.driver_connection(self._autocommit) as pg,
+        ):
+            counted = await (await pg.execute(_ROOMS_COUNTED, params)).fetchall()
+            refused = await (await pg.execute(_REFUSALS_COUNTED, params)).fetchall()
         out: dict[str, FleetOffers] = {
             name: FleetOffers(fleet=name, environment=env, waiting=w, in_offers=n)
             for name, env, w, n in counted
@@ -127,3 +116,23 @@ class ViewStore:
             )
             for r in rows
         ]
+
+
+_ROOMS_COUNTED = f"""
+SELECT fleet, min(environment),
+    count(*) FILTER (WHERE waited OR (
+        state IN ('waiting', 'overflow') AND arrived_at <= %(unopened_since)s
+    )),
+    count(*) FILTER (WHERE state IN ('waiting', 'overflow'))
+FROM {ROOMS.fullname}
+WHERE arrived_at > %(since)s AND (%(fleet)s::text IS NULL OR fleet = %(fleet)s)
+GROUP BY fleet
+"""
+""":meth:`ViewStore.fleets`' rooms: waited and in offers, by fleet."""
+
+_REFUSALS_COUNTED = f"""
+SELECT fleet, reason, count(*) FROM {REFUSALS.fullname}
+WHERE at > %(since)s AND (%(fleet)s::text IS NULL OR fleet = %(fleet)s)
+GROUP BY fleet, reason
+"""
+""":meth:`ViewStore.fleets`' refusals in the window, by fleet and reason."""
