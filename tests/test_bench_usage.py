@@ -27,6 +27,8 @@ BENCH = Path(__file__).resolve().parents[1] / "bench"
         ("request_floor.py", "--rate", "inf"),
         ("link_fault.py", "--delay", "nan"),
         ("whatsapp_webhooks.py", "--profile", "nan"),
+        ("http_client.py", "--ops", "0"),
+        ("http_client.py", "--concurrency", "-1"),
     ],
 )
 def test_a_number_out_of_range_is_a_usage_error_naming_its_option(

@@ -4,6 +4,7 @@ on a job's event loop parses no CA bundle (issue 20)."""
 from __future__ import annotations
 
 import httpx
+from httpx_aiohttp import AiohttpTransport
 
 from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.dispatcher import DispatcherClient
@@ -12,9 +13,13 @@ from pinecall_clients.tls import TLS
 
 
 def _context(http: httpx.AsyncClient) -> object:
-    # httpx's pool holds the context its connections wrap sockets with (httpcore
-    # AsyncConnectionPool._ssl_context); a client left to itself makes its own
-    return http._transport._pool._ssl_context  # type: ignore[attr-defined]
+    # the transport holds the context its connections wrap sockets with: aiohttp's pool
+    # (httpx_aiohttp's AiohttpTransport.ssl_context, given to its TCPConnector) for ours,
+    # httpcore's (AsyncConnectionPool._ssl_context) for a client left to itself, which makes its own
+    transport = http._transport  # type: ignore[attr-defined]
+    if isinstance(transport, AiohttpTransport):
+        return transport.ssl_context
+    return transport._pool._ssl_context
 
 
 async def test_the_clients_share_the_process_tls_context() -> None:

@@ -30,6 +30,7 @@ import httpx
 import stamina
 from opentelemetry import propagate, trace
 
+from pinecall_clients import http
 from pinecall_clients.errors import (
     AgentUnknown,
     CallLogRefused,
@@ -37,7 +38,6 @@ from pinecall_clients.errors import (
     CallUnknown,
     refused,
 )
-from pinecall_clients.tls import TLS
 from pinecall_clients.writer import CallLogWriter
 from pinecall_contracts.agents import AgentDefinition, AgentList, AgentVersion
 from pinecall_contracts.appsocket import Handed
@@ -106,13 +106,12 @@ class CallLogClient:
         request_timeout_s: float = 5.0,
         limits: httpx.Limits | None = None,
     ) -> None:
-        self.http = httpx.AsyncClient(
-            base_url=base_url,
+        self.http = http.client(
+            base_url,
             transport=transport,
-            limits=limits or httpx.Limits(max_connections=100, max_keepalive_connections=20),
+            limits=limits or http.LIMITS,
             headers={"Authorization": f"Bearer {key}", "content-type": "application/json"},
-            timeout=request_timeout_s,
-            verify=TLS,
+            timeout_s=request_timeout_s,
         )
         self.backoff = backoff
         self.request_timeout_s = request_timeout_s

@@ -22,9 +22,9 @@ from typing import TypeVar
 
 import httpx
 
+from pinecall_clients import http
 from pinecall_clients.answers import read_answer
 from pinecall_clients.errors import DispatcherRefused, DispatcherUnavailable
-from pinecall_clients.tls import TLS
 from pinecall_contracts.base import encode
 from pinecall_contracts.dispatch import (
     Journal,
@@ -51,12 +51,11 @@ class DispatcherClient:
         transport: httpx.AsyncBaseTransport | None = None,
         timeout_s: float = 5.0,
     ) -> None:
-        self.http = httpx.AsyncClient(
-            base_url=base_url,
+        self.http = http.client(
+            base_url,
             transport=transport,
             headers={"Authorization": f"Bearer {key}"},
-            timeout=timeout_s,
-            verify=TLS,
+            timeout_s=timeout_s,
         )
 
     async def __aenter__(self) -> DispatcherClient:

@@ -28,9 +28,9 @@ from typing import TypeVar
 import httpx
 import msgspec
 
+from pinecall_clients import http
 from pinecall_clients.answers import read_answer
 from pinecall_clients.errors import RosterRefused, RosterUnavailable
-from pinecall_clients.tls import TLS
 from pinecall_contracts.base import encode
 from pinecall_contracts.fleet import (
     FleetListRequest,
@@ -68,9 +68,7 @@ class RosterClient:
         self.bus = bus
         self._headers = {"Authorization": f"Bearer {key}"} if key else {}
         self.http = (
-            httpx.AsyncClient(
-                base_url=base_url, transport=transport, headers=self._headers, verify=TLS
-            )
+            http.client(base_url, transport=transport, headers=self._headers)
             if base_url is not None
             else None
         )
