@@ -1,13 +1,16 @@
 """The clients on aiohttp's pool (``pinecall_clients.http``) against a real server on a real
 socket: what aiohttp raises reaches the retry rule as httpx's errors (a connection the server
 drops is silence, retried unchanged; a closed port is ``CallLogUnavailable`` once the retries
-run out), and the pool's connections are kept between requests."""
+run out; an answer that is not HTTP is silence too), and the pool's connections are kept between
+requests."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator
 
+import httpx
 import pytest
 from aiohttp import web
 
@@ -85,3 +88,31 @@ async def test_a_closed_port_is_unavailable_once_the_retries_run_out() -> None:
                 await client.request(
                     "/v1/calls/c1/seal", CallEnd(outcome="completed"), CallRecord, within_s=0.2
                 )
+
+
+async def test_an_answer_that_is_not_http_is_retried_then_unavailable() -> None:
+    """aiohttp's parser refuses it with a ``ClientResponseError`` that httpx-aiohttp 0.2 lets
+    through unmapped; it must reach the retry rule as httpx's ``RemoteProtocolError``."""
+    tries = 0
+
+    async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal tries
+        await reader.readuntil(b"\r\n\r\n")
+        tries += 1
+        writer.write(b"NOT HTTP AT ALL\r\n\r\n")
+        await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(garbage, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        async with CallLogClient(f"http://127.0.0.1:{port}", "k", backoff=QUICK) as client:
+            with pytest.raises(CallLogUnavailable, match="not an HTTP answer") as raised:
+                await client.request(
+                    "/v1/calls/c1/seal", CallEnd(outcome="completed"), CallRecord, within_s=0.3
+                )
+    finally:
+        server.close()
+        await server.wait_closed()
+    assert isinstance(raised.value.__cause__, httpx.RemoteProtocolError)
+    assert tries > 1  # retried as silence is

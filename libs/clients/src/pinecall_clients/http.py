@@ -7,19 +7,65 @@ this machine, the same requests through aiohttp's pool 0.26–0.51, aiohttp alon
 more than half their samples in httpcore's pool, and cost a quarter less on aiohttp's. The
 retries, the errors and the tests' in-process transports stay httpx's: ``transport`` given
 (``httpx.ASGITransport``, ``httpx.MockTransport``) is used as it is. aiohttp's errors reach the
-caller as httpx's (a refused or lost connection a ``httpx.TransportError``), so what retries one
-retries the other (``libs/clients/tests/test_http.py``).
+caller as httpx's (a refused or lost connection a ``httpx.TransportError``; an answer that is not
+HTTP, which httpx-aiohttp 0.2 lets through as aiohttp's ``ClientResponseError``, a
+``httpx.RemoteProtocolError``), so what retries one retries the other
+(``libs/clients/tests/test_http.py``). ``HTTP_PROXY`` and its kin are not honoured: the clients
+speak to the runtime's own services.
 """
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+
+import aiohttp
 import httpx
 from httpx_aiohttp import AiohttpTransport
 
 from pinecall_clients.tls import TLS
 
 LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
-"""At most 100 connections to one server (aiohttp's ``limit``), idle ones kept 5 s."""
+"""At most 100 connections to one server (aiohttp's ``limit``, which also bounds the idle ones:
+aiohttp has no ``max_keepalive_connections``), idle ones kept 5 s."""
+
+
+@contextmanager
+def _mapped() -> Iterator[None]:
+    """aiohttp's errors that httpx-aiohttp does not map, as httpx's transport errors."""
+    try:
+        yield
+    except aiohttp.ClientResponseError as exc:  # its parser's: the answer is not HTTP
+        raise httpx.RemoteProtocolError(f"not an HTTP answer: {exc}") from exc
+    except aiohttp.ClientError as exc:
+        raise httpx.NetworkError(f"{type(exc).__name__}: {exc}") from exc
+
+
+class _Body(httpx.AsyncByteStream):
+    """An answer's body read through :func:`_mapped`."""
+
+    def __init__(self, stream: httpx.AsyncByteStream) -> None:
+        self._stream = stream
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        with _mapped():
+            async for chunk in self._stream:
+                yield chunk
+
+    async def aclose(self) -> None:
+        with _mapped():
+            await self._stream.aclose()
+
+
+class _Transport(AiohttpTransport):
+    """httpx-aiohttp's transport with every aiohttp error mapped (:func:`_mapped`)."""
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        with _mapped():
+            response = await super().handle_async_request(request)
+        assert isinstance(response.stream, httpx.AsyncByteStream)
+        response.stream = _Body(response.stream)
+        return response
 
 
 def client(
@@ -37,7 +83,7 @@ def client(
     ``aclose``."""
     return httpx.AsyncClient(
         base_url=base_url,
-        transport=transport or AiohttpTransport(verify=TLS, limits=limits),
+        transport=transport or _Transport(verify=TLS, limits=limits),
         headers=headers,
         timeout=timeout_s,
     )
