@@ -7,9 +7,10 @@ this machine, the same requests through aiohttp's pool 0.26–0.51, aiohttp alon
 more than half their samples in httpcore's pool, and cost a quarter less on aiohttp's. The
 retries, the errors and the tests' in-process transports stay httpx's: ``transport`` given
 (``httpx.ASGITransport``, ``httpx.MockTransport``) is used as it is. aiohttp's errors reach the
-caller as httpx's (a refused or lost connection a ``httpx.TransportError``; an answer that is not
-HTTP, which httpx-aiohttp 0.2 lets through as aiohttp's ``ClientResponseError``, a
-``httpx.RemoteProtocolError``), so what retries one retries the other
+caller as the httpx errors that name them (a refused connection ``httpx.ConnectError``, a lost one
+``httpx.RemoteProtocolError``, an answer that is not HTTP, which httpx-aiohttp 0.2 lets through
+unmapped, ``httpx.RemoteProtocolError``: each a ``httpx.TransportError``), so what retries one
+retries the other
 (``libs/clients/tests/test_http.py``). ``HTTP_PROXY`` and its kin are not honoured: the clients
 speak to the runtime's own services.
 """
@@ -30,15 +31,37 @@ LIMITS = httpx.Limits(max_connections=100, max_keepalive_connections=20)
 aiohttp has no ``max_keepalive_connections``), idle ones kept 5 s."""
 
 
+def _precise(exc: aiohttp.ClientError) -> httpx.TransportError:
+    """``exc`` as the httpx error that names it. httpx-aiohttp 0.2 maps every lost or refused
+    connection, a name that does not resolve included, to ``ConnectTimeout``, which is what the
+    retries' log would say; and its parser's errors not at all."""
+    said = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return httpx.ConnectTimeout(said)
+    if isinstance(exc, aiohttp.ServerTimeoutError):
+        return httpx.ReadTimeout(said)
+    if isinstance(exc, aiohttp.ClientConnectorError):  # refused, no such name, TLS refused
+        return httpx.ConnectError(said)
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return httpx.RemoteProtocolError(said)
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return httpx.ReadError(said)
+    if isinstance(exc, aiohttp.ClientResponseError):  # its parser's: the answer is not HTTP
+        return httpx.RemoteProtocolError(f"not an HTTP answer: {said}")
+    return httpx.NetworkError(said)
+
+
 @contextmanager
 def _mapped() -> Iterator[None]:
-    """aiohttp's errors that httpx-aiohttp does not map, as httpx's transport errors."""
+    """aiohttp's errors, raised or already mapped by httpx-aiohttp, as :func:`_precise` names."""
     try:
         yield
-    except aiohttp.ClientResponseError as exc:  # its parser's: the answer is not HTTP
-        raise httpx.RemoteProtocolError(f"not an HTTP answer: {exc}") from exc
+    except httpx.TransportError as exc:
+        if isinstance(exc.__cause__, aiohttp.ClientError):
+            raise _precise(exc.__cause__) from exc.__cause__
+        raise
     except aiohttp.ClientError as exc:
-        raise httpx.NetworkError(f"{type(exc).__name__}: {exc}") from exc
+        raise _precise(exc) from exc
 
 
 class _Body(httpx.AsyncByteStream):
@@ -58,7 +81,7 @@ class _Body(httpx.AsyncByteStream):
 
 
 class _Transport(AiohttpTransport):
-    """httpx-aiohttp's transport with every aiohttp error mapped (:func:`_mapped`)."""
+    """httpx-aiohttp's transport with every aiohttp error named as httpx's (:func:`_mapped`)."""
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         with _mapped():
