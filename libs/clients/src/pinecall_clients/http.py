@@ -10,9 +10,8 @@ retries, the errors and the tests' in-process transports stay httpx's: ``transpo
 caller as the httpx errors that name them (a refused connection ``httpx.ConnectError``, a lost one
 ``httpx.RemoteProtocolError``, an answer that is not HTTP, which httpx-aiohttp 0.2 lets through
 unmapped, ``httpx.RemoteProtocolError``: each a ``httpx.TransportError``), so what retries one
-retries the other
-(``libs/clients/tests/test_http.py``). ``HTTP_PROXY`` and its kin are not honoured: the clients
-speak to the runtime's own services.
+retries the other (``libs/clients/tests/test_http.py``). ``HTTP_PROXY`` and its kin are not
+honoured: the clients speak to the runtime's own services.
 """
 
 from __future__ import annotations
