@@ -17,7 +17,6 @@ from aiohttp import web
 from pinecall_clients.calllog import Backoff, CallLogClient
 from pinecall_clients.errors import CallLogUnavailable
 from pinecall_contracts.calls import CallEnd, CallRecord
-from pinecall_loadlab import serving
 
 QUICK = Backoff(first=0.001, most=0.002, jitter=0.0)
 RECORD = (
@@ -61,7 +60,7 @@ async def served() -> AsyncIterator[tuple[Server, str]]:
     try:
         yield server, f"http://127.0.0.1:{port}"
     finally:
-        await serving.stop(runner)
+        await runner.cleanup()
 
 
 async def test_a_dropped_connection_is_retried_unchanged_and_the_connection_is_kept(
