@@ -16,9 +16,25 @@ async def test_hangs():
     await waits_for_a_webhook_that_never_comes()
 """
 
+FROZEN = """
+import asyncio
+import gc
 
-def test_a_hung_test_prints_its_tasks_and_ends_the_run(pytester: pytest.Pytester) -> None:
-    pytester.makepyfile(test_hangs=HANGS)
+async def waits_for_a_webhook_that_never_comes():
+    await asyncio.Event().wait()
+
+async def test_hangs():
+    gc.freeze()  # as every service started in a test's loop does (pinecall_servicekit.frozen)
+    await waits_for_a_webhook_that_never_comes()
+"""
+
+
+@pytest.mark.parametrize("test", [HANGS, FROZEN], ids=["loop", "frozen-loop"])
+def test_a_hung_test_prints_its_tasks_and_ends_the_run(
+    pytester: pytest.Pytester, test: str
+) -> None:
+    """Its loop found on the heap or, frozen out of the heap's list, by its thread's frame."""
+    pytester.makepyfile(test_hangs=test)
     result = pytester.runpytest_subprocess(
         "-p",
         "no:cacheprovider",

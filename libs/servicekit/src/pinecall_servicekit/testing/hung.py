@@ -14,6 +14,7 @@ import asyncio
 import gc
 import sys
 import threading
+from types import FrameType
 from typing import Any
 
 import pytest
@@ -24,12 +25,24 @@ when that is shorter)."""
 
 
 def running_loops() -> list[asyncio.AbstractEventLoop]:
-    """Every event loop running now, in any thread (read off the heap: diagnostics only)."""
-    return [
-        o
-        for o in gc.get_objects()
-        if isinstance(o, asyncio.AbstractEventLoop) and not o.is_closed() and o.is_running()
-    ]
+    """Every event loop running now, in any thread: each thread's ``run_forever`` frame, then the
+    heap for loops with no Python frame (uvloop's). Diagnostics only.
+
+    The heap alone misses a loop ``gc.freeze`` moved to the permanent generation
+    (``pinecall_servicekit.frozen``: every service started in a test's loop freezes it), which
+    ``gc.get_objects`` does not list."""
+    loops: list[asyncio.AbstractEventLoop] = []
+    for frame in sys._current_frames().values():
+        step: FrameType | None = frame
+        while step is not None:
+            if step.f_code.co_name == "run_forever":
+                loop = step.f_locals.get("self")
+                if isinstance(loop, asyncio.AbstractEventLoop) and loop not in loops:
+                    loops.append(loop)
+            step = step.f_back
+    heap = (o for o in gc.get_objects() if isinstance(o, asyncio.AbstractEventLoop))
+    loops += [o for o in heap if o not in loops and not o.is_closed() and o.is_running()]
+    return loops
 
 
 def awaits(task: asyncio.Task[Any]) -> tuple[list[str], str]:
