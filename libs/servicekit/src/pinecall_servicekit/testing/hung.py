@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
 import sys
 import threading
 from types import FrameType
@@ -52,6 +53,10 @@ def awaits(task: asyncio.Task[Any]) -> tuple[list[str], str]:
     step: Any = task.get_coro()
     last: Any = None
     while step is not None:
+        if type(step).__name__ in ("async_generator_asend", "async_generator_athrow"):
+            # an async generator's step (an ``async with`` on a context manager's exit) names
+            # its generator only to the collector
+            step = next((r for r in gc.get_referents(step) if inspect.isasyncgen(r)), step)
         frame = getattr(step, "cr_frame", None) or getattr(step, "gi_frame", None)
         frame = frame or getattr(step, "ag_frame", None)
         if frame is None:  # not a coroutine: what the chain waits on
@@ -59,7 +64,11 @@ def awaits(task: asyncio.Task[Any]) -> tuple[list[str], str]:
             break
         code = frame.f_code
         lines.append(f'  File "{code.co_filename}", line {frame.f_lineno}, in {code.co_name}')
-        step = getattr(step, "cr_await", None) or getattr(step, "gi_yieldfrom", None)
+        step = (
+            getattr(step, "cr_await", None)
+            or getattr(step, "gi_yieldfrom", None)
+            or getattr(step, "ag_await", None)
+        )
     return lines, repr(last)
 
 
