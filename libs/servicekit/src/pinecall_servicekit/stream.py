@@ -21,6 +21,7 @@ from typing import TypeVar
 import msgspec
 import nats.errors
 from nats.aio.msg import Msg
+from nats.js import JetStreamContext
 from nats.js.api import AckPolicy, ConsumerConfig, DeliverPolicy
 from opentelemetry import propagate, trace
 
@@ -55,6 +56,40 @@ class Keyed:
                 self._locks[key] = (lock, users - 1)
 
 
+def _cancel_lost() -> bool:
+    """The running task was asked to stop and the request did not reach it as ``CancelledError``."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0
+
+
+async def fetch_one(sub: JetStreamContext.PullSubscription, timeout_s: float) -> Msg | None:
+    """The next message of ``sub``; None when none came within ``timeout_s``. nats-py's other
+    errors (the connection closed, no servers, the consumer gone) are raised.
+
+    A task cancelled in a fetch stops here, with ``CancelledError``, even when nats-py lost the
+    cancellation: ``Subscription.next_msg`` (nats-py 2.x, ``nats/aio/subscription.py``) waits in
+    Python 3.11's ``asyncio.wait_for``, which returns a message that came in the same turn of the
+    loop as the cancellation instead of raising it (CPython gh-86296, fixed in 3.12), and it turns
+    a cancellation into ``ConnectionClosedError`` when the connection closed meanwhile. A consumer
+    that went on would hold its service's stop for ever (seen in ``tests/dispatcher``'s chain:
+    the dispatcher's ``stop`` awaiting its consumer). The message in hand is then handed back
+    (``nak``), for another replica to take at once rather than after the consumer's ack wait."""
+    try:
+        [msg] = await sub.fetch(1, timeout=timeout_s)
+    except TimeoutError:  # nats-py's own TimeoutError and FetchTimeoutError are one
+        msg = None
+    except nats.errors.Error:
+        if _cancel_lost():
+            raise asyncio.CancelledError from None
+        raise
+    if _cancel_lost():
+        if msg is not None:
+            with contextlib.suppress(Exception):
+                await msg.nak()
+        raise asyncio.CancelledError
+    return msg
+
+
 async def consume(
     bus: Bus,
     *,
@@ -70,7 +105,8 @@ async def consume(
     redeliver_s: float = 1.0,
     ready: asyncio.Event | None = None,
 ) -> None:
-    """Run until cancelled; ``ready`` is set once the consumer is bound."""
+    """Run until cancelled; ``ready`` is set once the consumer is bound. Messages are taken one
+    fetch at a time (:func:`fetch_one`)."""
     config = ConsumerConfig(
         durable_name=durable,
         ack_policy=AckPolicy.EXPLICIT,
@@ -108,12 +144,12 @@ async def consume(
     try:
         while True:
             try:
-                [msg] = await sub.fetch(1, timeout=5)
-            except TimeoutError:  # nats-py's own TimeoutError and FetchTimeoutError are one
-                continue
+                msg = await fetch_one(sub, 5)
             except (nats.errors.ConnectionClosedError, nats.errors.NoServersError) as exc:
                 _log.warning("the %s consumer lost NATS: %s", durable, exc)
                 await asyncio.sleep(redeliver_s)  # the connection reconnects by itself
+                continue
+            if msg is None:
                 continue
             try:
                 message = decode(msg.data, kind)

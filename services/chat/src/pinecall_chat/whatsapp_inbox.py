@@ -39,7 +39,7 @@ from pinecall_contracts.base import decode
 from pinecall_contracts.whatsapp import WhatsAppItem
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.errors import BusUnavailable
-from pinecall_servicekit.stream import Keyed
+from pinecall_servicekit.stream import Keyed, fetch_one
 
 log = logging.getLogger("pinecall.chat.whatsapp")
 
@@ -133,14 +133,14 @@ class Inbox:
             while True:
                 await self._room.acquire()
                 try:
-                    [msg] = await sub.fetch(1, timeout=5)
-                except TimeoutError:
-                    self._room.release()
-                    continue
+                    msg = await fetch_one(sub, 5)
                 except Exception as exc:  # NATS lost, the consumer gone: it comes back
                     self._room.release()
                     log.warning("the WhatsApp consumer could not fetch: %r", exc)
                     await asyncio.sleep(self.retry_s)  # the connection reconnects by itself
+                    continue
+                if msg is None:
+                    self._room.release()
                     continue
                 task = asyncio.create_task(self._handle(msg, handler))
                 self._tasks.add(task)
