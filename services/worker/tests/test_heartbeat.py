@@ -3,6 +3,7 @@ the fleet key; refused, or unanswered, it is logged and the next beat says every
 
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import httpx
@@ -67,3 +68,28 @@ async def test_a_heartbeat_refused_or_unanswered_is_logged_and_nothing_is_answer
     assert said[1][0] == "WARNING"
     assert said[1][1].startswith("heartbeat: the roster did not answer")
     assert roster.app.state.roster.view("pinecall").workers == []
+
+
+async def test_the_beats_stop_when_cancelled_in_the_turn_a_wake_comes(
+    roster: Replica, keys: Keys
+) -> None:
+    """A worker stopping (its beats cancelled) as a change wakes them: the beats end, none after
+    (Python 3.11's ``wait_for`` dropped that cancellation and beat on; CPython gh-86296)."""
+    answered = asyncio.Event()
+
+    async def on_reply(reply: HeartbeatReply) -> None:
+        answered.set()
+
+    client = RosterClient(
+        keys.production, base_url="http://roster.test", transport=roster.transport
+    )
+    async with client:
+        heartbeat = Heartbeat(client, lambda: STATE, on_reply, every_s=3600)
+        beats = asyncio.create_task(heartbeat.run())
+        await answered.wait()  # the first beat, at once; in the same step, waiting for a wake
+        heartbeat.wake()
+        beats.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            async with asyncio.timeout(10):  # with wait_for: a second beat, then an hour's wait
+                await beats
+    assert heartbeat.sent == 1

@@ -364,7 +364,8 @@ class CallLogService:
                 await self.changes.notify()
                 try:
                     with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(notice.wait(), left)
+                        async with asyncio.timeout(left):
+                            await notice.wait()
                 finally:
                     self._polls[call] -= 1
                     if not self._polls[call]:

@@ -110,7 +110,8 @@ async def entries_after(
             if log.state == "sealed":
                 return
             try:
-                await asyncio.wait_for(notice.wait(), poll_s)
+                async with asyncio.timeout(poll_s):
+                    await notice.wait()
             except TimeoutError:
                 yield ServerSentEventMessage(comment="keep-alive")
     finally:

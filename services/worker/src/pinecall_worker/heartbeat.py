@@ -61,9 +61,14 @@ class Heartbeat:
         return reply
 
     async def run(self) -> None:
-        """Beat until cancelled, the first at once, then every ``every_s`` or when woken."""
+        """Beat until cancelled, the first at once, then every ``every_s`` or when woken.
+
+        The wait is ``asyncio.timeout``'s, not ``wait_for``'s: Python 3.11's ``wait_for`` drops
+        a cancellation that comes in the turn a wake does (CPython gh-86296), and the beats would
+        go on after the worker stopped (``pinecall_servicekit.stream.fetch_one``)."""
         while True:
             self._woken.clear()  # a wake during the beat is a change it may not carry: beat again
             await self.beat()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._woken.wait(), self.every_s)  # the cadence, or a wake
+            with contextlib.suppress(TimeoutError):  # the cadence, or a wake
+                async with asyncio.timeout(self.every_s):
+                    await self._woken.wait()
