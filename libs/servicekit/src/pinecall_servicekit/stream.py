@@ -56,38 +56,52 @@ class Keyed:
                 self._locks[key] = (lock, users - 1)
 
 
-def _cancel_lost() -> bool:
-    """The running task was asked to stop and the request did not reach it as ``CancelledError``."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
+FETCH_S = 0.5
+"""How long one fetch waits for a message; a consumer stopping while it waits waits that long at
+most for the fetch to end."""
 
 
-async def fetch_one(sub: JetStreamContext.PullSubscription, timeout_s: float) -> Msg | None:
-    """The next message of ``sub``; None when none came within ``timeout_s``. nats-py's other
-    errors (the connection closed, no servers, the consumer gone) are raised.
-
-    A task cancelled in a fetch stops here, with ``CancelledError``, even when nats-py lost the
-    cancellation: ``Subscription.next_msg`` (nats-py 2.x, ``nats/aio/subscription.py``) waits in
-    Python 3.11's ``asyncio.wait_for``, which returns a message that came in the same turn of the
-    loop as the cancellation instead of raising it (CPython gh-86296, fixed in 3.12), and it turns
-    a cancellation into ``ConnectionClosedError`` when the connection closed meanwhile. A consumer
-    that went on would hold its service's stop for ever (seen in ``tests/dispatcher``'s chain:
-    the dispatcher's ``stop`` awaiting its consumer). The message in hand is then handed back
-    (``nak``), for another replica to take at once rather than after the consumer's ack wait."""
+async def _fetch(sub: JetStreamContext.PullSubscription, timeout_s: float) -> Msg | None:
     try:
         [msg] = await sub.fetch(1, timeout=timeout_s)
     except TimeoutError:  # nats-py's own TimeoutError and FetchTimeoutError are one
-        msg = None
-    except nats.errors.Error:
-        if _cancel_lost():
-            raise asyncio.CancelledError from None
-        raise
-    if _cancel_lost():
-        if msg is not None:
-            with contextlib.suppress(Exception):
-                await msg.nak()
-        raise asyncio.CancelledError
+        return None
     return msg
+
+
+async def fetch_one(
+    sub: JetStreamContext.PullSubscription, timeout_s: float = FETCH_S
+) -> Msg | None:
+    """The next message of ``sub``; None when none came within ``timeout_s``. nats-py's other
+    errors (the connection closed, no servers, the consumer gone) are raised.
+
+    A task cancelled here raises ``CancelledError`` and leaves no message behind. nats-py's fetch
+    cannot be cancelled without that risk: a message its ``Subscription.next_msg`` (nats-py 2.x,
+    ``nats/aio/subscription.py``) took off the queue in the turn of the loop the cancellation came
+    is dropped with the cancelled task, and JetStream hands it to another replica only after the
+    consumer's ack wait (30 s: a ring placed 30 s late at a deploy); in the same turn, Python
+    3.11's ``asyncio.wait_for`` returns it instead and loses the cancellation (CPython gh-86296),
+    and a consumer that went on held its service's stop for ever. So the fetch runs in a task of
+    its own that the cancellation does not reach: the cancelled caller waits for it to end (at
+    most ``timeout_s``) and hands back what it brought (``nak``), for another replica to take at
+    once. A second cancellation while it waits cancels the fetch too."""
+    fetching = asyncio.ensure_future(_fetch(sub, timeout_s))
+    try:
+        await asyncio.wait({fetching})
+    except asyncio.CancelledError:
+        try:
+            await asyncio.wait({fetching})
+        except asyncio.CancelledError:
+            fetching.cancel()
+            fetching.add_done_callback(lambda t: t.cancelled() or t.exception())
+            raise
+        if not fetching.cancelled() and fetching.exception() is None:
+            msg = fetching.result()
+            if msg is not None:
+                with contextlib.suppress(Exception):
+                    await msg.nak()
+        raise
+    return fetching.result()
 
 
 async def consume(
@@ -106,7 +120,8 @@ async def consume(
     ready: asyncio.Event | None = None,
 ) -> None:
     """Run until cancelled; ``ready`` is set once the consumer is bound. Messages are taken one
-    fetch at a time (:func:`fetch_one`)."""
+    fetch at a time (:func:`fetch_one`), each once there is room for it: a stop cancels no
+    message in hand, and waits at most :data:`FETCH_S` for the fetch under way."""
     config = ConsumerConfig(
         durable_name=durable,
         ack_policy=AckPolicy.EXPLICIT,
@@ -143,21 +158,27 @@ async def consume(
 
     try:
         while True:
+            await room.acquire()  # before the fetch: a message is never held waiting for room
             try:
-                msg = await fetch_one(sub, 5)
+                msg = await fetch_one(sub)
             except (nats.errors.ConnectionClosedError, nats.errors.NoServersError) as exc:
+                room.release()
                 _log.warning("the %s consumer lost NATS: %s", durable, exc)
                 await asyncio.sleep(redeliver_s)  # the connection reconnects by itself
                 continue
+            except BaseException:
+                room.release()
+                raise
             if msg is None:
+                room.release()
                 continue
             try:
                 message = decode(msg.data, kind)
             except msgspec.MsgspecError as exc:
+                room.release()
                 _log.warning("dropped a malformed %s on %s: %s", kind.__name__, msg.subject, exc)
                 await msg.term()
                 continue
-            await room.acquire()
             task = asyncio.create_task(handle(msg, message))
             running.add(task)
             task.add_done_callback(running.discard)
