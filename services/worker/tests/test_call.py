@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
+from aiohttp import WSCloseCode
 from livekit import api
 from livekit.protocol.agent import JobStatus
 
@@ -63,6 +64,12 @@ async def test_a_spoken_call_is_answered_and_its_log_holds_every_turn_ended_and_
             heard = await play(room, [Say(line="question"), WaitForAgent(until_quiet_s=1.0)])
             await play_until_hung_up(room, [Say(line="goodbye"), WaitForAgent(timeout_s=60)])
             sealed = await call_events.wait("sealed", "call_a3")
+        # the job closed its vendors' sockets before it sealed the call: Cartesia's pooled
+        # one (its prewarm's) too, which the session does not close
+        async with asyncio.timeout(10):
+            await vendor_fakes.cartesia.state.wait_sockets_closed()
+            await vendor_fakes.deepgram.state.wait_sockets_closed()
+    assert vendor_fakes.cartesia.state.close_codes == [WSCloseCode.OK]
     # the caller heard the agent, after its question
     assert heard.agent_heard
     assert heard.agent_heard[0] > heard.said[0][2]

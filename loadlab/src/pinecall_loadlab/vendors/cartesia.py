@@ -193,7 +193,7 @@ class CartesiaFake:
             for task in tasks.values():
                 task.cancel()
             await asyncio.gather(*tasks.values(), return_exceptions=True)
-            self.state.sockets.discard(ws)
+            self.state.socket_ended(ws)
         return ws
 
     async def _refuse(self, ws: web.WebSocketResponse, cid: str | None, why: str) -> None:

@@ -166,7 +166,7 @@ class DeepgramFake:
             out.put_nowait((0.0, None))
             with contextlib.suppress(Exception):
                 await sender
-            self.state.sockets.discard(ws)
+            self.state.socket_ended(ws)
             await ws.close()
         return ws
 

@@ -28,6 +28,10 @@ class VendorState(Generic[C]):
         self._counted = asyncio.Event()
         self.sockets: set[web.WebSocketResponse] = set()
         """Open WebSockets, closed when the server stops."""
+        self.close_codes: list[int | None] = []
+        """The close code of every WebSocket that ended, in order: the client's own when it
+        closed it (1000: done with it), 1006 when its connection went without a close frame."""
+        self._socket_ended = asyncio.Event()
 
     def configure(self, **changes: object) -> None:
         """Replace config fields (``first_s=1.2``); ``faults=[...]`` also resets the plan."""
@@ -49,6 +53,18 @@ class VendorState(Generic[C]):
             self.faults_applied.append(fault)
             return fault
         return None
+
+    def socket_ended(self, ws: web.WebSocketResponse) -> None:
+        """Note that ``ws`` ended (its handler's last step)."""
+        self.sockets.discard(ws)
+        self.close_codes.append(ws.close_code)
+        self._socket_ended.set()
+
+    async def wait_sockets_closed(self) -> None:
+        """Return once no WebSocket is open (bound it with ``asyncio.timeout``)."""
+        while self.sockets:
+            self._socket_ended.clear()
+            await self._socket_ended.wait()
 
     async def wait_attempts(self, n: int) -> None:
         """Return once `n` attempts have arrived (bound it with `asyncio.timeout`)."""

@@ -144,7 +144,7 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
         on_refused=lambda why: ctx.shutdown(f"the log refused the call: {why}"),
     )
     # what the shutdown closes, last first: the steering, the caller's watch, the session, its
-    # model client
+    # voice and ears, its model client
     held = contextlib.AsyncExitStack()
     recording: CallRecording | None = None  # the call's, once its session runs and it records
 
@@ -208,6 +208,12 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
     llm_client = model_client(settings)
     held.push_async_callback(llm_client.close)
     session = session_for(settings, vad, llm_client, runs)
+    # the session closes its streams, not its plugins: their sockets (Cartesia's pool keeps the
+    # one its prewarm opened) are closed after it, each with its close frame, not dropped with
+    # the job
+    for plugin in (session.stt, session.tts):
+        if plugin is not None:
+            held.push_async_callback(plugin.aclose)
     held.push_async_callback(session.aclose)
     follow(session, recorder)
 
