@@ -171,6 +171,7 @@ def test_every_call_is_answered_by_an_agent_and_every_log_verifies(
     assert outbound["placed"] >= 1
     assert (outbound["dialled_twice"], outbound["retried_same_call"]) == (0, outbound["placed"])
     assert outbound["ended"] == outbound["placed"]
+    assert outbound["not_reached"] == outbound["not_reached_planned"]  # each answered number was
     assert apps["attached"] == {"new": 4 + 2 + outbound["placed"], "handed": 0, "parked": 0}
     assert (apps["kills"], apps["handed"], apps["console_attached"]) == (0, 0, 0)
     assert sum(c["tools"] for c in result["callers"]) == tools["asked"]

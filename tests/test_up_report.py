@@ -16,8 +16,11 @@ from pinecall_contracts.calls import CallLog, CallRecord, LoggedEntry
 from pinecall_contracts.lab import AppEvent, CallerReport, ChatReport
 from pinecall_runtime.plots import draw_up, up_series
 from pinecall_runtime.up.apps import Kill, Ledgers, holders, tally, wait_held
+from pinecall_runtime.up.outbound import PLAN, Outbound, Placed
+from pinecall_runtime.up.outbound import summary as outbound_summary
 from pinecall_runtime.up.recordings import verify as recording_wrong
 from pinecall_runtime.up.report import stopped_unopened, summary, verify
+from pinecall_runtime.up.stage import Run
 from pinecall_runtime.up.supervise import Supervised
 from pinecall_runtime.up.watch import is_silent
 from pinecall_runtime.up.written import verify_chat
@@ -242,3 +245,25 @@ def test_a_caller_stopped_before_its_call_opened_is_no_fault() -> None:
     assert not stopped_unopened(answered, 404)  # an agent answered: its call must be on the log
     unanswered = CallerReport(caller=3, kind="sip", environment="production", state="ended")
     assert not stopped_unopened(unanswered, 404)  # not stopped: a call never opened is a fault
+
+
+def test_the_outbound_line_says_which_not_reached_the_plan_meant(tmp_path: Path) -> None:
+    """Of ``up``'s five numbers, the busy, never answered and failing ones are not reached by
+    design (``up/outbound.py``'s ``PLAN``): the line says how many of the not reached those are,
+    so one that should have been answered stands out."""
+    run = Run(
+        token="t", database_url="postgresql://x", nats_url="nats://x", namespace="upt",
+        logs=tmp_path, sockets=tmp_path, livekit_keys={},
+    )  # fmt: skip
+    outbound = Outbound(run, {}, "http://dispatcher", agent="a", org="o", count=4, rate=1.0)
+    outbound.placed = [
+        Placed(environment="production", id="up-out-0", to=to, expect=expect, call=f"c{n}")
+        for n, (to, expect) in enumerate(PLAN[:4])
+    ]
+    # the first answered number was not reached either: the plan did not mean that
+    ended = {"c0": "not_reached", "c1": "not_reached", "c2": "completed", "c3": "not_reached"}
+    counts = outbound.counts([], ended)
+    assert (counts["not_reached"], counts["not_reached_planned"]) == (3, 2)
+    assert "3 not reached (2 by the plan: busy, never answered, a failing trunk)" in (
+        outbound_summary(counts)
+    )

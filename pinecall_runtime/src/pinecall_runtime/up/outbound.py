@@ -15,7 +15,8 @@ Counted (:meth:`Outbound.counts`): *placed* (the dispatcher answered a call), *r
 dispatcher's admission said no: the fleet full, not ready, the org's quota — line health, as a
 visitor's refusal, not a problem), *dialled* (the
 stand-in holds a SIP leg of its room), *answered* (a leg picked up, ``200``), *not reached* (the
-log ended it ``not_reached``), *dialled twice* (a room with more than one leg: a problem), and
+log ended it ``not_reached``) and how many of those :data:`PLAN` meant not to be (its busy,
+never answered and failing numbers: a healthy run's not reached are these), *dialled twice* (a room with more than one leg: a problem), and
 *ended* (its ``call.ended`` heard).
 """
 
@@ -168,6 +169,11 @@ class Outbound:
             "dialled": len(per_room),
             "answered": sum(1 for leg in legs if leg["room"] in rooms and leg["sip_status"] == 200),
             "not_reached": outcomes["not_reached"],
+            "not_reached_planned": sum(
+                1
+                for p in self.placed
+                if p.call and ended.get(p.call) == "not_reached" and p.expect != "answered"
+            ),
             "dialled_twice": sum(1 for n in per_room.values() if n > 1),
             "ended": sum(outcomes.values()),
             "outcomes": dict(outcomes),
@@ -200,7 +206,8 @@ def summary(counts: dict[str, Any]) -> str:
     return (
         f"outbound: {counts['placed']}/{counts['planned']} placed, {counts['refused']} refused, "
         f"{counts['dialled']} dialled, "
-        f"{counts['answered']} answered, {counts['not_reached']} not reached, "
+        f"{counts['answered']} answered, {counts['not_reached']} not reached "
+        f"({counts['not_reached_planned']} by the plan: busy, never answered, a failing trunk), "
         f"{counts['dialled_twice']} dialled twice, {counts['retried_same_call']} retries "
         "answered the same call"
     )
