@@ -53,6 +53,8 @@ from livekit.agents import (
     ErrorEvent,
     FunctionToolsExecutedEvent,
     JobContext,
+    stt,
+    tts,
 )
 from livekit.agents.beta.tools import EndCallTool
 from livekit.agents.llm import Toolset
@@ -78,6 +80,9 @@ _SOURCES = {"stt_error": "stt", "llm_error": "llm", "tts_error": "tts"}
 OPEN_WAIT_S = 5.0
 """The longest a job waits for the log to open its call (and say its agent) before it answers
 on the worker's own defaults: a call-log that does not answer leaves no caller in silence."""
+VENDORS_CLOSE_S = 2.0
+"""The longest a sealed call's job spends closing its vendors' sockets: aiohttp waits 10 s for
+each close frame a vendor does not answer; past this the sockets are dropped."""
 
 
 def follow(session: Any, recorder: Recorder) -> None:
@@ -144,8 +149,11 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
         on_refused=lambda why: ctx.shutdown(f"the log refused the call: {why}"),
     )
     # what the shutdown closes, last first: the steering, the caller's watch, the session, its
-    # voice and ears, its model client
+    # model client
     held = contextlib.AsyncExitStack()
+    vendors: list[
+        stt.STT[Any] | tts.TTS[Any]
+    ] = []  # the session's ears and voice, closed once sealed
     recording: CallRecording | None = None  # the call's, once its session runs and it records
 
     job_context = otel_context.get_current()  # the job's span, in its call's trace
@@ -164,6 +172,7 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
                 await recorder.finish("failed", reason)
             else:
                 await recorder.finish("drained", reason, cause=shutdown_cause(reason))
+            await close_vendors(vendors)
             await client.aclose()
         finally:
             otel_context.detach(token)
@@ -208,12 +217,7 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
     llm_client = model_client(settings)
     held.push_async_callback(llm_client.close)
     session = session_for(settings, vad, llm_client, runs)
-    # the session closes its streams, not its plugins: their sockets (Cartesia's pool keeps the
-    # one its prewarm opened) are closed after it, each with its close frame, not dropped with
-    # the job
-    for plugin in (session.stt, session.tts):
-        if plugin is not None:
-            held.push_async_callback(plugin.aclose)
+    vendors.extend(p for p in (session.stt, session.tts) if p is not None)
     held.push_async_callback(session.aclose)
     follow(session, recorder)
 
@@ -255,6 +259,22 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
     limit = steering.keep_to(runs.max_call_seconds, opened_at, settings.limit_says)
     for task in (asyncio.create_task(limit), asyncio.create_task(_commands(recorder, steering))):
         held.push_async_callback(_cancelled, task)
+
+
+async def close_vendors(vendors: list[stt.STT[Any] | tts.TTS[Any]]) -> None:
+    """Close the session's STT and TTS, each socket with its close frame, within
+    :data:`VENDORS_CLOSE_S`. ``AgentSession.aclose`` closes its streams, not its plugins
+    (livekit-agents 1.8.9), and Cartesia's pool keeps the socket its prewarm opened: unclosed, it
+    went with the job (1006 at Cartesia). Run after the seal, so a vendor that does not answer
+    never holds a call's end on its log."""
+    try:
+        async with asyncio.timeout(VENDORS_CLOSE_S):
+            for vendor in vendors:
+                await vendor.aclose()
+    except TimeoutError:
+        _log.warning("the vendors' sockets did not close in %g s: dropped", VENDORS_CLOSE_S)
+    except Exception:
+        _log.exception("closing the vendors' sockets failed")
 
 
 async def _join(ctx: JobContext, settings: WorkerSettings) -> Any:
