@@ -264,6 +264,9 @@ def test_the_outbound_line_says_which_not_reached_the_plan_meant(tmp_path: Path)
     ended = {"c0": "not_reached", "c1": "not_reached", "c2": "completed", "c3": "not_reached"}
     counts = outbound.counts([], ended)
     assert (counts["not_reached"], counts["not_reached_planned"]) == (3, 2)
-    assert "3 not reached (2 by the plan: busy, never answered, a failing trunk)" in (
-        outbound_summary(counts)
-    )
+    said = "3 not reached (2 by the plan: busy, never answered, a failing trunk)"
+    assert said in outbound_summary(counts)
+    assert outbound.line(ended).endswith(said)  # the live table's line says it too
+    # two calls, both to numbers that answer: the plan is not named
+    outbound.placed = outbound.placed[:1] + outbound.placed[2:3]
+    assert outbound.line({"c0": "not_reached", "c2": "completed"}).endswith(", 1 not reached")

@@ -169,11 +169,7 @@ class Outbound:
             "dialled": len(per_room),
             "answered": sum(1 for leg in legs if leg["room"] in rooms and leg["sip_status"] == 200),
             "not_reached": outcomes["not_reached"],
-            "not_reached_planned": sum(
-                1
-                for p in self.placed
-                if p.call and ended.get(p.call) == "not_reached" and p.expect != "answered"
-            ),
+            "not_reached_planned": self._not_reached_planned(ended),
             "dialled_twice": sum(1 for n in per_room.values() if n > 1),
             "ended": sum(outcomes.values()),
             "outcomes": dict(outcomes),
@@ -192,13 +188,30 @@ class Outbound:
         return said
 
     def line(self, ended: Mapping[str, str | None]) -> str:
-        """The table's line: ``outbound: 3/5 placed, 2 answered, 1 not reached, 3 ended``."""
+        """The table's line: ``outbound: 3/5 placed, 3 ended, 1 not reached (1 by the plan: …)``
+        (:func:`not_reached`)."""
         outcomes = Counter(ended[p.call] for p in self.placed if p.call and p.call in ended)
         placed = sum(1 for p in self.placed if p.call)
         return (
             f"outbound: {placed}/{self.count} placed, {sum(outcomes.values())} ended, "
-            f"{outcomes['not_reached']} not reached"
+            + not_reached(outcomes["not_reached"], self._not_reached_planned(ended))
         )
+
+    def _not_reached_planned(self, ended: Mapping[str, str | None]) -> int:
+        """The calls not reached that :data:`PLAN` dialled not to be answered."""
+        return sum(
+            1
+            for p in self.placed
+            if p.call and ended.get(p.call) == "not_reached" and p.expect != "answered"
+        )
+
+
+def not_reached(count: int, planned: int) -> str:
+    """``3 not reached (3 by the plan: busy, never answered, a failing trunk)``; the plan is
+    named only when it dialled such a number."""
+    if planned == 0:
+        return f"{count} not reached"
+    return f"{count} not reached ({planned} by the plan: busy, never answered, a failing trunk)"
 
 
 def summary(counts: dict[str, Any]) -> str:
@@ -206,8 +219,8 @@ def summary(counts: dict[str, Any]) -> str:
     return (
         f"outbound: {counts['placed']}/{counts['planned']} placed, {counts['refused']} refused, "
         f"{counts['dialled']} dialled, "
-        f"{counts['answered']} answered, {counts['not_reached']} not reached "
-        f"({counts['not_reached_planned']} by the plan: busy, never answered, a failing trunk), "
+        f"{counts['answered']} answered, "
+        f"{not_reached(counts['not_reached'], counts['not_reached_planned'])}, "
         f"{counts['dialled_twice']} dialled twice, {counts['retried_same_call']} retries "
         "answered the same call"
     )
