@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import TypeVar
 
 import msgspec
+import nats.aio.client
 import nats.errors
 from nats.aio.msg import Msg
 from nats.js import JetStreamContext
@@ -70,7 +71,10 @@ async def _fetch(sub: JetStreamContext.PullSubscription, timeout_s: float) -> Ms
 
 
 async def fetch_one(
-    sub: JetStreamContext.PullSubscription, timeout_s: float = FETCH_S
+    sub: JetStreamContext.PullSubscription,
+    timeout_s: float = FETCH_S,
+    *,
+    client: nats.aio.client.Client | None = None,
 ) -> Msg | None:
     """The next message of ``sub``; None when none came within ``timeout_s``. nats-py's other
     errors (the connection closed, no servers, the consumer gone) are raised.
@@ -84,7 +88,12 @@ async def fetch_one(
     and a consumer that went on held its service's stop for ever. So the fetch runs in a task of
     its own that the cancellation does not reach: the cancelled caller waits for it to end (at
     most ``timeout_s``) and hands back what it brought (``nak``), for another replica to take at
-    once. A second cancellation while it waits cancels the fetch too."""
+    once. A second cancellation while it waits cancels the fetch too.
+
+    nats-py's clock starts before the server's (the pull request's expiry is its timeout less
+    0.1 ms): a message the server sends in the request's last moments may come after the fetch
+    gave up. With ``client`` (``sub``'s connection), a stopping fetch that brought nothing flushes
+    it, whose round trip brings whatever the server sent before, and hands that back too."""
     fetching = asyncio.ensure_future(_fetch(sub, timeout_s))
     try:
         await asyncio.wait({fetching})
@@ -95,11 +104,16 @@ async def fetch_one(
             fetching.cancel()
             fetching.add_done_callback(lambda t: t.cancelled() or t.exception())
             raise
+        msg = None
         if not fetching.cancelled() and fetching.exception() is None:
             msg = fetching.result()
+        with contextlib.suppress(Exception):
+            if msg is None and client is not None:
+                await client.flush(timeout=1)
+                if sub.pending_msgs:  # nats-py takes a queued message before it asks again
+                    msg = await _fetch(sub, timeout_s)
             if msg is not None:
-                with contextlib.suppress(Exception):
-                    await msg.nak()
+                await msg.nak()
         raise
     return fetching.result()
 
@@ -160,7 +174,7 @@ async def consume(
         while True:
             await room.acquire()  # before the fetch: a message is never held waiting for room
             try:
-                msg = await fetch_one(sub)
+                msg = await fetch_one(sub, client=bus.client)
             except (nats.errors.ConnectionClosedError, nats.errors.NoServersError) as exc:
                 room.release()
                 _log.warning("the %s consumer lost NATS: %s", durable, exc)

@@ -133,7 +133,7 @@ class Inbox:
             while True:
                 await self._room.acquire()
                 try:
-                    msg = await fetch_one(sub)
+                    msg = await fetch_one(sub, client=self.bus.client)
                 except Exception as exc:  # NATS lost, the consumer gone: it comes back
                     self._room.release()
                     log.warning("the WhatsApp consumer could not fetch: %r", exc)
