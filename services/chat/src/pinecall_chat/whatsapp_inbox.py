@@ -163,6 +163,10 @@ class Inbox:
                     return
                 if await self._process(msg, item, handler):
                     await msg.ack_sync()
+        except asyncio.CancelledError:  # the replica stops: another takes the item at once
+            with contextlib.suppress(Exception):
+                await msg.nak()
+            raise
         except Exception as exc:  # NATS gone mid-way: the item comes again after ack_wait_s
             log.warning("a WhatsApp item on %s was not acknowledged: %r", msg.subject, exc)
         finally:
@@ -207,7 +211,8 @@ class Inbox:
         return bool(first.seq is None or first.seq >= msg.metadata.sequence.stream)
 
     async def aclose(self) -> None:
-        """Stop taking items; those in hand are asked for again of another replica."""
+        """Stop taking items; those in hand are handed back (``nak``), for another replica to
+        take at once, not after ``ack_wait_s`` (the thread's later items wait behind them)."""
         for task in [t for t in (self._loop, *self._tasks) if t is not None]:
             task.cancel()
         await asyncio.gather(
