@@ -70,6 +70,20 @@ async def _fetch(sub: JetStreamContext.PullSubscription, timeout_s: float) -> Ms
     return msg
 
 
+def _queued(sub: JetStreamContext.PullSubscription) -> list[Msg]:
+    """The messages ``sub`` received and no fetch took, its pull requests' ends (``408``
+    statuses) left out: taken off nats-py's own queue (``Subscription._pending_queue``, nats-py
+    2.x), since a fetch would first ask the server for more (a new pull request, and another
+    ``timeout_s`` to wait)."""
+    queue = getattr(getattr(sub, "_sub", None), "_pending_queue", None)
+    taken: list[Msg] = []
+    while queue is not None and not queue.empty():
+        msg = queue.get_nowait()
+        if not JetStreamContext.is_status_msg(msg):
+            taken.append(msg)
+    return taken
+
+
 async def fetch_one(
     sub: JetStreamContext.PullSubscription,
     timeout_s: float = FETCH_S,
@@ -93,7 +107,8 @@ async def fetch_one(
     nats-py's clock starts before the server's (the pull request's expiry is its timeout less
     0.1 ms): a message the server sends in the request's last moments may come after the fetch
     gave up. With ``client`` (``sub``'s connection), a stopping fetch that brought nothing flushes
-    it, whose round trip brings whatever the server sent before, and hands that back too."""
+    it, whose round trip brings whatever the server sent before, and hands back what is queued
+    (:func:`_queued`), asking the server for nothing more."""
     fetching = asyncio.ensure_future(_fetch(sub, timeout_s))
     try:
         await asyncio.wait({fetching})
@@ -108,12 +123,13 @@ async def fetch_one(
         if not fetching.cancelled() and fetching.exception() is None:
             msg = fetching.result()
         with contextlib.suppress(Exception):
+            late = []
             if msg is None and client is not None:
                 await client.flush(timeout=1)
-                if sub.pending_msgs:  # nats-py takes a queued message before it asks again
-                    msg = await _fetch(sub, timeout_s)
-            if msg is not None:
-                await msg.nak()
+                late = _queued(sub)
+            for held in [msg, *late]:
+                if held is not None:
+                    await held.nak()
         raise
     return fetching.result()
 
