@@ -85,4 +85,29 @@ async def test_the_voices_pooled_socket_is_closed_and_a_silent_vendor_is_dropped
         assert "did not close" not in caplog.text
     else:
         assert took < 2.0  # aiohttp alone waits 10 s for the close frame
-        assert "did not close in 0.3 s: dropped" in caplog.text
+        assert "Cartesia's sockets did not close in 0.3 s: dropped" in caplog.text
+
+
+async def test_a_silent_vendor_does_not_keep_the_others_sockets_open(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Closed at once, each in its own bound: the voice that answers closes with its close frame
+    though the one before it in the list never answers."""
+    monkeypatch.setattr(answering, "VENDORS_CLOSE_S", 0.3)
+    async with (
+        voice_socket(answers=False) as (silent_url, _, _),
+        voice_socket(answers=True) as (url, (_, ended), codes),
+        aiohttp.ClientSession() as http,
+    ):
+        voices = [
+            cartesia.TTS(api_key="k", base_url=u, http_session=http) for u in (silent_url, url)
+        ]
+        async with asyncio.timeout(10):
+            for voice in voices:
+                voice.prewarm()
+                prewarming = voice._pool._prewarm_task()
+                assert prewarming is not None
+                await prewarming
+            await answering.close_vendors(list(voices))
+            await ended.wait()
+    assert codes == [WSCloseCode.OK]

@@ -166,13 +166,15 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
                 await held.aclose()
             except Exception:  # the recording is still closed, the call still ended on its log
                 _log.exception("call %s: closing its session failed", offer.call)
-            # the recorder closed and its encode thread ended before the job goes on to exit
-            await recordings.finish(recording, recorder)  # on the log before the end and seal
-            if reason == "job crashed":
-                await recorder.finish("failed", reason)
-            else:
-                await recorder.finish("drained", reason, cause=shutdown_cause(reason))
-            await close_vendors(vendors)
+            try:
+                # the recorder closed and its encode thread ended before the job goes on to exit
+                await recordings.finish(recording, recorder)  # on the log before the end, seal
+                if reason == "job crashed":
+                    await recorder.finish("failed", reason)
+                else:
+                    await recorder.finish("drained", reason, cause=shutdown_cause(reason))
+            finally:
+                await close_vendors(vendors)
             await client.aclose()
         finally:
             otel_context.detach(token)
@@ -262,19 +264,24 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
 
 
 async def close_vendors(vendors: list[stt.STT[Any] | tts.TTS[Any]]) -> None:
-    """Close the session's STT and TTS, each socket with its close frame, within
+    """Close the session's STT and TTS, each socket with its close frame, at once and each within
     :data:`VENDORS_CLOSE_S`. ``AgentSession.aclose`` closes its streams, not its plugins
     (livekit-agents 1.8.9), and Cartesia's pool keeps the socket its prewarm opened: unclosed, it
     went with the job (1006 at Cartesia). Run after the seal, so a vendor that does not answer
     never holds a call's end on its log."""
-    try:
-        async with asyncio.timeout(VENDORS_CLOSE_S):
-            for vendor in vendors:
+
+    async def close(vendor: stt.STT[Any] | tts.TTS[Any]) -> None:
+        try:
+            async with asyncio.timeout(VENDORS_CLOSE_S):
                 await vendor.aclose()
-    except TimeoutError:
-        _log.warning("the vendors' sockets did not close in %g s: dropped", VENDORS_CLOSE_S)
-    except Exception:
-        _log.exception("closing the vendors' sockets failed")
+        except TimeoutError:
+            _log.warning(
+                "%s's sockets did not close in %g s: dropped", vendor.provider, VENDORS_CLOSE_S
+            )
+        except Exception:
+            _log.exception("closing %s's sockets failed", vendor.provider)
+
+    await asyncio.gather(*(close(v) for v in vendors))  # one slow or failing spares the others
 
 
 async def _join(ctx: JobContext, settings: WorkerSettings) -> Any:
