@@ -75,16 +75,13 @@ async def test_the_voices_pooled_socket_is_closed_and_a_silent_vendor_is_dropped
             await prewarming
             assert opened.is_set()
             with caplog.at_level(logging.WARNING, logger=answering.__name__):
-                started = asyncio.get_running_loop().time()
                 await answering.close_vendors([voice])
-                took = asyncio.get_running_loop().time() - started
             if answers:
                 await ended.wait()
     if answers:
         assert codes == [WSCloseCode.OK]  # closed with its close frame, at once
         assert "did not close" not in caplog.text
-    else:
-        assert took < 2.0  # aiohttp alone waits 10 s for the close frame
+    else:  # dropped at the bound, where aiohttp alone waits 10 s for the close frame
         assert "Cartesia's sockets did not close in 0.3 s: dropped" in caplog.text
 
 

@@ -151,9 +151,8 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
     # what the shutdown closes, last first: the steering, the caller's watch, the session, its
     # model client
     held = contextlib.AsyncExitStack()
-    vendors: list[
-        stt.STT[Any] | tts.TTS[Any]
-    ] = []  # the session's ears and voice, closed once sealed
+    # the session's ears and voice, closed once the call is sealed
+    vendors: list[stt.STT[Any] | tts.TTS[Any]] = []
     recording: CallRecording | None = None  # the call's, once its session runs and it records
 
     job_context = otel_context.get_current()  # the job's span, in its call's trace
