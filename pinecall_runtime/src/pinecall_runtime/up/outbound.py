@@ -13,11 +13,11 @@ answered, never answered, a trunk that fails); every request is sent a second ti
 
 Counted (:meth:`Outbound.counts`): *placed* (the dispatcher answered a call), *refused* (the
 dispatcher's admission said no: the fleet full, not ready, the org's quota — line health, as a
-visitor's refusal, not a problem), *dialled* (the
-stand-in holds a SIP leg of its room), *answered* (a leg picked up, ``200``), *not reached* (the
-log ended it ``not_reached``) and how many of those :data:`PLAN` meant not to be (its busy,
-never answered and failing numbers: a healthy run's not reached are these), *dialled twice* (a room with more than one leg: a problem), and
-*ended* (its ``call.ended`` heard).
+visitor's refusal, not a problem), *dialled* (the stand-in holds a SIP leg of its room),
+*answered* (a leg picked up, ``200``), *not reached* (the log ended it ``not_reached``) and how
+many of those :data:`PLAN` meant not to be (its busy, never answered and failing numbers: a
+healthy run's not reached are these), *dialled twice* (a room with more than one leg: a
+problem), and *ended* (its ``call.ended`` heard).
 """
 
 from __future__ import annotations
