@@ -19,6 +19,7 @@ import msgspec
 
 from pinecall_contracts.base import Contract
 from pinecall_contracts.ids import AGENT_PATTERN, E164, E164_PATTERN, EnvironmentField
+from pinecall_contracts.problems import ProblemDetails
 
 MAX_BATCH = 500
 """Entries in one batch, at most (a worker queues ~2 a second; 500 is minutes of a call)."""
@@ -179,6 +180,44 @@ class BatchWritten(Contract, frozen=True, kw_only=True, tag="calls.batch_written
     written: int
     """The writer's count after the batch."""
     replayed: bool = False
+
+
+CALLS_A_BATCH = 64
+"""The calls' batches in one :class:`WorkerBatch`, at most: a worker holds 32 seats, and a retried
+part may ride beside its first answer's still in flight."""
+
+
+class CallBatch(Contract, frozen=True, kw_only=True, tag="calls.call_batch.v1"):
+    """One call's part of a :class:`WorkerBatch`: what ``POST /v1/calls/{call}/entries`` takes."""
+
+    call: CallIdField
+    after: Count
+    entries: Annotated[list[Entry], msgspec.Meta(max_length=MAX_BATCH)]
+
+
+class WorkerBatch(Contract, frozen=True, kw_only=True, tag="calls.worker_batch.v1"):
+    """``POST /v1/entries``: the batches of a worker's calls in one request (issue 20). Each is
+    judged, written, replayed or refused on its own, exactly as it would be alone: a request a
+    worker a second, not a request a call a second."""
+
+    batches: Annotated[list[CallBatch], msgspec.Meta(min_length=1, max_length=CALLS_A_BATCH)]
+
+
+class CallBatchAnswer(
+    Contract, frozen=True, kw_only=True, omit_defaults=True, tag="calls.call_batch_answer.v1"
+):
+    """What became of one :class:`CallBatch`: ``written`` (as ``POST /v1/calls/{call}/entries``
+    answers 200) or ``problem`` (the problem detail, with its status, it would answer)."""
+
+    call: str
+    written: BatchWritten | None = None
+    problem: ProblemDetails | None = None
+
+
+class WorkerBatchWritten(Contract, frozen=True, kw_only=True, tag="calls.worker_batch_written.v1"):
+    """``POST /v1/entries``'s answer: one :class:`CallBatchAnswer` a batch, in their order."""
+
+    answers: list[CallBatchAnswer]
 
 
 class EventWritten(Contract, frozen=True, kw_only=True, tag="calls.event_written.v1"):

@@ -42,6 +42,7 @@ ROUTES: Final[dict[tuple[str, str], str]] = {
     ("GET", "/v1/calls"): "calls:read",
     ("GET", "/v1/calls/{call}"): "calls:read",
     ("POST", "/v1/calls/{call}/entries"): "entries:write",
+    ("POST", "/v1/entries"): "entries:write",
     ("GET", "/v1/calls/{call}/entries"): "entries:read",
     ("GET", "/v1/calls/{call}/commands"): "calls:run",
     ("POST", "/v1/calls/{call}/events"): "calls:run",

@@ -8,6 +8,9 @@ GET  /v1/calls?state=&after=&limit=        fleet, serv., op. CallPage (unsealed 
 GET  /v1/calls/{call}                      fleet, serv., op. CallRecord
 POST /v1/calls/{call}/entries              fleet, service    BatchWritten (EntryBatch); a service
                                                              key only ``entries.KEPT_BY_A_SERVICE``
+POST /v1/entries                           fleet, service    WorkerBatchWritten (WorkerBatch): a
+                                                             worker's calls' batches, each
+                                                             answered as alone
 GET  /v1/calls/{call}/entries?after=<seq>  fleet, op.; serv. CallLog (a service: SERVICE_READS only)
 GET  /v1/calls/{call}/commands?after=&wait_s=  fleet         CallCommands (a long poll)
 POST /v1/calls/{call}/events               fleet             EventWritten (one Entry, not counted)
@@ -68,6 +71,7 @@ from pinecall_contracts.calls import (
     AgentEntry,
     AgentLog,
     BatchWritten,
+    CallBatchAnswer,
     CallCommands,
     CallEnd,
     CallLog,
@@ -82,6 +86,8 @@ from pinecall_contracts.calls import (
     ToolAnswer,
     ToolCall,
     ToolResult,
+    WorkerBatch,
+    WorkerBatchWritten,
 )
 from pinecall_contracts.entries import (
     CALL_DIALLED,
@@ -92,7 +98,7 @@ from pinecall_contracts.entries import (
 from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_contracts.keys import KeyInfo
 from pinecall_servicekit.db import utcnow
-from pinecall_servicekit.errors import Forbidden, Unprocessable
+from pinecall_servicekit.errors import Forbidden, PinecallError, Unprocessable, told
 from pinecall_servicekit.http import problems, request_key
 from pinecall_servicekit.keys import EVERY_ENVIRONMENT
 
@@ -196,6 +202,19 @@ def _writers(entries: list[Entry]) -> None:
         raise Unprocessable(why)
 
 
+def _writable(key: KeyInfo, environment: str, entries: list[Entry]) -> None:
+    """Whether ``key`` may write ``entries`` to a call of ``environment``: 403 for another
+    environment's call, or a service key's entries other than what became of a dead job's
+    recording; 422 for an entry over the size or of a kind only the service writes."""
+    _environment(key, environment)
+    _writers(entries)
+    if key.kind == "service" and (others := sorted({e.kind for e in entries} - KEPT_BY_A_SERVICE)):
+        raise Forbidden(
+            f"a service key writes only {', '.join(sorted(KEPT_BY_A_SERVICE))} "
+            f"to a call's log, not {', '.join(others)}"
+        )
+
+
 @post(
     "/v1/calls/{call:str}/entries",
     status_code=200,
@@ -207,16 +226,37 @@ async def write_entries(
     """A batch of the call's writer: written whole, answered as a replay, or 409. A service
     key's batch holds only what became of a dead job's recording (403 otherwise)."""
     key = await key_of(request)
-    _environment(key, (await service_of(request).identity(call)).environment)
-    _writers(data.entries)
-    if key.kind == "service" and (
-        others := sorted({e.kind for e in data.entries} - KEPT_BY_A_SERVICE)
-    ):
-        raise Forbidden(
-            f"a service key writes only {', '.join(sorted(KEPT_BY_A_SERVICE))} "
-            f"to a call's log, not {', '.join(others)}"
-        )
+    _writable(key, (await service_of(request).identity(call)).environment, data.entries)
     return await service_of(request).write(call, data.after, data.entries)
+
+
+@post("/v1/entries", status_code=200, responses=problems(400, 401, 403, 422, 503))
+async def write_batches(request: AnyRequest, data: JSONBody[WorkerBatch]) -> WorkerBatchWritten:
+    """A worker's calls' batches in one request (issue 20): each answered as ``POST
+    /v1/calls/{call}/entries`` would answer it alone, its problem detail (404, 403, 409, 422,
+    503) in its own answer; the request itself is refused only for its key or its body."""
+    key = await key_of(request)
+    service = service_of(request)
+    refused: dict[int, PinecallError] = {}
+    for i, b in enumerate(data.batches):
+        try:
+            _writable(key, (await service.identity(b.call)).environment, b.entries)
+        except PinecallError as exc:
+            refused[i] = exc
+    taken = [b for i, b in enumerate(data.batches) if i not in refused]
+    written = iter(await service.write_batches(taken) if taken else [])
+    answers = []
+    for i, b in enumerate(data.batches):
+        answer = refused[i] if i in refused else next(written)
+        answers.append(
+            CallBatchAnswer(
+                call=b.call,
+                problem=told(answer.problem(instance=f"/v1/calls/{b.call}/entries")),
+            )
+            if isinstance(answer, PinecallError)
+            else CallBatchAnswer(call=b.call, written=answer)
+        )
+    return WorkerBatchWritten(answers=answers)
 
 
 @get("/v1/calls/{call:str}/entries", responses=problems(400, 401, 403, 404, 503))
@@ -375,6 +415,7 @@ ROUTES = [
     list_calls,
     call_record,
     write_entries,
+    write_batches,
     read_entries,
     read_commands,
     write_event,

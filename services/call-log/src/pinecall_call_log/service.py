@@ -42,6 +42,7 @@ from pinecall_contracts.appsocket import Handed, ToolCallFrame
 from pinecall_contracts.calls import (
     Appended,
     BatchWritten,
+    CallBatch,
     CallCommands,
     CallEvent,
     CallOpen,
@@ -192,6 +193,25 @@ class CallLogService:
         digests = [domain.digest(e) for e in entries]
         with self._writing(), self.batch_write.time():
             answer = await self.store.calls.write_batch(call, after, entries, digests, db.utcnow())
+        await self._took(call, entries, answer)
+        return answer
+
+    async def write_batches(self, batches: list[CallBatch]) -> list[BatchWritten | PinecallError]:
+        """A worker's batches (``POST /v1/entries``), each answered as :meth:`write` would
+        answer it alone: its ``BatchWritten`` or the error :meth:`write` would raise, in order
+        (:meth:`~pinecall_call_log.store.calls.CallStore.write_batches`)."""
+        digests = [[domain.digest(e) for e in b.entries] for b in batches]
+        with self.batch_write.time():
+            answers = await self.store.calls.write_batches(batches, digests, db.utcnow())
+        for b, answer in zip(batches, answers, strict=True):
+            if isinstance(answer, PinecallError):
+                self.write_errors += answer.status >= 500
+            else:
+                await self._took(b.call, b.entries, answer)
+        return answers
+
+    async def _took(self, call: str, entries: list[Entry], answer: BatchWritten) -> None:
+        """Count a batch answered, and say what it wrote (``appended``, a recording's outcome)."""
         self.batches += 1
         if answer.seqs and not answer.replayed:
             self.entries += len(answer.seqs)
@@ -199,7 +219,6 @@ class CallLogService:
                 environment = (await self.identity(call)).environment
                 self.recordings.update((environment, o) for o in outcomes)
             await self._appended(call, answer.seqs[-1])
-        return answer
 
     async def event(self, call: str, entry: Entry) -> int:
         with self._writing():

@@ -16,18 +16,22 @@ import datetime as dt
 from collections.abc import Sequence
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert
 from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_call_log import domain
 from pinecall_call_log.store.head import (
+    WRITE_AT_HEAD,
     append_own,
     append_own_all,
+    at_head_parameters,
     insert_entries,
     lock_head,
     record_of,
     write_at_head,
+    written_at_head,
 )
 from pinecall_call_log.store.tables import CALLS, ENTRIES
 from pinecall_contracts import entries as kinds
@@ -35,6 +39,7 @@ from pinecall_contracts.agents import CONFIG_AGENT, AgentVersion
 from pinecall_contracts.base import to_builtins
 from pinecall_contracts.calls import (
     BatchWritten,
+    CallBatch,
     CallCommandEntry,
     CallCommands,
     CallLog,
@@ -47,7 +52,14 @@ from pinecall_contracts.calls import (
     Reopened,
 )
 from pinecall_servicekit import db
-from pinecall_servicekit.errors import Conflict, Forbidden, NotFound, Unprocessable
+from pinecall_servicekit.errors import (
+    Conflict,
+    Forbidden,
+    NotFound,
+    PinecallError,
+    StoreUnavailable,
+    Unprocessable,
+)
 
 
 class CallStore:
@@ -153,6 +165,64 @@ class CallStore:
         async with db.translate_errors("reading a call"), self._autocommit.connect() as conn:
             row = (await conn.execute(sa.select(CALLS).where(CALLS.c.call_id == call))).first()
         return None if row is None else record_of(row)
+
+    async def write_batches(
+        self, batches: Sequence[CallBatch], digests: Sequence[Sequence[bytes]], now: dt.datetime
+    ) -> list[BatchWritten | PinecallError]:
+        """Several calls' batches (a worker's, ``POST /v1/entries``), each answered as
+        :meth:`write_batch` would answer it alone: its ``BatchWritten`` or the error it would
+        raise, in ``batches``' order. ``digests[i]`` are :func:`domain.digest` of the i-th's.
+
+        The common case is one transaction: each batch's :data:`head.WRITE_AT_HEAD`, pipelined
+        (one round trip, one commit), in the order of the calls' ids so that two such
+        transactions lock their heads in one order. It commits whole or not at all, so a replica
+        that dies before it commits writes none of them and each is sent again after the same
+        count. A batch the statement did not write (a replay, a gap, a sealed or unknown call),
+        and every batch when the transaction fails other than for Postgres not answering (a
+        value Postgres cannot store: that batch's own 422), goes on alone through
+        :meth:`write_batch`, so one batch's refusal is never another's."""
+        order = sorted(
+            (i for i, b in enumerate(batches) if b.entries), key=lambda i: batches[i].call
+        )
+        fast: dict[int, BatchWritten | None] = {}
+        try:
+            async with (
+                db.translate_errors("writing entries"),
+                db.driver_transaction(self.engine) as pg,
+            ):
+                async with pg.pipeline():
+                    cursors = [
+                        await pg.execute(
+                            WRITE_AT_HEAD,
+                            at_head_parameters(
+                                batches[i].call,
+                                batches[i].after,
+                                batches[i].entries,
+                                digests[i],
+                                now,
+                            ),
+                        )
+                        for i in order
+                    ]
+                rows = [await c.fetchone() for c in cursors]
+            fast = {
+                i: written_at_head(row, batches[i].after, len(batches[i].entries))
+                for i, row in zip(order, rows, strict=True)
+            }
+        except StoreUnavailable as exc:
+            return [exc for _ in batches]
+        except (PinecallError, sa.exc.SQLAlchemyError, psycopg.Error):
+            fast = {}
+        answers: list[BatchWritten | PinecallError] = []
+        for i, b in enumerate(batches):
+            if (written := fast.get(i)) is not None:
+                answers.append(written)
+                continue
+            try:
+                answers.append(await self.write_batch(b.call, b.after, b.entries, digests[i], now))
+            except PinecallError as exc:
+                answers.append(exc)
+        return answers
 
     async def write_batch(
         self,

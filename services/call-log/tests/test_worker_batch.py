@@ -1,0 +1,140 @@
+"""``POST /v1/entries``: a worker's calls' batches in one request, each answered as it would be
+alone (issue 20): written, replayed, or refused with its own problem detail, and what one refused
+never stops another."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pinecall_testkit.call_log import TS, Keys, Replica, batch, bearer, opening
+
+WORKER = "/v1/entries"
+
+
+async def opened(
+    call_log: Replica, keys: Keys, *calls: str, environment: str = "production"
+) -> None:
+    key = keys.production if environment == "production" else keys.sandbox
+    for call in calls:
+        r = await call_log.post(
+            "/v1/calls", json=opening(call, environment=environment), headers=bearer(key)
+        )
+        assert r.status_code == 200, r.text
+
+
+async def log_of(call_log: Replica, keys: Keys, call: str) -> list[dict[str, Any]]:
+    r = await call_log.get(f"/v1/calls/{call}/entries", headers=bearer(keys.operator))
+    assert r.status_code == 200, r.text
+    return list(r.json()["entries"])
+
+
+def part(call: str, after: int, size: int) -> dict[str, Any]:
+    return {"call": call, **batch(after, size)}
+
+
+async def test_each_calls_batch_takes_its_seqs_and_the_same_request_again_is_a_replay(
+    call_log: Replica, keys: Keys
+) -> None:
+    await opened(call_log, keys, "call_a", "call_b", "call_c")
+    body = {"batches": [part("call_b", 0, 2), part("call_a", 0, 3), part("call_c", 0, 1)]}
+    first = await call_log.post(WORKER, json=body, headers=bearer(keys.production))
+    assert first.status_code == 200, first.text
+    answers = first.json()["answers"]
+    assert [a["call"] for a in answers] == ["call_b", "call_a", "call_c"]  # the request's order
+    assert [(a["written"]["seqs"], a["written"]["written"]) for a in answers] == [
+        ([2, 3], 2),
+        ([2, 3, 4], 3),
+        ([2], 1),
+    ]
+    assert all("problem" not in a and not a["written"]["replayed"] for a in answers)
+    again = await call_log.post(WORKER, json=body, headers=bearer(keys.production))
+    assert [(a["written"]["seqs"], a["written"]["replayed"]) for a in again.json()["answers"]] == [
+        ([2, 3], True),
+        ([2, 3, 4], True),
+        ([2], True),
+    ]
+    for call, size in (("call_a", 3), ("call_b", 2), ("call_c", 1)):
+        entries = await log_of(call_log, keys, call)
+        assert [e["counted"] for e in entries[1:]] == list(range(size))
+        assert [e["data"]["n"] for e in entries[1:]] == list(range(size))
+
+
+async def test_a_batch_sent_again_beside_its_first_is_answered_as_a_replay(
+    call_log: Replica, keys: Keys
+) -> None:
+    await opened(call_log, keys, "call_a")
+    body = {"batches": [part("call_a", 0, 2), part("call_a", 0, 2), part("call_a", 2, 1)]}
+    r = await call_log.post(WORKER, json=body, headers=bearer(keys.production))
+    assert [(a["written"]["seqs"], a["written"]["replayed"]) for a in r.json()["answers"]] == [
+        ([2, 3], False),
+        ([2, 3], True),
+        ([4], False),
+    ]
+    assert [e["counted"] for e in (await log_of(call_log, keys, "call_a"))[1:]] == [0, 1, 2]
+
+
+async def test_each_refusal_is_its_batchs_own_and_the_others_are_written(
+    call_log: Replica, keys: Keys
+) -> None:
+    await opened(call_log, keys, "call_ok", "call_gap", "call_sealed", "call_ok2")
+    await opened(call_log, keys, "call_sandbox", environment="sandbox")
+    sealed = await call_log.post(
+        "/v1/calls/call_sealed/seal", json={"outcome": "completed"}, headers=bearer(keys.production)
+    )
+    assert sealed.status_code == 200
+    too_large = {
+        "call": "call_ok2",
+        "after": 0,
+        "entries": [{"kind": "turn.user", "ts": TS, "data": {"text": "x" * 70_000}}],
+    }
+    body = {
+        "batches": [
+            part("call_ok", 0, 2),
+            part("call_gap", 3, 1),
+            part("call_unknown", 0, 1),
+            part("call_sandbox", 0, 1),
+            part("call_sealed", 0, 1),
+            too_large,
+            part("call_ok", 2, 1),
+        ]
+    }
+    r = await call_log.post(WORKER, json=body, headers=bearer(keys.production))
+    assert r.status_code == 200, r.text
+    answers = r.json()["answers"]
+    said = [(a["call"], a["problem"]["status"] if "problem" in a else 200) for a in answers]
+    assert said == [
+        ("call_ok", 200),
+        ("call_gap", 409),
+        ("call_unknown", 404),
+        ("call_sandbox", 403),
+        ("call_sealed", 409),
+        ("call_ok2", 422),
+        ("call_ok", 200),
+    ]
+    gap = answers[1]["problem"]
+    assert gap["errors"] == [{"path": "$.after", "written": 0, "after": 3}]
+    assert gap["instance"] == "/v1/calls/call_gap/entries"
+    assert answers[5]["problem"]["code"] == "unprocessable"
+    assert "65536" in answers[5]["problem"]["detail"]
+    assert [e["counted"] for e in (await log_of(call_log, keys, "call_ok"))[1:]] == [0, 1, 2]
+    for call in ("call_gap", "call_ok2", "call_sandbox"):
+        assert [e["kind"] for e in await log_of(call_log, keys, call)] == ["call.started"], call
+
+
+async def test_a_body_postgres_cannot_store_is_refused_whole_and_writes_nothing(
+    call_log: Replica, keys: Keys
+) -> None:
+    """A NUL character is refused as the body's (422 naming its place), as on the one call's
+    route: the relay then sends each batch alone, so only that call's is refused."""
+    await opened(call_log, keys, "call_ok", "call_nul")
+    nul = {
+        "call": "call_nul",
+        "after": 0,
+        "entries": [{"kind": "turn.user", "ts": TS, "data": {"text": "a\u0000b"}}],
+    }
+    body = {"batches": [part("call_ok", 0, 1), nul]}
+    r = await call_log.post(WORKER, json=body, headers=bearer(keys.production))
+    assert r.status_code == 422
+    assert "$.batches[1].entries[0].data.text" in r.json()["detail"]
+    for call in ("call_ok", "call_nul"):
+        assert [e["kind"] for e in await log_of(call_log, keys, call)] == ["call.started"]
