@@ -38,13 +38,14 @@ from pinecall_clients.errors import (
     CallUnknown,
     refused,
 )
-from pinecall_clients.writer import CallLogWriter
+from pinecall_clients.writer import BatchSender, CallLogWriter
 from pinecall_contracts.agents import AgentDefinition, AgentList, AgentVersion
 from pinecall_contracts.appsocket import Handed
 from pinecall_contracts.base import Contract, decode, encode
 from pinecall_contracts.calls import (
     AgentEntry,
     AgentLog,
+    BatchWritten,
     CallbackPage,
     CallbackRequest,
     CallCommands,
@@ -53,6 +54,7 @@ from pinecall_contracts.calls import (
     CallOpen,
     CallRecord,
     EndCause,
+    EntryBatch,
     Outcome,
     Reopened,
     ToolCall,
@@ -93,7 +95,8 @@ class CallLogClient:
     """The call log's REST with one key (a fleet key for workers and the overflow).
 
     ``transport`` is for tests (``httpx.ASGITransport`` of an in-process replica); by default the
-    client speaks HTTP to ``base_url``. Close with :meth:`aclose` (or ``async with``).
+    client speaks HTTP to ``base_url`` (through the Unix socket ``uds`` when given: a job
+    process's batches to its worker's relay, :mod:`pinecall_clients.relay`). Close with :meth:`aclose` (or ``async with``).
     """
 
     def __init__(
@@ -105,10 +108,12 @@ class CallLogClient:
         backoff: Backoff = Backoff(),
         request_timeout_s: float = 5.0,
         limits: httpx.Limits | None = None,
+        uds: str | None = None,
     ) -> None:
         self.http = http.client(
             base_url,
             transport=transport,
+            uds=uds,
             limits=limits or http.LIMITS,
             headers={"Authorization": f"Bearer {key}", "content-type": "application/json"},
             timeout_s=request_timeout_s,
@@ -379,10 +384,28 @@ class CallLogClient:
         written: int = 0,
         reopen: Reopened | None = None,
         batch_timeout_s: float | None = None,
+        sender: BatchSender | None = None,
     ) -> CallLogWriter:
-        """The call's one writer, following on from ``written`` (0 for a new call)."""
+        """The call's one writer, following on from ``written`` (0 for a new call); its batches
+        go through ``sender`` (a worker's :class:`~pinecall_clients.relay.BatchRelay`, or a
+        client of its socket), else each alone through this client."""
         return CallLogWriter(
-            self, call, written=written, reopen=reopen, batch_timeout_s=batch_timeout_s
+            self,
+            call,
+            written=written,
+            reopen=reopen,
+            batch_timeout_s=batch_timeout_s,
+            sender=sender,
+        )
+
+    async def write_batch(
+        self, call: str, batch: EntryBatch, *, within_s: float | None
+    ) -> BatchWritten:
+        """``POST /v1/calls/{call}/entries``: one call's batch (:class:`BatchSender`). Raises
+        ``BatchRefused`` (409), ``CallUnknown`` (404), another ``CallLogRefused`` (4xx), or
+        ``CallLogUnavailable`` when nothing answered within ``within_s``."""
+        return await self.request(
+            f"/v1/calls/{call}/entries", batch, BatchWritten, within_s=within_s, call=call
         )
 
     async def put_number(

@@ -97,15 +97,17 @@ def client(
     timeout_s: float | None = 5.0,
     transport: httpx.AsyncBaseTransport | None = None,
     limits: httpx.Limits = LIMITS,
+    uds: str | None = None,
 ) -> httpx.AsyncClient:
     """An ``httpx.AsyncClient`` on ``base_url`` sending ``headers`` with every request, each
     request given ``timeout_s`` seconds (None: no limit), through ``transport`` or, by default,
     aiohttp's pool with the process's one TLS context (:data:`pinecall_clients.tls.TLS`). The
     pool is made on the first request, on that request's event loop; close the client with
-    ``aclose``."""
+    ``aclose``. ``uds``: the path of a Unix socket every request goes to (``base_url``'s host is
+    then only its ``Host`` header)."""
     return httpx.AsyncClient(
         base_url=base_url,
-        transport=transport or _Transport(verify=TLS, limits=limits),
+        transport=transport or _Transport(verify=TLS, limits=limits, uds=uds),
         headers=headers,
         timeout=timeout_s,
     )

@@ -21,7 +21,7 @@ import asyncio
 import datetime as dt
 import logging
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import msgspec
 
@@ -39,6 +39,16 @@ from pinecall_contracts.calls import (
 
 if TYPE_CHECKING:
     from pinecall_clients.calllog import CallLogClient
+
+
+class BatchSender(Protocol):
+    """Where a writer's batches go: :class:`~pinecall_clients.calllog.CallLogClient` itself
+    (each alone), or a worker's :class:`~pinecall_clients.relay.BatchRelay` (with its other
+    calls'), each answering or raising as ``POST /v1/calls/{call}/entries`` would."""
+
+    async def write_batch(
+        self, call: str, batch: EntryBatch, *, within_s: float | None
+    ) -> BatchWritten: ...
 
 
 _log = logging.getLogger(__name__)
@@ -95,8 +105,10 @@ class CallLogWriter:
         written: int = 0,
         reopen: Reopened | None = None,
         batch_timeout_s: float | None = None,
+        sender: BatchSender | None = None,
     ) -> None:
         self.client = client
+        self.sender: BatchSender = sender or client
         self.call = call
         self.written = written
         self.refused: list[tuple[EntryBatch, BatchRefused]] = []
@@ -177,17 +189,13 @@ class CallLogWriter:
             await self.flush()
 
     async def _send(self, batch: EntryBatch) -> BatchWritten:
-        path = f"/v1/calls/{self.call}/entries"
+        within_s = self._batch_timeout_s
         try:
-            return await self.client.request(
-                path, batch, BatchWritten, within_s=self._batch_timeout_s, call=self.call
-            )
+            return await self.sender.write_batch(self.call, batch, within_s=within_s)
         except CallUnknown:
             if self._reopen is None or self._reopened:
                 raise
         said = msgspec.structs.replace(self._reopen, written=batch.after)
         await self.client.reopened(self.call, said)
         self._reopened = True
-        return await self.client.request(
-            path, batch, BatchWritten, within_s=self._batch_timeout_s, call=self.call
-        )
+        return await self.sender.write_batch(self.call, batch, within_s=within_s)

@@ -1,0 +1,211 @@
+"""A worker's calls' batches to the log in one request (issue 20): :class:`BatchRelay`.
+
+A call-log replica's cost is per request, and a request a call a second is the floor of one
+(the last stops measured 0.83 cores per 1 000 calls at it). A worker's calls flush on one clock
+(the worker's tick), so their batches arrive at its relay together; the relay waits
+:data:`GATHER_S` for the tick's others and sends what waits as one ``POST /v1/entries``
+(:class:`~pinecall_contracts.calls.WorkerBatch`), up to ``calls.CALLS_A_BATCH`` batches and
+:data:`REQUEST_BYTES` of entries a request.
+
+Each batch is still its own: it keeps its writer's count (``after``), is written, replayed or
+refused on its own, and its writer hears exactly what ``POST /v1/calls/{call}/entries`` would
+have said (:meth:`BatchRelay.write_batch`). What the combined request cannot say for a batch is
+asked for it alone on that route, by the client's own retries: a batch whose answer was a 5xx
+(Postgres did not answer for it), and each batch of a request refused for its body (400, 413,
+422: one batch's, say a character Postgres cannot store, must not refuse the others). A request
+nothing answered is retried unchanged, as a batch alone is; a writer that stops waiting (its
+``batch_timeout_s``) sends its batch again later, after the same count, so the log writes it once
+whichever answer arrives.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from pinecall_clients.calllog import CallLogClient
+from pinecall_clients.errors import (
+    BatchRefused,
+    CallLogError,
+    CallLogRefused,
+    CallLogUnavailable,
+    CallUnknown,
+)
+from pinecall_contracts.calls import (
+    CALLS_A_BATCH,
+    BatchWritten,
+    CallBatch,
+    EntryBatch,
+    WorkerBatch,
+    WorkerBatchWritten,
+    entry_bytes,
+)
+from pinecall_contracts.problems import ProblemDetails
+
+_log = logging.getLogger(__name__)
+
+GATHER_S = 0.01
+"""How long the relay waits, from a batch's arrival with none waiting, for the rest of its tick
+(the worker's calls flush on one clock; 32 job processes wake within a few ms of it)."""
+REQUEST_BYTES = 4_000_000
+"""A request's entries' data as JSON, at most this many bytes (or one batch): far under
+call-log's 10 MB body cap, whatever the batches (each is at most ``writer.BATCH_BYTES``)."""
+IN_FLIGHT = 4
+"""Requests in flight at once: a slow one does not hold the next tick's batches."""
+OWN_ROUTE = frozenset({400, 413, 422})
+"""A combined request's refusals for its body: each batch is then asked for alone."""
+
+
+def refusal(problem: ProblemDetails) -> CallLogError:
+    """A batch's problem detail as the error its own route's answer would have raised."""
+    if problem.status == 404:
+        return CallUnknown(problem)
+    if problem.status == 409:
+        return BatchRefused(problem)
+    if problem.status >= 500:
+        return CallLogUnavailable(problem.detail or problem.title, problem.status)
+    return CallLogRefused(problem)
+
+
+class BatchRelay:
+    """A worker's relay: :meth:`write_batch` from each call's writer, one request a tick.
+
+    ``requests`` and ``batches`` count what was sent (for tests and the load: the batches a
+    request). Close with :meth:`aclose`; the client is the caller's.
+    """
+
+    def __init__(
+        self,
+        client: CallLogClient,
+        *,
+        gather_s: float = GATHER_S,
+        within_s: float | None = None,
+    ) -> None:
+        self.client = client
+        self.gather_s = gather_s
+        self.within_s = within_s
+        self.requests = 0
+        self.batches = 0
+        self._waiting: list[tuple[CallBatch, asyncio.Future[BatchWritten]]] = []
+        self._arrived = asyncio.Event()
+        self._room = asyncio.Semaphore(IN_FLIGHT)
+        self._task: asyncio.Task[None] | None = None
+        self._sending: set[asyncio.Task[None]] = set()
+
+    async def write_batch(
+        self, call: str, batch: EntryBatch, *, within_s: float | None
+    ) -> BatchWritten:
+        """``batch`` of ``call`` written with the worker's others: as
+        :meth:`CallLogClient.write_batch` answers or raises. ``within_s`` bounds the wait
+        (``CallLogUnavailable`` past it; the batch may still be written, and sent again after
+        the same count it is a replay)."""
+        future: asyncio.Future[BatchWritten] = asyncio.get_running_loop().create_future()
+        self._waiting.append(
+            (CallBatch(call=call, after=batch.after, entries=batch.entries), future)
+        )
+        self._arrived.set()
+        if self._task is None:
+            self._task = asyncio.create_task(self._run(), name="call-log relay")
+        try:
+            async with asyncio.timeout(within_s):
+                return await future
+        except TimeoutError:
+            raise CallLogUnavailable(
+                f"call {call}: its batch after {batch.after} went unanswered for {within_s} s"
+            ) from None
+
+    async def aclose(self) -> None:
+        """Stop sending: the batches waiting or in flight are answered ``CallLogUnavailable``
+        (their writers send them again, after the same count)."""
+        tasks = [t for t in (self._task, *self._sending) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._task = None
+        for _, future in self._waiting:
+            if not future.done():
+                future.set_exception(CallLogUnavailable("the worker's relay closed"))
+        self._waiting.clear()
+
+    async def _run(self) -> None:
+        while True:
+            await self._arrived.wait()
+            await asyncio.sleep(self.gather_s)  # the rest of the tick
+            self._arrived.clear()
+            while parts := self._take():
+                await self._room.acquire()
+                task = asyncio.create_task(self._send(parts), name="call-log relay request")
+                self._sending.add(task)
+                task.add_done_callback(self._sent)
+
+    def _sent(self, task: asyncio.Task[None]) -> None:
+        self._sending.discard(task)
+        self._room.release()
+
+    def _take(self) -> list[tuple[CallBatch, asyncio.Future[BatchWritten]]]:
+        """What waits, up to a request's bounds; a batch whose writer stopped waiting is left
+        out (it sends it again)."""
+        self._waiting = [(b, f) for b, f in self._waiting if not f.done()]
+        used = count = 0
+        for part, _ in self._waiting[:CALLS_A_BATCH]:
+            used += sum(entry_bytes(e.data) for e in part.entries)
+            if count and used > REQUEST_BYTES:
+                break
+            count += 1
+        taken, self._waiting = self._waiting[:count], self._waiting[count:]
+        return taken
+
+    async def _send(self, parts: Sequence[tuple[CallBatch, asyncio.Future[BatchWritten]]]) -> None:
+        self.requests += 1
+        self.batches += len(parts)
+        alone: list[tuple[CallBatch, asyncio.Future[BatchWritten]]] = []
+        try:
+            answer = await self.client.request(
+                "/v1/entries",
+                WorkerBatch(batches=[b for b, _ in parts]),
+                WorkerBatchWritten,
+                within_s=self.within_s,
+            )
+        except CallLogRefused as exc:
+            if exc.status not in OWN_ROUTE or len(parts) == 1:
+                _settle(parts, exc)
+                return
+            alone = list(parts)
+        except CallLogError as exc:
+            _settle(parts, exc)
+            return
+        else:
+            for (part, future), said in zip(parts, answer.answers, strict=True):
+                if said.written is not None:
+                    _answer(future, said.written)
+                elif said.problem is None or said.problem.status >= 500:
+                    alone.append((part, future))
+                else:
+                    _answer(future, refusal(said.problem))
+        await asyncio.gather(*(self._alone(part, future) for part, future in alone))
+
+    async def _alone(self, part: CallBatch, future: asyncio.Future[BatchWritten]) -> None:
+        """``part`` on its own route, retried as a batch alone is."""
+        batch = EntryBatch(after=part.after, entries=part.entries)
+        try:
+            _answer(future, await self.client.write_batch(part.call, batch, within_s=self.within_s))
+        except CallLogError as exc:
+            _answer(future, exc)
+
+
+def _answer(future: asyncio.Future[BatchWritten], said: BatchWritten | CallLogError) -> None:
+    if future.done():  # its writer stopped waiting: it sends the batch again
+        return
+    if isinstance(said, BatchWritten):
+        future.set_result(said)
+    else:
+        future.set_exception(said)
+
+
+def _settle(
+    parts: Sequence[tuple[CallBatch, asyncio.Future[BatchWritten]]], error: CallLogError
+) -> None:
+    _log.warning("call-log did not take a worker's %d batches: %s", len(parts), error)
+    for _, future in parts:
+        _answer(future, error)
