@@ -87,6 +87,7 @@ def worker_env(
         "PINECALL_LAB_ROOMS": "true",
         "PINECALL_HEALTH_PORT": str(free_port()),
         "PINECALL_MEASURES_SOCKET": str(bench.workdir / "measures.sock"),
+        "PINECALL_RELAY_SOCKET": str(bench.workdir / "relay.sock"),
         "PINECALL_DEEPGRAM_URL": fakes.deepgram_url,
         "PINECALL_ANTHROPIC_URL": fakes.anthropic_url,
         "PINECALL_CARTESIA_URL": fakes.cartesia_url,

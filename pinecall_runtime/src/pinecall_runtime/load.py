@@ -87,6 +87,11 @@ class Steps(click.ParamType[tuple[int, ...]]):
 )
 @click.option("--per-entry", is_flag=True, help="One entry per request, for comparison.")
 @click.option(
+    "--alone",
+    is_flag=True,
+    help="Each call's batch in a request of its own, not with its worker's (the wire before).",
+)
+@click.option(
     "--seats",
     default=32,
     show_default=True,
@@ -140,6 +145,7 @@ def load(
     replicas_n: int,
     batch_every: float,
     per_entry: bool,
+    alone: bool,
     seats: int,
     drivers: int,
     ramp: float,
@@ -152,7 +158,9 @@ def load(
     """Drive the call log with CALLS golden calls for DURATION s; verify every log."""
     settings = OperatorSettings.from_env()
     env = {} if db_pool_size is None else {"PINECALL_DB_POOL_SIZE": str(db_pool_size)}
-    mode = "per-entry" if per_entry else f"batch every {batch_every} s"
+    mode = ("per-entry" if per_entry else f"batch every {batch_every} s") + (
+        ", each alone" if alone else ", a worker's together"
+    )
     reports: list[dict[str, Any]] = []
     with replicas(settings, replicas_n, env) as rig:
 
@@ -160,7 +168,7 @@ def load(
             return plans(
                 rig.urls, rig.key, calls=calls, seats=seats, drivers=drivers,
                 duration_s=duration_s, every_s=batch_every, per_entry=per_entry,
-                ramp_s=ramp, step=n,
+                ramp_s=ramp, step=n, alone=alone,
             )  # fmt: skip
 
         if warmup:
@@ -253,6 +261,8 @@ def _report(
         "offered_entries_per_s": round(calls * ENTRIES_PER_S, 1),
         "requests": len(every),
         "requests_per_s": round(len(every) / elapsed, 1),
+        "batch_requests": seen.sent,
+        "batches_a_request": round(len(seen.latencies["batch"]) / seen.sent, 1) if seen.sent else 0,
         "tool_calls": seen.tools,
         "p50_ms": ms(every, 0.50),
         "p95_ms": ms(every, 0.95),

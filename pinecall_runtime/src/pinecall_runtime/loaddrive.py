@@ -4,7 +4,10 @@ A simulated worker holds up to ``seats`` calls and one :class:`CallLogClient` (i
 pool), as a worker process does; workers take the replicas in turn. Each call opens (the opens
 spread over ``ramp_s``), then on a fixed clock queues the entries the golden call owes by then
 (2.1 a second) and flushes them as one batch every ``every_s`` seconds (``per_entry``: each entry
-alone, when it is due). One flush is in flight per writer, so a flush slower than the period makes
+alone, when it is due). A worker's calls flush on its tick and their batches go through its
+:class:`~pinecall_clients.relay.BatchRelay`, one request a tick, as a worker's job processes' go
+through its relay socket (``pinecall_worker.relay``); ``alone``: each batch in a request of its
+own, the wire before. One flush is in flight per writer, so a flush slower than the period makes
 the next batch larger, as it would in a worker, and the offered entries stay 2.1 a second a call.
 A call asks a tool now and then (nobody answers: it times out once, 0.2 s; its round trip is
 counted apart from request latency), drains its writer, then seals.
@@ -34,6 +37,7 @@ import uvloop
 
 from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.errors import CallLogError
+from pinecall_clients.relay import BatchRelay
 from pinecall_contracts.calls import CallOpen, ToolCall
 
 ENTRIES_PER_S = 2.1
@@ -58,6 +62,9 @@ class Plan:
     ramp_s: float
     step: int = 0
     """Names this run's calls apart from another step's on the same database."""
+    alone: bool = False
+    """Each call's batch as a request of its own (the wire before issue 20), not through its
+    worker's relay."""
 
 
 @dataclass(slots=True)
@@ -74,6 +81,8 @@ class Driven:
     errors: list[str] = field(default_factory=list)
     cpu_s: float = 0.0
     lag: list[float] = field(default_factory=list)
+    sent: int = 0
+    """Requests that carried batches to call-log (a worker's relay's, or each batch's own)."""
 
     async def timed(self, kind: str, what: Awaitable[T]) -> T:
         started = time.perf_counter()
@@ -91,6 +100,7 @@ class Driven:
         self.errors.extend(other.errors)
         self.cpu_s += other.cpu_s
         self.lag.extend(other.lag)
+        self.sent += other.sent
 
 
 def quantile(values: Sequence[float], q: float) -> float:
@@ -116,6 +126,7 @@ def plans(
     per_entry: bool,
     ramp_s: float,
     step: int = 0,
+    alone: bool = False,
 ) -> list[Plan]:
     """The workers of ``calls`` calls (``seats`` each), shared out over ``drivers`` processes
     (fewer when there are fewer workers)."""
@@ -132,12 +143,15 @@ def plans(
             per_entry=per_entry,
             ramp_s=ramp_s,
             step=step,
+            alone=alone,
         )
         for k in range(min(drivers, workers))
     ]
 
 
-async def _call(i: int, client: CallLogClient, plan: Plan, seen: Driven) -> None:
+async def _call(
+    i: int, client: CallLogClient, relay: BatchRelay | None, tick: float, plan: Plan, seen: Driven
+) -> None:
     rng = random.Random(i)
     call = f"load_{plan.step}_{i}_{secrets.token_hex(3)}"
     loop = asyncio.get_running_loop()
@@ -151,24 +165,29 @@ async def _call(i: int, client: CallLogClient, plan: Plan, seen: Driven) -> None
         worker="pinecall/load.1791067258",
     )
     await seen.timed("open", client.open(opened))
-    writer = client.writer(call)
+    writer = client.writer(call, sender=relay)
     started = loop.time()
     period = 1 / ENTRIES_PER_S if plan.per_entry else plan.every_s
+    # a worker's calls flush on its tick (the worker's ``record.tick_phase``), each alone on its own
+    first = started + ((tick - started) % period if relay is not None else period)
     written, tools, beat = 0, 0, 0
     next_tool = started + rng.uniform(10, 40)
-    while (due := started + (beat := beat + 1) * period) <= started + plan.duration_s:
+    while (due := first + beat * period) <= started + plan.duration_s:
+        beat += 1
         await asyncio.sleep(max(0.0, due - loop.time()))  # the worker's clock, not a wait
         owed = int(ENTRIES_PER_S * (loop.time() - started) + 1e-9)
         for n in range(written, owed):
             writer.add("transcript.user", {"n": n, "text": "I'd like to move my booking"})
         written = max(written, owed)
         if writer.queued:
+            seen.sent += relay is None
             await seen.timed("batch", writer.flush())
         if loop.time() >= next_tool:
             tools += 1
             await client.tool(call, ToolCall(id=f"tc{tools}", name="lookup", timeout_s=0.2))
             seen.tools += 1
             next_tool = loop.time() + rng.uniform(20, 60)
+    seen.sent += relay is None and writer.queued > 0
     await writer.drain()
     await seen.timed("seal", client.seal(call, "completed"))
     seen.entries += written
@@ -178,7 +197,17 @@ async def _call(i: int, client: CallLogClient, plan: Plan, seen: Driven) -> None
 
 
 async def _worker(worker: int, client: CallLogClient, plan: Plan, seen: Driven) -> None:
-    await asyncio.gather(*[_call(i, client, plan, seen) for i in worker_calls(plan, worker)])
+    """A simulated worker's calls; their batches go through one relay, on one tick."""
+    relay = None if plan.alone else BatchRelay(client)
+    tick = random.Random(f"tick-{worker}").uniform(0, plan.every_s)
+    try:
+        await asyncio.gather(
+            *[_call(i, client, relay, tick, plan, seen) for i in worker_calls(plan, worker)]
+        )
+    finally:
+        if relay is not None:
+            seen.sent += relay.requests
+            await relay.aclose()
 
 
 async def _lateness(lag: list[float]) -> None:

@@ -92,6 +92,9 @@ async def test_a_spoken_call_is_answered_and_its_log_holds_every_turn_ended_and_
     counted = [e.counted for e in log.entries if e.counted is not None]
     assert counted == list(range(len(counted)))
     assert "call.error" not in kinds(log)
+    # its batches went through the worker's relay socket, with its other calls' (issue 20)
+    assert worker.relay is not None
+    assert worker.relay.relay.batches >= 1
 
 
 async def test_a_job_without_a_job_offer_still_answers_and_logs_its_call_under_the_jobs_id(

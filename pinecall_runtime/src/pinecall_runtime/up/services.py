@@ -265,6 +265,7 @@ def platform(
                     "PINECALL_ROSTER_URL": at.roster[0],
                     "PINECALL_HEALTH_PORT": _port(health),
                     "PINECALL_MEASURES_SOCKET": str(run.sockets / f"{e}.sock"),
+                    "PINECALL_RELAY_SOCKET": str(run.sockets / f"{e}-relay.sock"),
                     "PINECALL_SEAL_TIMEOUT_S": str(SEAL_S),
                     "PINECALL_DEEPGRAM_URL": f"{at.vendors}/v1/listen",
                     "PINECALL_ANTHROPIC_URL": at.vendors,

@@ -42,6 +42,7 @@ from pinecall_worker.jobs import HeldCalls
 from pinecall_worker.link import Link, LinkedServer
 from pinecall_worker.measures import MeasuresSocket
 from pinecall_worker.metrics import Now, WorkerMetrics
+from pinecall_worker.relay import RelaySocket
 from pinecall_worker.settings import JobSetup, WorkerSettings
 
 _log = logging.getLogger(__name__)
@@ -102,6 +103,17 @@ class Worker:
         self.call_log = (
             CallLogClient(settings.call_log_url, settings.fleet_key) if settings.fleet_key else None
         )
+        self.relay = (
+            RelaySocket(
+                Path(settings.relay_socket)
+                if settings.relay_socket
+                else Path(tempfile.gettempdir())
+                / f"pinecall-relay-{os.getpid()}-{id(self):x}.sock",
+                self.call_log,
+            )
+            if self.call_log is not None
+            else None
+        )
         self.jobs = HeldCalls(
             self.call_log,
             self.measures,
@@ -146,7 +158,9 @@ class Worker:
             preload_modules=[*modules_of(entrypoint, prewarm), *preload],
             # each job process gets the worker's settings, its measures socket included
             setup_fnc=JobSetup(
-                settings.to_env() | {"PINECALL_MEASURES_SOCKET": str(self.measures.path)},
+                settings.to_env()
+                | {"PINECALL_MEASURES_SOCKET": str(self.measures.path)}
+                | ({"PINECALL_RELAY_SOCKET": str(self.relay.path)} if self.relay else {}),
                 prewarm,
             ),
         )
@@ -253,9 +267,13 @@ class Worker:
             )
         await self.measures.start()
         try:
+            if self.relay is not None:
+                await self.relay.start()
             await self.health.start()
         except BaseException:
             await self.measures.close()  # the port is taken: nothing of ours is left open
+            if self.relay is not None:
+                await self.relay.close()
             raise
         try:
             code = await serve_until_stopped(
@@ -269,6 +287,8 @@ class Worker:
             self.draining = True
             await self.heartbeat.beat()  # the last word: draining, the calls left
             await self.jobs.aclose(within_s=self.settings.seal_timeout_s)
+            if self.relay is not None:  # the jobs are gone: nothing sends through it now
+                await self.relay.close()
             await self._roster.aclose()
             if self.call_log is not None:
                 await self.call_log.aclose()

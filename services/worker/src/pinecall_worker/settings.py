@@ -95,6 +95,9 @@ class WorkerSettings(RecordingsSettings, frozen=True, kw_only=True):
     that died (seed 000, "A worker that dies"), the overflow's own."""
     measures_socket: str | None = None
     """The measures socket's path; set by the worker for its job processes."""
+    relay_socket: str | None = None
+    """The relay socket's path (:mod:`pinecall_worker.relay`); set by the worker for its job
+    processes, whose batches then go with the worker's other calls'."""
 
     @classmethod
     def of_job(cls, proc: Any) -> WorkerSettings:

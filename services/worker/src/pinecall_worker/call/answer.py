@@ -72,6 +72,7 @@ from pinecall_worker.call.record import Recorder
 from pinecall_worker.call.session import model_client, session_for
 from pinecall_worker.call.steer import Steering
 from pinecall_worker.domain import opens_first, shutdown_cause
+from pinecall_worker.relay import relay_client
 from pinecall_worker.settings import WorkerSettings
 
 _log = logging.getLogger(__name__)
@@ -141,9 +142,16 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
     the end). A call whose agent records is recorded from the session's start
     (:mod:`.recording`)."""
     client = CallLogClient(settings.call_log_url, settings.fleet_key or "")
+    # the batches go with the worker's other calls' (its relay socket), when it has one
+    relay = (
+        relay_client(settings.relay_socket, settings.fleet_key or "")
+        if settings.relay_socket
+        else None
+    )
     recorder = Recorder(
         client,
         offer,
+        sender=relay,
         worker=ctx.job.agent_name or settings.fleet,
         measures=settings.measures_socket,
         on_refused=lambda why: ctx.shutdown(f"the log refused the call: {why}"),
@@ -175,6 +183,8 @@ async def answer(ctx: JobContext, settings: WorkerSettings, offer: JobOffer) -> 
             finally:
                 await close_vendors(vendors)
             await client.aclose()
+            if relay is not None:
+                await relay.aclose()
         finally:
             otel_context.detach(token)
 

@@ -5,7 +5,8 @@ Invariants:
 
 * One :class:`~pinecall_clients.calllog.CallLogWriter` per call, following on from the offer's
   ``written`` when it carries one; its batches are counted, so a retry never writes twice.
-* The writer is flushed at once after each turn and every :data:`FLUSH_EVERY_S` otherwise, so a
+* The writer is flushed at once after each turn and every :data:`FLUSH_EVERY_S` otherwise, on
+  the worker's tick (:func:`tick_phase`: its calls' batches go together through its relay), so a
   worker that dies loses at most the last second of what it had not flushed. Nothing the call
   needs lives only in the job's memory: the turns are on the log, the outcome is the log's.
 * The open answers what the call runs on (:attr:`Recorder.record`: its agent's version in its
@@ -28,11 +29,14 @@ import asyncio
 import contextlib
 import datetime as dt
 import logging
+import time
+import zlib
 from collections.abc import Callable
 from typing import Any
 
 from pinecall_clients.calllog import SEAL_WITHIN_S, CallLogClient
 from pinecall_clients.errors import CallLogError, CallLogRefused
+from pinecall_clients.writer import BatchSender
 from pinecall_contracts import entries
 from pinecall_contracts.calls import CallOpen, CallRecord, EndCause, Outcome, Reopened
 from pinecall_contracts.dispatch import JobOffer
@@ -45,6 +49,21 @@ FLUSH_EVERY_S = 1.0
 """Seconds between flushes when no turn asks for one sooner."""
 TEXT_MAX = 2000
 """Characters of one text kept on the log."""
+
+
+def tick_phase(worker: str) -> float:
+    """Where in each second ``worker``'s calls flush (0 ≤ phase < :data:`FLUSH_EVERY_S`): one
+    clock for a worker's calls, so its relay sends their batches as one request
+    (:mod:`pinecall_worker.relay`); another for each worker, so a fleet's requests spread over
+    the second rather than meeting at its start."""
+    return zlib.crc32(worker.encode()) % 1000 / 1000 * FLUSH_EVERY_S
+
+
+def to_tick(phase_s: float, now: float | None = None) -> float:
+    """Seconds from ``now`` (Unix time) to the next tick at ``phase_s`` in the period, in
+    ``(0, FLUSH_EVERY_S]``."""
+    left = (phase_s - (time.time() if now is None else now)) % FLUSH_EVERY_S
+    return left or FLUSH_EVERY_S
 
 
 def _ts(unix_s: float | None) -> dt.datetime:
@@ -62,6 +81,7 @@ class Recorder:
         worker: str,
         measures: str | None,
         on_refused: Callable[[str], None] = lambda _why: None,
+        sender: BatchSender | None = None,
     ) -> None:
         self.client = client
         self.offer = offer
@@ -80,7 +100,9 @@ class Recorder:
                 context=offer.context,
                 config=offer.config,
             ),
+            sender=sender,
         )
+        self._phase_s = tick_phase(worker)
         self.outcome: Outcome | None = None
         self.reason: str | None = None
         self.cause: EndCause | None = None
@@ -211,7 +233,7 @@ class Recorder:
             self._answered.set()  # whatever ended the open, nobody waits on it past here
         while True:
             with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(FLUSH_EVERY_S):  # the cadence, or a turn's flush
+                async with asyncio.timeout(to_tick(self._phase_s)):  # the tick, or a turn
                     await self._due.wait()
             self._due.clear()
             try:

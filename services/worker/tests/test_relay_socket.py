@@ -1,0 +1,102 @@
+"""The worker's relay socket (``pinecall_worker.relay``) against a real call-log process: job
+processes' writers speak to it as to call-log, their batches go on as one request, and each hears
+its own batch's answer (issue 20)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+from collections.abc import AsyncIterator
+
+import httpx
+import pytest
+
+from pinecall_clients.calllog import CallLogClient
+from pinecall_clients.errors import CallUnknown
+from pinecall_contracts.calls import CallOpen
+from pinecall_testkit.call_log import Process
+from pinecall_testkit.roster import Keys
+from pinecall_worker.call.record import FLUSH_EVERY_S, tick_phase, to_tick
+from pinecall_worker.relay import RelaySocket, relay_client
+
+CALLS = [f"relay_{i}" for i in range(6)]
+
+
+@pytest.fixture
+async def socket(
+    call_log: Process, keys: Keys, tmp_path_factory: pytest.TempPathFactory
+) -> AsyncIterator[tuple[RelaySocket, CallLogClient]]:
+    path = tmp_path_factory.mktemp("relay", numbered=True) / "r.sock"
+    log = CallLogClient(call_log.url, keys.production)
+    for call in CALLS:
+        await log.open(
+            CallOpen(
+                call=call,
+                agent="support-bot",
+                org="org_acme",
+                environment="production",
+                room=f"room-{call}",
+                worker="pinecall/worker-a.1791067258",
+            )
+        )
+    relay = RelaySocket(path, log)
+    await relay.start()
+    try:
+        yield relay, log
+    finally:
+        await relay.close()
+        await log.aclose()
+
+
+async def test_jobs_batches_go_as_one_request_and_each_writer_hears_its_own(
+    socket: tuple[RelaySocket, CallLogClient], call_log: Process, keys: Keys
+) -> None:
+    relay, log = socket
+    assert stat.S_IMODE(os.stat(relay.path).st_mode) == 0o600
+    jobs = [relay_client(str(relay.path), keys.production) for _ in CALLS]  # a client a job
+    try:
+        writers = [log.writer(call, sender=job) for call, job in zip(CALLS, jobs, strict=True)]
+        for w in writers:
+            w.add("transcript.user", {"n": 0})
+            w.add("transcript.user", {"n": 1})
+        answers = await asyncio.gather(*(w.flush() for w in writers))
+        assert [a.written if a else None for a in answers] == [2] * len(CALLS)
+        assert (relay.relay.requests, relay.relay.batches) == (1, len(CALLS))
+        stranger = log.writer("relay_unknown", sender=jobs[0])
+        stranger.add("transcript.user")
+        with pytest.raises(CallUnknown):
+            await stranger.flush()
+        behind = log.writer(CALLS[0], sender=jobs[0])  # another writer at count 0: a 409
+        behind.add("transcript.user", {"n": 9})
+        assert await behind.flush() is None
+        ((_, refused),) = behind.refused
+        assert (refused.written, refused.after) == (2, 0)
+    finally:
+        for job in jobs:
+            await job.aclose()
+    for call in CALLS:
+        entries = (await log.entries(call, within_s=5)).entries
+        assert [e.data["n"] for e in entries if e.counted is not None] == [0, 1]
+
+
+async def test_a_body_that_is_no_batch_is_a_400_problem(
+    socket: tuple[RelaySocket, CallLogClient],
+) -> None:
+    relay, _ = socket
+    transport = httpx.AsyncHTTPTransport(uds=str(relay.path))
+    async with httpx.AsyncClient(transport=transport, base_url="http://relay.worker") as job:
+        r = await job.post("/v1/calls/relay_0/entries", content=b'{"after": -1}')
+    assert r.status_code == 400
+    assert r.headers["content-type"].startswith("application/problem+json")
+    assert r.json()["status"] == 400
+    assert relay.relay.requests == 0
+
+
+def test_a_workers_calls_flush_on_its_tick_and_workers_ticks_differ() -> None:
+    a, b = tick_phase("pinecall/worker-a.1791067258"), tick_phase("pinecall/worker-b.1791067258")
+    assert 0 <= a < FLUSH_EVERY_S
+    assert a != b
+    assert to_tick(a, now=1000.0 + a) == FLUSH_EVERY_S  # at its tick: the next one
+    assert to_tick(a, now=1000.0 + a - 0.25) == pytest.approx(0.25)
+    assert to_tick(0.5, now=1000.75) == pytest.approx(0.75)
