@@ -23,15 +23,14 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_call_log import domain
 from pinecall_call_log.store.head import (
-    WRITE_AT_HEAD,
+    WRITE_AT_HEADS,
     append_own,
     append_own_all,
-    at_head_parameters,
+    at_heads_parameters,
     insert_entries,
     lock_head,
     record_of,
     write_at_head,
-    written_at_head,
 )
 from pinecall_call_log.store.tables import CALLS, ENTRIES
 from pinecall_contracts import entries as kinds
@@ -173,42 +172,32 @@ class CallStore:
         :meth:`write_batch` would answer it alone: its ``BatchWritten`` or the error it would
         raise, in ``batches``' order. ``digests[i]`` are :func:`domain.digest` of the i-th's.
 
-        The common case is one transaction: each batch's :data:`head.WRITE_AT_HEAD`, pipelined
-        (one round trip, one commit), in the order of the calls' ids so that two such
-        transactions lock their heads in one order. It commits whole or not at all, so a replica
+        The common case is one statement, :data:`head.WRITE_AT_HEADS`, in its own transaction
+        (one round trip, one commit). It commits whole or not at all, so a replica
         that dies before it commits writes none of them and each is sent again after the same
         count. A batch the statement did not write (a replay, a gap, a sealed or unknown call),
         and every batch when the transaction fails other than for Postgres not answering (a
         value Postgres cannot store: that batch's own 422), goes on alone through
         :meth:`write_batch`, so one batch's refusal is never another's."""
-        order = sorted(
-            (i for i, b in enumerate(batches) if b.entries), key=lambda i: batches[i].call
-        )
-        fast: dict[int, BatchWritten | None] = {}
+        order = [i for i, b in enumerate(batches) if b.entries]
+        fast: dict[int, BatchWritten] = {}
         try:
             async with (
                 db.translate_errors("writing entries"),
                 db.driver_transaction(self.engine) as pg,
             ):
-                async with pg.pipeline():
-                    cursors = [
-                        await pg.execute(
-                            WRITE_AT_HEAD,
-                            at_head_parameters(
-                                batches[i].call,
-                                batches[i].after,
-                                batches[i].entries,
-                                digests[i],
-                                now,
-                            ),
-                        )
-                        for i in order
-                    ]
-                rows = [await c.fetchone() for c in cursors]
-            fast = {
-                i: written_at_head(row, batches[i].after, len(batches[i].entries))
-                for i, row in zip(order, rows, strict=True)
-            }
+                said = [
+                    (batches[i].call, batches[i].after, batches[i].entries, digests[i])
+                    for i in order
+                ]
+                cursor = await pg.execute(WRITE_AT_HEADS, at_heads_parameters(said, now))
+                moved = {int(part): int(last) for part, last in await cursor.fetchall()}
+            for place, i in enumerate(order, start=1):
+                if (last := moved.get(place)) is not None:
+                    size, after = len(batches[i].entries), batches[i].after
+                    fast[i] = BatchWritten(
+                        seqs=list(range(last - size + 1, last + 1)), written=after + size
+                    )
         except StoreUnavailable as exc:
             return [exc for _ in batches]
         except (PinecallError, sa.exc.SQLAlchemyError, psycopg.Error):
