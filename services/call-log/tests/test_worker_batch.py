@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pinecall_testkit.call_log import TS, Keys, Replica, batch, bearer, opening
+from pinecall_testkit.call_log import TS, Keys, Replica, batch, bearer, later, opening
 
 WORKER = "/v1/entries"
 
@@ -138,3 +138,33 @@ async def test_a_body_postgres_cannot_store_is_refused_whole_and_writes_nothing(
     assert "$.batches[1].entries[0].data.text" in r.json()["detail"]
     for call in ("call_ok", "call_nul"):
         assert [e["kind"] for e in await log_of(call_log, keys, call)] == ["call.started"]
+
+
+async def test_entries_are_kept_as_on_their_own_route_times_clamped_and_data_whole(
+    call_log: Replica, keys: Keys
+) -> None:
+    """The one statement keeps what the one call's route keeps: the writer's ``ts`` in UTC,
+    clamped to the service's clock and to 2000, the data as sent; and the same batch sent
+    again on the call's own route is its replay (the digests are the same)."""
+    await opened(call_log, keys, "call_a", "call_b")
+    future = later(3600)
+    data = {"text": "¿Cuándo? 東京 \U0001f600", "nested": {"list": [1, 2.5, None, True]}}
+    entries = [
+        {"kind": "transcript.user", "ts": "2026-11-30T07:49:19.123456+01:00", "data": data},
+        {"kind": "transcript.user", "ts": future, "data": {"n": 1}},
+        {"kind": "transcript.user", "ts": "0001-01-01T00:00:00+14:00", "data": {}},
+    ]
+    body = {"batches": [part("call_a", 0, 1), {"call": "call_b", "after": 0, "entries": entries}]}
+    r = await call_log.post(WORKER, json=body, headers=bearer(keys.production))
+    assert [a["written"]["seqs"] for a in r.json()["answers"]] == [[2], [2, 3, 4]]
+    _, kept, clamped, early = await log_of(call_log, keys, "call_b")
+    assert kept["ts"].startswith("2026-11-30T06:49:19.123456")
+    assert kept["data"] == data
+    assert clamped["ts"] < future.replace("+00:00", "Z")
+    assert early["ts"].startswith("2000-01-01T00:00:00")
+    again = await call_log.post(
+        "/v1/calls/call_b/entries",
+        json={"after": 0, "entries": entries},
+        headers=bearer(keys.production),
+    )
+    assert (again.json()["seqs"], again.json()["replayed"]) == ([2, 3, 4], True)

@@ -186,11 +186,12 @@ class CallStore:
                 db.translate_errors("writing entries"),
                 db.driver_transaction(self.engine) as pg,
             ):
-                said = [
-                    (batches[i].call, batches[i].after, batches[i].entries, digests[i])
-                    for i in order
-                ]
-                cursor = await pg.execute(WRITE_AT_HEADS, at_heads_parameters(said, now))
+                cursor = await pg.execute(
+                    WRITE_AT_HEADS,
+                    at_heads_parameters(
+                        [batches[i] for i in order], [digests[i] for i in order], now
+                    ),
+                )
                 moved = {int(part): int(last) for part, last in await cursor.fetchall()}
             for place, i in enumerate(order, start=1):
                 if (last := moved.get(place)) is not None:
