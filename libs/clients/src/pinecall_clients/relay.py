@@ -105,7 +105,7 @@ class BatchRelay:
             (CallBatch(call=call, after=batch.after, entries=batch.entries), future)
         )
         self._arrived.set()
-        if self._task is None:
+        if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="call-log relay")
         try:
             async with asyncio.timeout(within_s):
@@ -175,14 +175,22 @@ class BatchRelay:
         except CallLogError as exc:
             _settle(parts, exc)
             return
+        except Exception as exc:  # a bug of ours or an answer not the log's: said, and sent again
+            _log.exception("the relay could not send a worker's %d batches", len(parts))
+            _settle(parts, CallLogUnavailable(f"the relay failed: {exc!r}"))
+            return
         else:
-            for (part, future), said in zip(parts, answer.answers, strict=True):
-                if said.written is not None:
-                    _answer(future, said.written)
-                elif said.problem is None or said.problem.status >= 500:
-                    alone.append((part, future))
-                else:
-                    _answer(future, refusal(said.problem))
+            if len(answer.answers) != len(parts):  # not the log's answer: each asked alone
+                _log.error("call-log answered %d batches %d times", len(parts), len(answer.answers))
+                alone = list(parts)
+            else:
+                for (part, future), said in zip(parts, answer.answers, strict=True):
+                    if said.written is not None:
+                        _answer(future, said.written)
+                    elif said.problem is None or said.problem.status >= 500:
+                        alone.append((part, future))
+                    else:
+                        _answer(future, refusal(said.problem))
         await asyncio.gather(*(self._alone(part, future) for part, future in alone))
 
     async def _alone(self, part: CallBatch, future: asyncio.Future[BatchWritten]) -> None:

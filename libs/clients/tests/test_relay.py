@@ -1,0 +1,62 @@
+"""The relay when call-log's answer is not one it can read (a proxy's page, a count that does not
+match): no writer is told its batch was written, each is asked for alone, and a relay that failed
+is not stuck (issue 20). The relay against real replicas is ``services/call-log/tests/test_relay.py``."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import httpx
+import pytest
+
+from pinecall_clients.calllog import CallLogClient
+from pinecall_clients.errors import CallLogUnavailable
+from pinecall_clients.relay import BatchRelay
+from pinecall_contracts.base import encode
+from pinecall_contracts.calls import BatchWritten, Entry, EntryBatch
+
+BATCH = EntryBatch(
+    after=0, entries=[Entry(kind="transcript.user", ts=dt.datetime.now(dt.UTC), data={"n": 0})]
+)
+
+
+def server(combined: httpx.Response) -> tuple[httpx.MockTransport, list[str]]:
+    """A call-log that answers ``POST /v1/entries`` with ``combined`` and each call's own route
+    with its batch written."""
+    asked: list[str] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.path)
+        if request.url.path == "/v1/entries":
+            return combined
+        return httpx.Response(200, content=encode(BatchWritten(seqs=[2], written=1)))
+
+    return httpx.MockTransport(answer), asked
+
+
+async def test_fewer_answers_than_batches_sends_each_batch_on_its_own_route() -> None:
+    transport, asked = server(httpx.Response(200, json={"answers": []}))
+    async with CallLogClient("http://call-log.test", "k", transport=transport) as log:
+        relay = BatchRelay(log)
+        try:
+            written = await relay.write_batch("call_a", BATCH, within_s=5)
+        finally:
+            await relay.aclose()
+    assert written.written == 1
+    assert asked == ["/v1/entries", "/v1/calls/call_a/entries"]
+
+
+async def test_an_answer_that_is_not_the_logs_is_unavailable_and_the_relay_goes_on() -> None:
+    transport, asked = server(httpx.Response(200, text="<html>a proxy's page</html>"))
+    async with CallLogClient("http://call-log.test", "k", transport=transport) as log:
+        relay = BatchRelay(log)
+        try:
+            with pytest.raises(CallLogUnavailable, match="the relay failed"):
+                await relay.write_batch("call_a", BATCH, within_s=5)  # its writer sends again
+            assert asked == ["/v1/entries"]
+            said = {"answers": [{"call": "call_a", "written": {"seqs": [2], "written": 1}}]}
+            transport.handler = lambda _: httpx.Response(200, json=said)
+            again = await relay.write_batch("call_a", BATCH, within_s=5)
+        finally:
+            await relay.aclose()
+    assert again.written == 1
