@@ -102,6 +102,8 @@ async def test_the_startup_probe_answers_once_registered_with_every_plugin_loade
             'pinecall_worker_calls_ended_total{fleet="pinecall",outcome="failed"} 1.0',
             'pinecall_worker_calls_ended_total{fleet="pinecall",outcome="ok"} 0.0',
             'pinecall_worker_call_errors_total{fleet="pinecall"} 1.0',
+            'pinecall_worker_relay_requests_total{fleet="pinecall"} 0.0',  # no call wrote yet
+            'pinecall_worker_relay_batches_total{fleet="pinecall"} 0.0',
         ):
             assert line in text
     # a worker whose call needs a plugin this process never loaded is never ready

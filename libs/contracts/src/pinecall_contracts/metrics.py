@@ -377,6 +377,22 @@ METRICS: tuple[MetricSpec, ...] = (
         ("worker",),
         "call.error entries its calls wrote",
     ),
+    _m(
+        "pinecall_worker_relay_requests_total",
+        "counter",
+        "requests",
+        ("fleet",),
+        ("worker",),
+        "requests its relay sent call-log (POST /v1/entries, a tick's batches each)",
+    ),
+    _m(
+        "pinecall_worker_relay_batches_total",
+        "counter",
+        "batches",
+        ("fleet",),
+        ("worker",),
+        "calls' batches its relay's requests carried",
+    ),
     # overflow
     _m(
         "pinecall_overflow_calls_total",

@@ -10,7 +10,10 @@ process writes nothing of its own, so the counts survive its death and need no m
 - ``pinecall_first_audio_seconds{fleet}``: each turn's first audio (seconds);
 - ``pinecall_worker_calls_ended_total{fleet,outcome}``: ``ok`` or ``failed`` (ended in error, or
   its job died);
-- ``pinecall_worker_call_errors_total{fleet}``: ``call.error`` entries its calls wrote.
+- ``pinecall_worker_call_errors_total{fleet}``: ``call.error`` entries its calls wrote;
+- ``pinecall_worker_relay_requests_total{fleet}`` and ``pinecall_worker_relay_batches_total{fleet}``:
+  the requests its relay sent call-log and the calls' batches they carried (their ratio is the
+  batches a request: the worker's calls on one tick), read at each scrape.
 """
 
 from __future__ import annotations
@@ -19,7 +22,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from pinecall_contracts.metrics import LATENCY_BUCKETS_S
@@ -33,6 +36,10 @@ class Now:
     calls: int
     registered: bool
     draining: bool
+    relay_requests: int = 0
+    """Requests its relay sent call-log (:mod:`pinecall_worker.relay`), since it started."""
+    relay_batches: int = 0
+    """Calls' batches those requests carried."""
 
 
 class WorkerMetrics(Collector):
@@ -86,6 +93,17 @@ class WorkerMetrics(Collector):
             family = GaugeMetricFamily(name, help, labels=["fleet"])
             family.add_metric([self.fleet], float(value))
             yield family
+        for name, help, value in (
+            (
+                "pinecall_worker_relay_requests",
+                "requests its relay sent call-log",
+                now.relay_requests,
+            ),
+            ("pinecall_worker_relay_batches", "calls' batches they carried", now.relay_batches),
+        ):
+            counter = CounterMetricFamily(name, help, labels=["fleet"])
+            counter.add_metric([self.fleet], float(value))
+            yield counter
         yield from self._first_audio.collect()
         yield from self._ended.collect()
         yield from self._errors.collect()

@@ -209,6 +209,8 @@ class Worker:
             calls=self.active,
             registered=self.registered.is_set(),
             draining=self.draining,
+            relay_requests=self.relay.relay.requests if self.relay else 0,
+            relay_batches=self.relay.relay.batches if self.relay else 0,
         )
 
     def _livekit_load(self, _server: AgentServer) -> float:
