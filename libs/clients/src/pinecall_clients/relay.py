@@ -42,6 +42,7 @@ from pinecall_contracts.calls import (
     entry_bytes,
 )
 from pinecall_contracts.problems import ProblemDetails
+from pinecall_servicekit import calltrace
 
 _log = logging.getLogger(__name__)
 
@@ -94,16 +95,26 @@ class BatchRelay:
         self._sending: set[asyncio.Task[None]] = set()
 
     async def write_batch(
-        self, call: str, batch: EntryBatch, *, within_s: float | None
+        self,
+        call: str,
+        batch: EntryBatch,
+        *,
+        within_s: float | None,
+        traceparent: str | None = None,
     ) -> BatchWritten:
         """``batch`` of ``call`` written with the worker's others: as
         :meth:`CallLogClient.write_batch` answers or raises. ``within_s`` bounds the wait
         (``CallLogUnavailable`` past it; the batch may still be written, and sent again after
-        the same count it is a replay)."""
+        the same count it is a replay). ``traceparent``: the writer's trace context (by default
+        the current one), which call-log writes the batch's span in (the call's trace)."""
         future: asyncio.Future[BatchWritten] = asyncio.get_running_loop().create_future()
-        self._waiting.append(
-            (CallBatch(call=call, after=batch.after, entries=batch.entries), future)
+        part = CallBatch(
+            call=call,
+            after=batch.after,
+            entries=batch.entries,
+            traceparent=traceparent or calltrace.traceparent(),
         )
+        self._waiting.append((part, future))
         self._arrived.set()
         if self._task is None or self._task.done():
             self._task = asyncio.create_task(self._run(), name="call-log relay")

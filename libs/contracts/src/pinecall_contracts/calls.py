@@ -193,6 +193,9 @@ class CallBatch(Contract, frozen=True, kw_only=True, tag="calls.call_batch.v1"):
     call: CallIdField
     after: Count
     entries: Annotated[list[Entry], msgspec.Meta(max_length=MAX_BATCH)]
+    traceparent: Annotated[str, msgspec.Meta(max_length=512)] | None = None
+    """The W3C ``traceparent`` of the batch's writer: call-log writes its span of the batch in
+    that trace, the call's (issue 22), as the one call's route's request would be."""
 
 
 class WorkerBatch(Contract, frozen=True, kw_only=True, tag="calls.worker_batch.v1"):

@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import msgspec
+from opentelemetry import trace
 from prometheus_client import Histogram
 
 from pinecall_call_log import domain
@@ -56,11 +57,34 @@ from pinecall_contracts.calls import (
     ToolResult,
 )
 from pinecall_contracts.metrics import LATENCY_BUCKETS_S
-from pinecall_servicekit import calltrace, db
+from pinecall_servicekit import calltrace, db, telemetry
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.changes import Changes
 from pinecall_servicekit.errors import NotFound, PinecallError, Unprocessable
 from pinecall_servicekit.keys import KeyRing
+
+_tracer = trace.get_tracer(__name__)
+
+
+def _batch_spans(batches: list[CallBatch]) -> dict[int, trace.Span]:
+    """A span ``write entries`` for each batch that names its writer's trace, in that trace (the
+    call's, issue 22), linked to the request that carried it; keyed by the batch's ``id``."""
+    carried = trace.get_current_span().get_span_context()
+    links = [trace.Link(carried)] if carried.is_valid else []
+    spans: dict[int, trace.Span] = {}
+    for b in batches:
+        if (context := calltrace.from_traceparent(b.traceparent)) is not None:
+            spans[id(b)] = _tracer.start_span(
+                "write entries",
+                context=context,
+                links=links,
+                attributes={
+                    calltrace.CALL: b.call,
+                    "pinecall.batch.after": b.after,
+                    "pinecall.batch.entries": len(b.entries),
+                },
+            )
+    return spans
 
 
 class CallLogService:
@@ -201,13 +225,24 @@ class CallLogService:
         answer it alone: its ``BatchWritten`` or the error :meth:`write` would raise, in order
         (:meth:`~pinecall_call_log.store.calls.CallStore.write_batches`)."""
         digests = [[domain.digest(e) for e in b.entries] for b in batches]
-        with self.batch_write.time():
-            answers = await self.store.calls.write_batches(batches, digests, db.utcnow())
-        for b, answer in zip(batches, answers, strict=True):
-            if isinstance(answer, PinecallError):
-                self.write_errors += answer.status >= 500
-            else:
-                await self._took(b.call, b.entries, answer)
+        spans = _batch_spans(batches) if telemetry.exports_spans() else {}
+        try:
+            with self.batch_write.time():
+                answers = await self.store.calls.write_batches(batches, digests, db.utcnow())
+            for b, answer in zip(batches, answers, strict=True):
+                if isinstance(answer, PinecallError):
+                    self.write_errors += answer.status >= 500
+                else:
+                    await self._took(b.call, b.entries, answer)
+            for b, answer in zip(batches, answers, strict=True):
+                if (span := spans.get(id(b))) is not None:
+                    span.set_attribute(
+                        "pinecall.batch.status",
+                        answer.status if isinstance(answer, PinecallError) else 200,
+                    )
+        finally:
+            for span in spans.values():
+                span.end()
         return answers
 
     async def _took(self, call: str, entries: list[Entry], answer: BatchWritten) -> None:

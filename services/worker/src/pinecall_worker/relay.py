@@ -83,7 +83,12 @@ class RelaySocket:
         except msgspec.MsgspecError as exc:
             return _problem(ProblemDetails(title="Bad request", status=400, detail=str(exc)))
         try:
-            written = await self.relay.write_batch(call, batch, within_s=RELAY_WAIT_S)
+            written = await self.relay.write_batch(
+                call,
+                batch,
+                within_s=RELAY_WAIT_S,
+                traceparent=request.headers.get("traceparent"),  # the job's: its call's trace
+            )
         except CallLogRefused as exc:
             return _problem(exc.problem)
         except CallLogUnavailable as exc:
