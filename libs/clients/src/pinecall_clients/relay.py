@@ -46,7 +46,7 @@ from pinecall_servicekit import calltrace
 
 _log = logging.getLogger(__name__)
 
-GATHER_S = 0.01
+GATHER_S = 0.005
 """How long the relay waits, from a batch's arrival with none waiting, for the rest of its tick
 (the worker's calls flush on one clock; 32 job processes wake within a few ms of it)."""
 REQUEST_BYTES = 4_000_000
