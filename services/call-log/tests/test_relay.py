@@ -14,24 +14,13 @@ import pytest
 from pinecall_clients.calllog import Backoff, CallLogClient
 from pinecall_clients.errors import BatchRefused, CallLogRefused, CallLogUnavailable
 from pinecall_clients.relay import BatchRelay
-from pinecall_contracts.calls import CallOpen, Entry, EntryBatch, Reopened
-from pinecall_testkit.call_log import Keys, Replica, bearer
+from pinecall_contracts.calls import Entry, EntryBatch, Reopened
+from pinecall_testkit.call_log import Keys, Replica, bearer, call_open
 from pinecall_testkit.faults import FaultyTransport
 
 Start = Callable[[], AbstractAsyncContextManager[Replica]]
 QUICK = Backoff(first=0.01, most=0.02, jitter=0.0)
 CALLS = [f"call_{i}" for i in range(8)]
-
-
-def opening(call: str) -> CallOpen:
-    return CallOpen(
-        call=call,
-        agent="support-bot",
-        org="org_acme",
-        environment="production",
-        room=f"room-{call}",
-        worker="pinecall/worker-a.1791067258",
-    )
 
 
 @pytest.fixture
@@ -49,7 +38,7 @@ async def relayed(
     relay = BatchRelay(log)
     async with log:
         for call in CALLS:
-            await log.open(opening(call))
+            await log.open(call_open(call))
         yield log, relay, transport
         await relay.aclose()
 

@@ -14,8 +14,7 @@ import pytest
 
 from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.errors import CallUnknown
-from pinecall_contracts.calls import CallOpen
-from pinecall_testkit.call_log import Process
+from pinecall_testkit.call_log import Process, call_open
 from pinecall_testkit.roster import Keys
 from pinecall_worker.call.record import FLUSH_EVERY_S, tick_phase, to_tick
 from pinecall_worker.relay import RelaySocket, relay_client
@@ -30,16 +29,7 @@ async def socket(
     path = tmp_path_factory.mktemp("relay", numbered=True) / "r.sock"
     log = CallLogClient(call_log.url, keys.production)
     for call in CALLS:
-        await log.open(
-            CallOpen(
-                call=call,
-                agent="support-bot",
-                org="org_acme",
-                environment="production",
-                room=f"room-{call}",
-                worker="pinecall/worker-a.1791067258",
-            )
-        )
+        await log.open(call_open(call))
     relay = RelaySocket(path, log)
     await relay.start()
     try:

@@ -12,6 +12,7 @@ from typing import Any, cast
 import httpx
 import msgspec
 
+from pinecall_contracts.calls import CallOpen
 from pinecall_servicekit.testing.apps import Replica
 from pinecall_testkit.common import Keys as Keys
 from pinecall_testkit.common import bearer as bearer
@@ -41,6 +42,11 @@ def opening(call: str = "call_1", **extra: object) -> dict[str, object]:
         "prompt_hash": "sha256:5b1c0e",
     }
     return body | extra
+
+
+def call_open(call: str = "call_1", **extra: object) -> CallOpen:
+    """:func:`opening` as the ``CallOpen`` a client sends."""
+    return msgspec.convert(opening(call, **extra), CallOpen)
 
 
 def entry(n: int, kind: str = "transcript.user", ts: str = TS) -> dict[str, Any]:
