@@ -109,6 +109,9 @@ def test_small_steps_drive_real_replicas_and_verify_every_log(
     assert all(s["requests"] >= 3 * s["calls"] for s in steps)
     assert all(s["entries"] >= s["calls"] for s in steps)
     assert report["held"] == 5
+    # each simulated worker's batches went through its relay: no more requests than batches
+    assert all(s["mode"].endswith("a worker's together") for s in steps)
+    assert all(s["batch_requests"] >= 1 and s["batches_a_request"] >= 1.0 for s in steps)
     assert (tmp_path / "load.png").read_bytes().startswith(PNG)
 
 
@@ -118,14 +121,19 @@ def test_a_run_on_the_unix_socket_url_the_embedded_postgres_hands_out_verifies_i
     # the rig makes a database of its own beside this one: it must keep the socket folder
     env = {k: v for k, v in os.environ.items() if not k.startswith("PINECALL_")}
     env |= {"PINECALL_DATABASE_URL": socket_database_url, "PINECALL_NATS_URL": nats_url}
-    args = ["--calls", "2", "--duration", "0.5", "--replicas", "1", "--seats", "2"]
-    args += ["--ramp", "0", "--warmup", "0", "--target-p99-ms", "60000", "--json"]
+    args = ["--calls", "2", "--duration", "1.5", "--replicas", "1", "--seats", "2"]
+    args += ["--ramp", "0", "--warmup", "0", "--target-p99-ms", "60000", "--json", "--alone"]
     done = subprocess.run(
         [sys.executable, "-m", "pinecall_runtime", "load", *args],
         env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
-    assert [s["verified"] for s in json.loads(done.stdout)["steps"]] == [True]
+    (step,) = json.loads(done.stdout)["steps"]
+    assert step["verified"]
+    # --alone: the wire before the relay, each batch a request of its own
+    assert step["mode"].endswith("each alone")
+    assert step["batch_requests"] >= 2
+    assert step["batches_a_request"] == 1.0
 
 
 def test_a_step_that_fails_says_what_its_process_printed(database_url: str) -> None:
