@@ -4,6 +4,7 @@ is not stuck (issue 20). The relay against real replicas is ``services/call-log/
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 
 import httpx
@@ -60,3 +61,61 @@ async def test_an_answer_that_is_not_the_logs_is_unavailable_and_the_relay_goes_
         finally:
             await relay.aclose()
     assert again.written == 1
+
+
+@pytest.mark.parametrize("status", [404, 405])
+async def test_a_log_that_does_not_serve_the_combined_route_gets_each_batch_on_its_own(
+    status: int,
+) -> None:
+    """An older call-log behind the same address (or a route an ingress does not pass): its 404
+    is not the batches' own, so no writer hears ``CallUnknown`` and stops writing its call."""
+    transport, asked = server(httpx.Response(status, json={"title": "Not found", "status": status}))
+    async with CallLogClient("http://call-log.test", "k", transport=transport) as log:
+        relay = BatchRelay(log)
+        try:
+            written = await relay.write_batch("call_a", BATCH, within_s=5)
+        finally:
+            await relay.aclose()
+    assert written.written == 1
+    assert asked == ["/v1/entries", "/v1/calls/call_a/entries"]
+
+
+async def test_closing_answers_the_batches_in_flight_and_takes_no_more() -> None:
+    sent, never = asyncio.Event(), asyncio.Event()
+
+    async def hang(_: httpx.Request) -> httpx.Response:
+        sent.set()
+        await never.wait()  # a call-log that never answers
+        raise AssertionError("unreachable")
+
+    async with CallLogClient(
+        "http://call-log.test", "k", transport=httpx.MockTransport(hang)
+    ) as log:
+        relay = BatchRelay(log)
+        flying = asyncio.create_task(relay.write_batch("call_a", BATCH, within_s=None))
+        await sent.wait()
+        await relay.aclose()
+        with pytest.raises(CallLogUnavailable, match="the worker's relay closed"):
+            await flying
+        with pytest.raises(CallLogUnavailable, match="the worker's relay is closed"):
+            await relay.write_batch("call_b", BATCH, within_s=None)
+
+
+async def test_a_traceparent_no_w3c_header_could_be_is_not_sent_on() -> None:
+    seen: list[bytes] = []
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        seen.append(request.content)
+        said = {"answers": [{"call": "call_a", "written": {"seqs": [2], "written": 1}}]}
+        return httpx.Response(200, json=said)
+
+    async with CallLogClient(
+        "http://call-log.test", "k", transport=httpx.MockTransport(answer)
+    ) as log:
+        relay = BatchRelay(log)
+        try:
+            await relay.write_batch("call_a", BATCH, within_s=5, traceparent="0" * 600)
+        finally:
+            await relay.aclose()
+    (body,) = seen
+    assert b'"traceparent":null' in body

@@ -4,6 +4,7 @@ never stops another."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from pinecall_testkit.call_log import TS, Keys, Replica, batch, bearer, later, opening
@@ -168,3 +169,32 @@ async def test_entries_are_kept_as_on_their_own_route_times_clamped_and_data_who
         headers=bearer(keys.production),
     )
     assert (again.json()["seqs"], again.json()["replayed"]) == ([2, 3, 4], True)
+
+
+async def test_two_requests_naming_the_same_calls_in_two_orders_never_deadlock(
+    call_log: Replica, keys: Keys
+) -> None:
+    """The heads are locked in the order of their ids before the one statement writes: without
+    it, the update locked them in each request's order, and two such requests deadlocked (a
+    1 s stall, then every batch 503)."""
+    calls = [f"call_{i:02d}" for i in range(64)]
+    await opened(call_log, keys, *calls)
+    auth = bearer(keys.production)
+    for after in range(0, 16, 2):
+        forward = {"batches": [part(c, after, 2) for c in calls]}
+        backward = {"batches": [part(c, after, 2) for c in reversed(calls)]}
+        answers = await asyncio.gather(
+            call_log.post(WORKER, json=forward, headers=auth),
+            call_log.post(WORKER, json=backward, headers=auth),
+        )
+        for r in answers:
+            assert r.status_code == 200, r.text
+            said = r.json()["answers"]
+            assert all("written" in a for a in said), [
+                a["problem"] for a in said if "problem" in a
+            ][:3]
+        # each batch written by one request, answered to the other as its replay
+        replayed = [a["written"]["replayed"] for r in answers for a in r.json()["answers"]]
+        assert replayed.count(False) == len(calls)
+    for call in (calls[0], calls[-1]):
+        assert [e["counted"] for e in (await log_of(call_log, keys, call))[1:]] == list(range(16))

@@ -32,6 +32,7 @@ from pinecall_clients.errors import (
     CallLogUnavailable,
     CallUnknown,
 )
+from pinecall_clients.writer import BATCH_BYTES
 from pinecall_contracts.calls import (
     CALLS_A_BATCH,
     BatchWritten,
@@ -46,16 +47,27 @@ from pinecall_servicekit import calltrace
 
 _log = logging.getLogger(__name__)
 
+Part = tuple[CallBatch, asyncio.Future[BatchWritten]]
+"""A batch waiting or in flight, and its writer's answer to come."""
+
 GATHER_S = 0.005
 """How long the relay waits, from a batch's arrival with none waiting, for the rest of its tick
 (the worker's calls flush on one clock; 32 job processes wake within a few ms of it)."""
-REQUEST_BYTES = 4_000_000
-"""A request's entries' data as JSON, at most this many bytes (or one batch): far under
-call-log's 10 MB body cap, whatever the batches (each is at most ``writer.BATCH_BYTES``)."""
+REQUEST_BYTES = BATCH_BYTES
+"""A request's entries' data as JSON, at most this many bytes (or one batch): no request larger
+than one writer's largest batch (``writer.BATCH_BYTES``), under call-log's 10 MB body cap and
+under the 1 MiB past which aiohttp warns that a body sent as bytes holds the event loop."""
 IN_FLIGHT = 4
 """Requests in flight at once: a slow one does not hold the next tick's batches."""
-OWN_ROUTE = frozenset({400, 413, 422})
-"""A combined request's refusals for its body: each batch is then asked for alone."""
+OWN_ROUTE = frozenset({400, 404, 405, 413, 422})
+"""A combined request's refusals that are not its batches' own: its body (400, 413, 422), or a
+call-log that does not serve ``POST /v1/entries`` (404, 405: an older release behind the same
+address, a route an ingress does not pass). Each batch is then asked for alone."""
+UNSERVED = frozenset({404, 405})
+"""Of :data:`OWN_ROUTE`, the route's own refusals, whatever the batches."""
+TRACEPARENT_MAX = 512
+"""A ``traceparent`` longer than this is not sent on (W3C's is 55 characters): one job's bad
+header must not make its tick's request a 400."""
 
 
 def refusal(problem: ProblemDetails) -> CallLogError:
@@ -88,11 +100,12 @@ class BatchRelay:
         self.within_s = within_s
         self.requests = 0
         self.batches = 0
-        self._waiting: list[tuple[CallBatch, asyncio.Future[BatchWritten]]] = []
+        self._waiting: list[Part] = []
         self._arrived = asyncio.Event()
         self._room = asyncio.Semaphore(IN_FLIGHT)
         self._task: asyncio.Task[None] | None = None
-        self._sending: set[asyncio.Task[None]] = set()
+        self._sending: dict[asyncio.Task[None], Sequence[Part]] = {}
+        self._closed = False
 
     async def write_batch(
         self,
@@ -107,12 +120,15 @@ class BatchRelay:
         (``CallLogUnavailable`` past it; the batch may still be written, and sent again after
         the same count it is a replay). ``traceparent``: the writer's trace context (by default
         the current one), which call-log writes the batch's span in (the call's trace)."""
+        if self._closed:
+            raise CallLogUnavailable(f"call {call}: the worker's relay is closed")
         future: asyncio.Future[BatchWritten] = asyncio.get_running_loop().create_future()
+        said = traceparent or calltrace.traceparent()
         part = CallBatch(
             call=call,
             after=batch.after,
             entries=batch.entries,
-            traceparent=traceparent or calltrace.traceparent(),
+            traceparent=said if said and len(said) <= TRACEPARENT_MAX else None,
         )
         self._waiting.append((part, future))
         self._arrived.set()
@@ -127,17 +143,19 @@ class BatchRelay:
             ) from None
 
     async def aclose(self) -> None:
-        """Stop sending: the batches waiting or in flight are answered ``CallLogUnavailable``
-        (their writers send them again, after the same count)."""
+        """Stop sending and take no more: the batches waiting or in flight are answered
+        ``CallLogUnavailable`` now (their writers send them again, after the same count; one in
+        flight may still be written, and is then a replay)."""
+        self._closed = True
+        held = [f for _, f in self._waiting] + [f for ps in self._sending.values() for _, f in ps]
         tasks = [t for t in (self._task, *self._sending) if t is not None]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         self._task = None
-        for _, future in self._waiting:
-            if not future.done():
-                future.set_exception(CallLogUnavailable("the worker's relay closed"))
         self._waiting.clear()
+        for future in held:
+            _answer(future, CallLogUnavailable("the worker's relay closed"))
 
     async def _run(self) -> None:
         while True:
@@ -147,14 +165,14 @@ class BatchRelay:
             while parts := self._take():
                 await self._room.acquire()
                 task = asyncio.create_task(self._send(parts), name="call-log relay request")
-                self._sending.add(task)
+                self._sending[task] = parts
                 task.add_done_callback(self._sent)
 
     def _sent(self, task: asyncio.Task[None]) -> None:
-        self._sending.discard(task)
+        self._sending.pop(task, None)
         self._room.release()
 
-    def _take(self) -> list[tuple[CallBatch, asyncio.Future[BatchWritten]]]:
+    def _take(self) -> list[Part]:
         """What waits, up to a request's bounds; a batch whose writer stopped waiting is left
         out (it sends it again)."""
         self._waiting = [(b, f) for b, f in self._waiting if not f.done()]
@@ -167,10 +185,10 @@ class BatchRelay:
         taken, self._waiting = self._waiting[:count], self._waiting[count:]
         return taken
 
-    async def _send(self, parts: Sequence[tuple[CallBatch, asyncio.Future[BatchWritten]]]) -> None:
+    async def _send(self, parts: Sequence[Part]) -> None:
         self.requests += 1
         self.batches += len(parts)
-        alone: list[tuple[CallBatch, asyncio.Future[BatchWritten]]] = []
+        alone: list[Part] = []
         try:
             answer = await self.client.request(
                 "/v1/entries",
@@ -179,7 +197,8 @@ class BatchRelay:
                 within_s=self.within_s,
             )
         except CallLogRefused as exc:
-            if exc.status not in OWN_ROUTE or len(parts) == 1:
+            body = exc.status not in UNSERVED  # one batch's body is its own refusal
+            if exc.status not in OWN_ROUTE or (body and len(parts) == 1):
                 _settle(parts, exc)
                 return
             alone = list(parts)
@@ -222,9 +241,7 @@ def _answer(future: asyncio.Future[BatchWritten], said: BatchWritten | CallLogEr
         future.set_exception(said)
 
 
-def _settle(
-    parts: Sequence[tuple[CallBatch, asyncio.Future[BatchWritten]]], error: CallLogError
-) -> None:
+def _settle(parts: Sequence[Part], error: CallLogError) -> None:
     _log.warning("call-log did not take a worker's %d batches: %s", len(parts), error)
     for _, future in parts:
         _answer(future, error)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 from pathlib import Path
 
 import msgspec
@@ -30,7 +31,7 @@ from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.errors import CallLogRefused, CallLogUnavailable
 from pinecall_clients.relay import BatchRelay
 from pinecall_contracts.base import decode, encode
-from pinecall_contracts.calls import EntryBatch
+from pinecall_contracts.calls import CALL_ID_PATTERN, EntryBatch
 from pinecall_contracts.problems import ProblemDetails
 
 _log = logging.getLogger(__name__)
@@ -42,6 +43,9 @@ RELAY_WITHIN_S = 10.0
 """How long one combined request is retried (silence, a 5xx) before its batches are answered
 503: a request still retrying holds one of the relay's requests in flight."""
 PROBLEM = "application/problem+json"
+CALL_ID = re.compile(CALL_ID_PATTERN)
+ECHOED = 128
+"""Characters of a bad call id said back, at most."""
 
 
 def relay_client(path: str, key: str) -> CallLogClient:
@@ -70,7 +74,8 @@ class RelaySocket:
         os.chmod(self.path, 0o600)
 
     async def close(self) -> None:
-        """Stop serving; the batches still held are answered 503 (their jobs send them again)."""
+        """Stop serving: the batches held, and any sent from now, are answered 503 at once
+        (their jobs send them again); then the socket is closed."""
         await self.relay.aclose()
         await self._runner.cleanup()
         with contextlib.suppress(FileNotFoundError):
@@ -78,10 +83,21 @@ class RelaySocket:
 
     async def _entries(self, request: web.Request) -> web.Response:
         call = request.match_info["call"]
+        if not CALL_ID.match(call):  # as call-log's own route refuses it: the others' go on
+            return _problem(
+                ProblemDetails(
+                    title="Bad request",
+                    status=400,
+                    detail=f"no call id: {call[:ECHOED]!r} (pattern {CALL_ID_PATTERN})",
+                    code="bad_request",
+                )
+            )
         try:
             batch = decode(await request.read(), EntryBatch)
         except msgspec.MsgspecError as exc:
-            return _problem(ProblemDetails(title="Bad request", status=400, detail=str(exc)))
+            return _problem(
+                ProblemDetails(title="Bad request", status=400, detail=str(exc), code="bad_request")
+            )
         try:
             written = await self.relay.write_batch(
                 call,

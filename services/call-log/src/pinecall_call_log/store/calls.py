@@ -23,6 +23,7 @@ from sqlalchemy.ext.asyncio import AsyncEngine
 
 from pinecall_call_log import domain
 from pinecall_call_log.store.head import (
+    LOCK_HEADS,
     WRITE_AT_HEADS,
     append_own,
     append_own_all,
@@ -173,7 +174,8 @@ class CallStore:
         raise, in ``batches``' order. ``digests[i]`` are :func:`domain.digest` of the i-th's.
 
         The common case is one statement, :data:`head.WRITE_AT_HEADS`, in its own transaction
-        (one round trip, one commit). It commits whole or not at all, so a replica
+        after :data:`head.LOCK_HEADS` has locked the heads in the order of their ids (so two
+        such requests never deadlock). It commits whole or not at all, so a replica
         that dies before it commits writes none of them and each is sent again after the same
         count. A batch the statement did not write (a replay, a gap, a sealed or unknown call),
         and every batch when the transaction fails other than for Postgres not answering (a
@@ -186,6 +188,7 @@ class CallStore:
                 db.translate_errors("writing entries"),
                 db.driver_transaction(self.engine) as pg,
             ):
+                await pg.execute(LOCK_HEADS, {"calls": sorted({batches[i].call for i in order})})
                 cursor = await pg.execute(
                     WRITE_AT_HEADS,
                     at_heads_parameters(

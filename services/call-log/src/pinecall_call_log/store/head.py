@@ -52,6 +52,20 @@ psycopg itself (:func:`~pinecall_servicekit.db.driver_transaction`): the hot pat
 writer's batch."""
 
 
+LOCK_HEADS = db.driver_sql(
+    sa.text(
+        f"""
+    SELECT call_id FROM {CALLS.fullname}
+    WHERE call_id = ANY(CAST(:calls AS text[])) ORDER BY call_id FOR UPDATE
+    """
+    )
+)
+"""The heads of ``:calls`` locked in the order of their ids, before :data:`WRITE_AT_HEADS` in the
+same transaction: its update locks them in whatever order its plan meets the batches, and two
+requests naming the same calls in two orders deadlocked (a probe: 15 of 30 rounds at the SQL,
+a 1 s stall and every batch 503 over HTTP). Locked in one order, they queue."""
+
+
 WRITE_AT_HEADS = db.driver_sql(
     sa.text(
         f"""
