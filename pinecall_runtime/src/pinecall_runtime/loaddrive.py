@@ -180,14 +180,16 @@ async def _call(
             writer.add("transcript.user", {"n": n, "text": "I'd like to move my booking"})
         written = max(written, owed)
         if writer.queued:
-            seen.sent += relay is None
+            if relay is None:
+                seen.sent += 1
             await seen.timed("batch", writer.flush())
         if loop.time() >= next_tool:
             tools += 1
             await client.tool(call, ToolCall(id=f"tc{tools}", name="lookup", timeout_s=0.2))
             seen.tools += 1
             next_tool = loop.time() + rng.uniform(20, 60)
-    seen.sent += relay is None and writer.queued > 0
+    if relay is None and writer.queued:  # the drain's batch, its own request
+        seen.sent += 1
     await writer.drain()
     await seen.timed("seal", client.seal(call, "completed"))
     seen.entries += written

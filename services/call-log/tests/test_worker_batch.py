@@ -163,6 +163,7 @@ async def test_entries_are_kept_as_on_their_own_route_times_clamped_and_data_who
     assert kept["data"] == data
     assert clamped["ts"] < future.replace("+00:00", "Z")
     assert early["ts"].startswith("2000-01-01T00:00:00")
+    assert early["data"] == {}
     again = await call_log.post(
         "/v1/calls/call_b/entries",
         json={"after": 0, "entries": entries},

@@ -96,7 +96,8 @@ class CallLogClient:
 
     ``transport`` is for tests (``httpx.ASGITransport`` of an in-process replica); by default the
     client speaks HTTP to ``base_url`` (through the Unix socket ``uds`` when given: a job
-    process's batches to its worker's relay, :mod:`pinecall_clients.relay`). Close with :meth:`aclose` (or ``async with``).
+    process's batches to its worker's relay, ``pinecall_worker.relay``). Close with
+    :meth:`aclose` (or ``async with``).
     """
 
     def __init__(

@@ -234,12 +234,9 @@ class CallLogService:
                     self.write_errors += answer.status >= 500
                 else:
                     await self._took(b.call, b.entries, answer)
-            for b, answer in zip(batches, answers, strict=True):
                 if (span := spans.get(id(b))) is not None:
-                    span.set_attribute(
-                        "pinecall.batch.status",
-                        answer.status if isinstance(answer, PinecallError) else 200,
-                    )
+                    status = answer.status if isinstance(answer, PinecallError) else 200
+                    span.set_attribute("pinecall.batch.status", status)
         finally:
             for span in spans.values():
                 span.end()

@@ -88,7 +88,7 @@ WRITE_AT_HEADS = db.driver_sql(
                e.value->>'kind',
                GREATEST(LEAST((e.value->>'ts')::timestamptz, CAST(:now AS timestamptz)),
                         CAST(:earliest AS timestamptz)),
-               e.value->'data',
+               COALESCE(e.value->'data', '{{}}'::jsonb),
                substring(CAST(:digests AS bytea) FROM (moved.before + e.i::integer - 1) * 16 + 1
                          FOR 16)
         FROM moved, jsonb_array_elements(moved.entries) WITH ORDINALITY AS e(value, i)
@@ -210,30 +210,6 @@ async def append_own_all(
     return (await conn.execute(moved)).one()
 
 
-def at_head_parameters(
-    call: str, after: int, entries: Sequence[Entry], digests: Sequence[bytes], now: dt.datetime
-) -> dict[str, Any]:
-    """:data:`WRITE_AT_HEAD`'s parameters for one call's batch (``entries`` not empty)."""
-    return {
-        "call": call,
-        "after": after,
-        "size": len(entries),
-        "kinds": [e.kind for e in entries],
-        "ts": [domain.clamp(e.ts, now) for e in entries],
-        "data": [msgspec.json.encode(e.data).decode() for e in entries],
-        "digests": list(digests),
-    }
-
-
-def written_at_head(row: Any, after: int, size: int) -> BatchWritten | None:
-    """:data:`WRITE_AT_HEAD`'s one row (or None) as what the batch of ``size`` entries after
-    ``after`` was given: None when nothing was written."""
-    if row is None:
-        return None
-    first = int(row[0]) - size + 1
-    return BatchWritten(seqs=list(range(first, first + size)), written=after + size)
-
-
 async def write_at_head(
     pg: psycopg.AsyncConnection[Any],
     call: str,
@@ -245,8 +221,24 @@ async def write_at_head(
     """A batch written whole at the head by :data:`WRITE_AT_HEAD` in ``pg``'s transaction, or
     None if the head did not stand at ``after`` (or the call is unknown or sealed) and nothing was
     written. ``entries`` is not empty."""
-    cursor = await pg.execute(WRITE_AT_HEAD, at_head_parameters(call, after, entries, digests, now))
-    return written_at_head(await cursor.fetchone(), after, len(entries))
+    row = await (
+        await pg.execute(
+            WRITE_AT_HEAD,
+            {
+                "call": call,
+                "after": after,
+                "size": len(entries),
+                "kinds": [e.kind for e in entries],
+                "ts": [domain.clamp(e.ts, now) for e in entries],
+                "data": [msgspec.json.encode(e.data).decode() for e in entries],
+                "digests": list(digests),
+            },
+        )
+    ).fetchone()
+    if row is None:
+        return None
+    first = int(row[0]) - len(entries) + 1
+    return BatchWritten(seqs=list(range(first, first + len(entries))), written=after + len(entries))
 
 
 async def insert_entries(
