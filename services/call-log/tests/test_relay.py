@@ -144,7 +144,7 @@ async def test_a_writer_that_stops_waiting_sends_again_and_the_log_writes_once(
     writer = log.writer("call_0", sender=relay, batch_timeout_s=0.001)
     writer.add("transcript.user", {"n": 0})
     with pytest.raises(CallLogUnavailable):
-        await writer.flush()  # its wait (1 ms) ends inside the relay's gathering (10 ms)
+        await writer.flush()  # its wait (1 ms) ends inside the relay's gathering (5 ms)
     patient = log.writer("call_0", sender=relay)  # the same count: the batch again
     patient.add("transcript.user", {"n": 0})
     answer = await patient.flush()
