@@ -33,6 +33,7 @@ from pinecall_clients.relay import BatchRelay
 from pinecall_contracts.base import decode, encode
 from pinecall_contracts.calls import CALL_ID_PATTERN, EntryBatch
 from pinecall_contracts.problems import ProblemDetails
+from pinecall_servicekit.errors import BadRequest, Unavailable, bounded
 
 _log = logging.getLogger(__name__)
 
@@ -44,8 +45,6 @@ RELAY_WITHIN_S = 10.0
 503: a request still retrying holds one of the relay's requests in flight."""
 PROBLEM = "application/problem+json"
 CALL_ID = re.compile(CALL_ID_PATTERN)
-ECHOED = 128
-"""Characters of a bad call id said back, at most."""
 
 
 def relay_client(path: str, key: str) -> CallLogClient:
@@ -85,19 +84,12 @@ class RelaySocket:
         call = request.match_info["call"]
         if not CALL_ID.match(call):  # as call-log's own route refuses it: the others' go on
             return _problem(
-                ProblemDetails(
-                    title="Bad request",
-                    status=400,
-                    detail=f"no call id: {call[:ECHOED]!r} (pattern {CALL_ID_PATTERN})",
-                    code="bad_request",
-                )
+                BadRequest(f"no call id: {bounded(call)!r} (pattern {CALL_ID_PATTERN})").problem()
             )
         try:
             batch = decode(await request.read(), EntryBatch)
         except msgspec.MsgspecError as exc:
-            return _problem(
-                ProblemDetails(title="Bad request", status=400, detail=str(exc), code="bad_request")
-            )
+            return _problem(BadRequest(str(exc)).problem())
         try:
             written = await self.relay.write_batch(
                 call,
@@ -108,15 +100,7 @@ class RelaySocket:
         except CallLogRefused as exc:
             return _problem(exc.problem)
         except CallLogUnavailable as exc:
-            return _problem(
-                ProblemDetails(
-                    title="Service unavailable",
-                    status=503,
-                    detail=str(exc),
-                    code="unavailable",
-                    retryable=True,
-                )
-            )
+            return _problem(Unavailable(str(exc)).problem())
         return web.Response(body=encode(written), content_type="application/json")
 
 
