@@ -38,7 +38,7 @@ from pinecall_call_log import domain
 from pinecall_call_log.settings import CallLogSettings
 from pinecall_call_log.sockets.hub import Hub
 from pinecall_call_log.store import Store
-from pinecall_call_log.store.agents import ToolState
+from pinecall_call_log.store.tools import ToolState
 from pinecall_contracts.appsocket import Handed, ToolCallFrame
 from pinecall_contracts.calls import (
     Appended,
@@ -293,7 +293,7 @@ class CallLogService:
             raise Unprocessable(why)
         record = await self.identity(call)
         started = time.perf_counter()
-        state = await self.store.agents.ask_tool(call, tool, db.utcnow())
+        state = await self.store.tools.ask(call, tool, db.utcnow())
         if state.result is not None:
             return state.result
         result = await self._wait_tool(call, tool, record, state)
@@ -332,14 +332,14 @@ class CallLogService:
                 self.hub.tool_asked(frame)
             else:  # a retry: its socket may have it, or a draining one still run it
                 await self.hub.asked_again(frame)
-            held = await self.store.agents.tool_result(call, tool.id)
+            held = await self.store.tools.result(call, tool.id)
             if held is not None:
                 return held
             left = (state.deadline - db.utcnow()).total_seconds()
             try:
                 return await asyncio.wait_for(asyncio.shield(future), max(left, 0.0))
             except TimeoutError:
-                result, wrote = await self.store.agents.finish_tool(
+                result, wrote = await self.store.tools.finish(
                     call, tool.id, None, "timeout", db.utcnow()
                 )
                 if wrote:
@@ -366,7 +366,7 @@ class CallLogService:
         data = {"id": tool_id, "result": result, "error": error}
         if (why := domain.entry_too_large("tool.result", data)) is not None:
             raise Unprocessable(why)
-        answer, wrote = await self.store.agents.finish_tool(
+        answer, wrote = await self.store.tools.finish(
             call, tool_id, result, error, db.utcnow(), in_time=in_time
         )
         if wrote:

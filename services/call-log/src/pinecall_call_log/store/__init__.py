@@ -1,5 +1,5 @@
 """The call log's Postgres: tables (:mod:`.tables`), calls and entries (:mod:`.calls`), tool
-calls, the agent log and callbacks (:mod:`.agents`), the calls not sealed yet (:mod:`.unsealed`), the agents' definitions
+calls (:mod:`.tools`), the agent log and callbacks (:mod:`.agents`), the calls not sealed yet (:mod:`.unsealed`), the agents' definitions
 and their versions (:mod:`.definitions`), what an app socket is handed and the app's
 commands (:mod:`.held`), WhatsApp numbers (:mod:`.numbers`), call backs read for the
 dispatcher's follow-ups (:mod:`.callbacks`), the recordings that failed lately (:mod:`.failed`).
@@ -12,7 +12,7 @@ from pathlib import Path
 
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinecall_call_log.store.agents import AgentStore, ToolState
+from pinecall_call_log.store.agents import AgentStore
 from pinecall_call_log.store.callbacks import CallbackStore
 from pinecall_call_log.store.calls import CallStore
 from pinecall_call_log.store.definitions import DefinitionStore
@@ -20,6 +20,7 @@ from pinecall_call_log.store.failed import FailedRecordings
 from pinecall_call_log.store.held import HeldStore, WaitingTool
 from pinecall_call_log.store.numbers import NumberStore
 from pinecall_call_log.store.tables import SCHEMA
+from pinecall_call_log.store.tools import ToolState, ToolStore
 from pinecall_call_log.store.unsealed import UnsealedCalls
 from pinecall_servicekit.migrations import Migrations
 
@@ -33,6 +34,7 @@ __all__ = [
     "NumberStore",
     "Store",
     "ToolState",
+    "ToolStore",
     "UnsealedCalls",
     "WaitingTool",
     "migrate",
@@ -51,6 +53,7 @@ class Store:
         self.engine = engine
         self.calls = CallStore(engine)
         self.agents = AgentStore(engine)
+        self.tools = ToolStore(engine)
         self.unsealed = UnsealedCalls(engine)
         self.definitions = DefinitionStore(engine)
         self.held = HeldStore(engine)

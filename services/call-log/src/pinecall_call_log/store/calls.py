@@ -29,10 +29,12 @@ from pinecall_call_log.store.head import (
     append_own_all,
     at_heads_parameters,
     insert_entries,
+    lock_driver_head,
     lock_head,
     record_of,
     write_at_head,
 )
+from pinecall_call_log.store.lifecycle import end_at_head, open_head, started_data
 from pinecall_call_log.store.tables import CALLS, ENTRIES
 from pinecall_contracts import entries as kinds
 from pinecall_contracts.agents import CONFIG_AGENT, AgentVersion
@@ -81,7 +83,8 @@ class CallStore:
         ``call.started``, with the version. Returns the record and whether this request opened
         it. Opening again with the same agent, environment, room and worker answers the record
         as it was opened (a retry whose answer was lost: its agent's version is the first's);
-        anything else is ``Conflict``.
+        anything else is ``Conflict``. A new call is one statement (:data:`lifecycle.OPEN_CALL`, on
+        psycopg itself); a call held already is judged under its head's lock.
         """
         config, prompt_hash, started = o.config, o.prompt_hash, {}
         if agent is not None:
@@ -90,6 +93,17 @@ class CallStore:
             started = {"prompt_hash": agent.prompt_hash, "version": agent.version}
         elif prompt_hash is not None:
             started = {"prompt_hash": prompt_hash}
+        data = started_data(o, started)
+        async with (
+            db.translate_errors("opening a call"),
+            db.driver_connection(self._autocommit) as pg,
+        ):
+            # one statement, its own transaction: it makes the head whole or nothing. Should its
+            # replica die while it waits on another's open of the call, it may still commit: the
+            # open's retry then finds the call opened as it asks, and changes nothing
+            opened = await open_head(pg, o, config, prompt_hash, data, now)
+        if opened is not None:
+            return record_of(opened), True
         async with db.translate_errors("opening a call"), self.engine.begin() as conn:
             values = {
                 "call_id": o.call,
@@ -121,9 +135,6 @@ class CallStore:
                 if not same:
                     raise Conflict(f"call {o.call} was opened by {head.worker} in {head.room}")
                 return record_of(head), False
-            data = {"worker": o.worker, "room": o.room, "agent": o.agent} | started
-            if o.channel is not None:
-                data["channel"] = o.channel
             return record_of(await append_own_all(conn, head, [("call.started", data)], now)), True
 
     async def reopen(
@@ -303,8 +314,8 @@ class CallStore:
         ``drained``) is kept with it, and a repeat's is not. ``call.ended`` and ``ended_at`` are
         stamped ``at`` (the writer's time of the end, ``CallEnd.at``) kept between the call's
         opening and ``now``; ``now`` when None. The seal is stamped ``now``."""
-        async with db.translate_errors("ending a call"), self.engine.begin() as conn:
-            head = await lock_head(conn, call, changing=not seal)
+        async with db.translate_errors("ending a call"), db.driver_transaction(self.engine) as pg:
+            head = await lock_driver_head(pg, call, changing=not seal)
             done: list[str] = []
             own: list[tuple[str, dict[str, Any]]] = []
             stamped: dict[str, dt.datetime] = {}
@@ -327,7 +338,7 @@ class CallStore:
                 changes["sealed_at"] = now
                 done.append("sealed")
             if own:
-                head = await append_own_all(conn, head, own, now, stamped=stamped, **changes)
+                head = await end_at_head(pg, head, own, now, stamped=stamped, changes=changes)
             return record_of(head), done
 
     async def read(self, call: str, after: int = 0, limit: int = 10_000) -> CallLog:

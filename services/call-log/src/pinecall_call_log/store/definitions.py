@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 import sqlalchemy as sa
+from psycopg.rows import namedtuple_row
 from sqlalchemy.dialects.postgresql import distinct_on
 from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine
 
@@ -25,7 +26,19 @@ from pinecall_servicekit import db
 T = AGENT_VERSIONS.c
 
 
-def _version(row: sa.Row[Any]) -> AgentVersion:
+LATEST = db.driver_sql(
+    sa.text(
+        f"""
+    SELECT * FROM {AGENT_VERSIONS.fullname}
+    WHERE org = :org AND environment = :environment AND name = :name
+    ORDER BY version DESC LIMIT 1
+    """
+    )
+)
+"""An agent's latest version, read at each call's open: on psycopg itself, in autocommit."""
+
+
+def _version(row: Any) -> AgentVersion:
     return AgentVersion(
         org=row.org,
         environment=row.environment,
@@ -87,15 +100,22 @@ class DefinitionStore:
     async def get(
         self, org: str, environment: str, name: str, version: int | None = None
     ) -> AgentVersion | None:
-        """The agent's ``version`` (None: the latest); None when there is no such version."""
+        """The agent's ``version`` (None: the latest, :data:`LATEST`); None when there is no
+        such version."""
+        if version is None:
+            async with (
+                db.translate_errors("reading an agent"),
+                db.driver_connection(self._reads) as pg,
+                pg.cursor(row_factory=namedtuple_row) as cursor,
+            ):
+                await cursor.execute(LATEST, {"org": org, "environment": environment, "name": name})
+                latest = await cursor.fetchone()
+            return None if latest is None else _version(latest)
+        query = sa.select(AGENT_VERSIONS).where(
+            *_agent(org, environment, name), T.version == version
+        )
         async with db.translate_errors("reading an agent"), self._reads.connect() as conn:
-            if version is None:
-                row = await _latest(conn, org, environment, name)
-            else:
-                query = sa.select(AGENT_VERSIONS).where(
-                    *_agent(org, environment, name), T.version == version
-                )
-                row = (await conn.execute(query)).first()
+            row = (await conn.execute(query)).first()
         return None if row is None else _version(row)
 
     async def latest(self, org: str, environment: str) -> list[AgentVersion]:

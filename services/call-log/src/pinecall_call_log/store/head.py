@@ -1,6 +1,6 @@
 """A call's head row: what the call is and where its log stands, locked by every change.
 
-Shared by :mod:`.calls` and :mod:`.agents`; the SQL of the head and of writing entries after it.
+Shared by :mod:`.calls`, :mod:`.tools` and :mod:`.lifecycle`; the SQL of the head and of writing entries after it.
 :data:`WRITE_AT_HEAD` is a batch's common case in one statement: it moves the head only if it
 stands at the batch's count and writes the entries under the places it took, or, when the head
 stands elsewhere, changes nothing.
@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 import psycopg
 import sqlalchemy as sa
+from psycopg.rows import namedtuple_row
 from sqlalchemy.ext.asyncio import AsyncConnection
 
 from pinecall_call_log import domain
@@ -24,6 +25,7 @@ from pinecall_servicekit import db
 from pinecall_servicekit.errors import Conflict, NotFound
 
 Head = sa.Row[Any]
+R = TypeVar("R")
 
 WRITE_AT_HEAD = db.driver_sql(
     sa.text(
@@ -111,6 +113,12 @@ replica's samples under load, their elements' dumping still a tenth in one state
 """
 
 
+LOCK_HEAD = db.driver_sql(
+    sa.select(CALLS).where(CALLS.c.call_id == sa.bindparam("call")).with_for_update()
+)
+""":func:`lock_head` on psycopg itself."""
+
+
 def at_heads_parameters(
     batches: Sequence[CallBatch], digests: Sequence[Sequence[bytes]], now: dt.datetime
 ) -> dict[str, Any]:
@@ -124,8 +132,8 @@ def at_heads_parameters(
     }
 
 
-def record_of(row: sa.Row[Any]) -> CallRecord:
-    """A ``calls`` row as a :class:`CallRecord`."""
+def record_of(row: Any) -> CallRecord:
+    """A ``calls`` row (SQLAlchemy's row or psycopg's named tuple) as a :class:`CallRecord`."""
     return CallRecord(
         call=row.call_id,
         agent=row.agent,
@@ -158,9 +166,24 @@ async def lock_head(conn: AsyncConnection, call: str, *, changing: bool = True) 
     row = (
         await conn.execute(sa.select(CALLS).where(CALLS.c.call_id == call).with_for_update())
     ).first()
+    return _held(call, row, changing)
+
+
+async def lock_driver_head(
+    pg: psycopg.AsyncConnection[Any], call: str, *, changing: bool = True
+) -> Any:
+    """:func:`lock_head` in psycopg's transaction ``pg``: the row as a named tuple."""
+    async with pg.cursor(row_factory=namedtuple_row) as cursor:
+        await cursor.execute(LOCK_HEAD, {"call": call})
+        row = await cursor.fetchone()
+    return _held(call, row, changing)
+
+
+def _held(call: str, row: R | None, changing: bool) -> R:
     if row is None:
         raise NotFound(f"no call {call} on this log (an older release's call: say it reopened)")
-    if changing and row.sealed_at is not None:
+    head: Any = row  # SQLAlchemy's row or psycopg's named tuple: the columns are attributes
+    if changing and head.sealed_at is not None:
         raise Conflict(f"call {call} is sealed")
     return row
 
