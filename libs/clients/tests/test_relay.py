@@ -116,3 +116,28 @@ async def test_a_traceparent_no_w3c_header_could_be_is_not_sent_on() -> None:
             await relay.aclose()
     (body,) = seen
     assert b'"traceparent":null' in body
+
+
+async def test_a_batch_asked_alone_goes_in_its_writers_trace() -> None:
+    """A batch the combined request did not settle is sent on its own route with its writer's
+    ``traceparent``, not the context of whichever writer started the relay's task: call-log
+    writes it in its call's trace, as through the relay."""
+    writer = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    traces: dict[str, str | None] = {}
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        traces[request.url.path] = request.headers.get("traceparent")
+        if request.url.path == "/v1/entries":  # an older call-log: each batch goes alone
+            return httpx.Response(404, json={"title": "Not found", "status": 404})
+        return httpx.Response(200, content=encode(BatchWritten(seqs=[2], written=1)))
+
+    transport = httpx.MockTransport(answer)
+    async with CallLogClient("http://call-log.test", "k", transport=transport) as log:
+        relay = BatchRelay(log)
+        try:
+            await relay.write_batch("call_a", BATCH, within_s=5, traceparent=writer)
+        finally:
+            await relay.aclose()
+    alone = traces["/v1/calls/call_a/entries"]
+    assert alone is not None
+    assert alone.split("-")[1] == writer.split("-")[1]

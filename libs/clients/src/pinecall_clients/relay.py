@@ -24,6 +24,8 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
+from opentelemetry import context
+
 from pinecall_clients.calllog import CallLogClient
 from pinecall_clients.errors import (
     BatchRefused,
@@ -224,12 +226,19 @@ class BatchRelay:
         await asyncio.gather(*(self._alone(part, future) for part, future in alone))
 
     async def _alone(self, part: CallBatch, future: asyncio.Future[BatchWritten]) -> None:
-        """``part`` on its own route, retried as a batch alone is."""
+        """``part`` on its own route, retried as a batch alone is, in its writer's trace (the
+        ``traceparent`` it came with; the relay's task runs in whichever writer's context
+        started it), so call-log's span of it is in its call's trace as through the relay."""
         batch = EntryBatch(after=part.after, entries=part.entries)
+        writers = calltrace.from_traceparent(part.traceparent)
+        token = None if writers is None else context.attach(writers)
         try:
             _answer(future, await self.client.write_batch(part.call, batch, within_s=self.within_s))
         except CallLogError as exc:
             _answer(future, exc)
+        finally:
+            if token is not None:
+                context.detach(token)
 
 
 def _answer(future: asyncio.Future[BatchWritten], said: BatchWritten | CallLogError) -> None:
