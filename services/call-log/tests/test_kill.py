@@ -1,5 +1,6 @@
 """Replicas as real Granian processes, SIGKILLed: a batch retried on the other replica loses and
-doubles nothing (issue 5, acceptance 2); a page's stream resumes on the other replica with
+doubles nothing (issue 5, acceptance 2); an open caught waiting dies with its replica, so its
+retry opens the call and says so; a page's stream resumes on the other replica with
 Last-Event-ID, no gap and no repeat (acceptance 5)."""
 
 from __future__ import annotations
@@ -8,16 +9,35 @@ import asyncio
 from collections.abc import AsyncIterator
 
 import httpx
+import nats
 import psycopg
 import pytest
 import stamina
 
+from pinecall_contracts.subjects import Subjects
 from pinecall_testkit.call_log import Keys, batch, bearer, opening, replica_env, served
 
 
 @pytest.fixture
 def env(database_url: str, nats_url: str, nats_namespace: str) -> dict[str, str]:
     return replica_env(database_url, nats_url, nats_namespace)
+
+
+async def a_lock_is_waited_on(database_url: str) -> None:
+    """Returns once some backend waits on a lock (no event says so: Postgres is asked)."""
+    async with await psycopg.AsyncConnection.connect(database_url) as probe:
+        async for attempt in stamina.retry_context(
+            on=AssertionError, attempts=None, timeout=20, wait_initial=0.05, wait_max=0.1
+        ):
+            with attempt:
+                waiting = await (
+                    await probe.execute(
+                        "SELECT count(*) FROM pg_locks WHERE NOT granted"
+                        " AND pid <> pg_backend_pid()"
+                    )
+                ).fetchone()
+                assert waiting is not None
+                assert waiting[0] >= 1
 
 
 async def test_a_replica_killed_mid_batch_loses_and_doubles_nothing(
@@ -34,19 +54,7 @@ async def test_a_replica_killed_mid_batch_loses_and_doubles_nothing(
             sending = asyncio.create_task(
                 http.post(f"{a.url}/v1/calls/call_1/entries", json=batch(2, 5), headers=auth)
             )
-            async with await psycopg.AsyncConnection.connect(database_url) as probe:
-                async for attempt in stamina.retry_context(
-                    on=AssertionError, attempts=None, timeout=20, wait_initial=0.05, wait_max=0.1
-                ):
-                    with attempt:  # no event says "a backend waits on this lock": ask Postgres
-                        waiting = await (
-                            await probe.execute(
-                                "SELECT count(*) FROM pg_locks WHERE NOT granted"
-                                " AND pid <> pg_backend_pid()"
-                            )
-                        ).fetchone()
-                        assert waiting is not None
-                        assert waiting[0] >= 1
+            await a_lock_is_waited_on(database_url)
             a.kill()
             await a.proc.wait()
             lost = await asyncio.gather(sending, return_exceptions=True)
@@ -60,6 +68,45 @@ async def test_a_replica_killed_mid_batch_loses_and_doubles_nothing(
         assert (retried.json()["seqs"], retried.json()["replayed"]) == ([4, 5, 6, 7, 8], False)
         log = (await http.get(f"{b.url}/v1/calls/call_1/entries", headers=auth)).json()
         assert [e["data"].get("n") for e in log["entries"]] == [None, *range(7)]
+
+
+async def test_an_open_caught_waiting_dies_with_its_replica_and_its_retry_says_the_call_opened(
+    env: dict[str, str], database_url: str, nats_url: str, nats_namespace: str, keys: Keys
+) -> None:
+    """The open is one statement (``OPEN_CALL``) in a transaction: were it in autocommit, a
+    statement waiting on another's insert of its call would still commit once that insert was let
+    go, after its replica died, and the retry on the other replica, finding the call opened,
+    would say nothing of it (no ``opened`` event, no app socket told; a probe's finding)."""
+    auth = bearer(keys.production)
+    bus = await nats.connect(nats_url)
+    heard = await bus.subscribe(Subjects(nats_namespace).call_event("opened", "call_1"))
+    await bus.flush()
+    try:
+        async with served(env) as (a, b), httpx.AsyncClient(timeout=30) as http:
+            async with await psycopg.AsyncConnection.connect(database_url) as held:
+                # another's insert of the call, not committed: replica a's open waits on it
+                await held.execute(
+                    "INSERT INTO calllog.calls (call_id, agent, org, environment, room, worker,"
+                    " context, config, opened_at)"
+                    " VALUES ('call_1', 'x', 'x', 'production', 'x', 'x', '{}', '{}', now())"
+                )
+                sending = asyncio.create_task(
+                    http.post(f"{a.url}/v1/calls", json=opening(), headers=auth)
+                )
+                await a_lock_is_waited_on(database_url)
+                a.kill()
+                await a.proc.wait()
+                lost = await asyncio.gather(sending, return_exceptions=True)
+                assert isinstance(lost[0], httpx.HTTPError)  # the worker never heard an answer
+                await held.rollback()
+            retried = await http.post(f"{b.url}/v1/calls", json=opening(), headers=auth)
+            assert retried.status_code == 200, retried.text
+            said = await heard.next_msg(timeout=10)  # b opened it: a's open died with a
+            assert said.subject.endswith(".call_1")
+            log = (await http.get(f"{b.url}/v1/calls/call_1/entries", headers=auth)).json()
+            assert [e["kind"] for e in log["entries"]] == ["call.started"]
+    finally:
+        await bus.close()
 
 
 async def events(response: httpx.Response) -> AsyncIterator[int]:

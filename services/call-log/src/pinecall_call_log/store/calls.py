@@ -96,11 +96,8 @@ class CallStore:
         data = started_data(o, started)
         async with (
             db.translate_errors("opening a call"),
-            db.driver_connection(self._autocommit) as pg,
+            db.driver_transaction(self.engine) as pg,
         ):
-            # one statement, its own transaction: it makes the head whole or nothing. Should its
-            # replica die while it waits on another's open of the call, it may still commit: the
-            # open's retry then finds the call opened as it asks, and changes nothing
             opened = await open_head(pg, o, config, prompt_hash, data, now)
         if opened is not None:
             return record_of(opened), True

@@ -29,13 +29,14 @@ T = AGENT_VERSIONS.c
 LATEST = db.driver_sql(
     sa.text(
         f"""
-    SELECT * FROM {AGENT_VERSIONS.fullname}
+    SELECT {", ".join(c.name for c in T)} FROM {AGENT_VERSIONS.fullname}
     WHERE org = :org AND environment = :environment AND name = :name
     ORDER BY version DESC LIMIT 1
     """
     )
 )
-"""An agent's latest version, read at each call's open: on psycopg itself, in autocommit."""
+"""An agent's latest version, read at each call's open: on psycopg itself, in autocommit. Its
+columns are named, never ``*`` (``lifecycle.HEAD_COLUMNS`` says why)."""
 
 
 def _version(row: Any) -> AgentVersion:

@@ -21,6 +21,12 @@ from pinecall_call_log.store.tables import CALLS, ENTRIES
 from pinecall_contracts.calls import CallOpen
 from pinecall_servicekit import db
 
+HEAD_COLUMNS = ", ".join(c.name for c in CALLS.c)
+"""The head's columns, named: a statement of ``*`` that psycopg has prepared (its fifth run on a
+connection) fails with "cached plan must not change result type" once a migration adds a column,
+on every connection that prepared it, until it is made anew (a probe: every open a 500 after an
+``ALTER TABLE … ADD COLUMN``, which a release's expand step is)."""
+
 OPEN_CALL = db.driver_sql(
     sa.text(
         f"""
@@ -30,18 +36,21 @@ OPEN_CALL = db.driver_sql(
         VALUES (:call, :agent, :org, :environment, :room, :worker, CAST(:context AS jsonb),
                 CAST(:config AS jsonb), :prompt_hash, :channel, :now, 1)
         ON CONFLICT DO NOTHING
-        RETURNING *
+        RETURNING {HEAD_COLUMNS}
     ), started AS (
         INSERT INTO {ENTRIES.fullname} (call_id, seq, kind, ts, data)
         SELECT made.call_id, 1, 'call.started', :now, CAST(:started AS jsonb) FROM made
     )
-    SELECT * FROM made
+    SELECT {HEAD_COLUMNS} FROM made
     """
     )
 )
 """A new call's head and its ``call.started`` (seq 1) in one statement; the head's row is the one
 row. None when the call is held already (``ON CONFLICT`` waits for a head being made): then
-nothing was written, and the open is judged under the head's lock."""
+nothing was written, and the open is judged under the head's lock. Run in a transaction of its
+own, never in autocommit: an open waiting on another's insert of the call when its replica dies
+must die with it, not commit later, when no one announces the call (the ``opened`` event, the
+app socket's): its retry would find it opened and announce nothing (a probe's SIGKILL)."""
 
 END_AT_HEAD = db.driver_sql(
     sa.text(
@@ -59,7 +68,7 @@ END_AT_HEAD = db.driver_sql(
         cause = CASE WHEN :ending THEN CAST(:cause AS text) ELSE cause END,
         sealed_at = CASE WHEN :sealing THEN CAST(:now AS timestamptz) ELSE sealed_at END
     WHERE call_id = :call
-    RETURNING *
+    RETURNING {HEAD_COLUMNS}
     """
     )
 )
