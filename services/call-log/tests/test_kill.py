@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
+from typing import Any
 
 import httpx
 import nats
@@ -15,7 +16,7 @@ import pytest
 import stamina
 
 from pinecall_contracts.subjects import Subjects
-from pinecall_testkit.call_log import Keys, batch, bearer, opening, replica_env, served
+from pinecall_testkit.call_log import Keys, Process, batch, bearer, opening, replica_env, served
 
 
 @pytest.fixture
@@ -23,8 +24,14 @@ def env(database_url: str, nats_url: str, nats_namespace: str) -> dict[str, str]
     return replica_env(database_url, nats_url, nats_namespace)
 
 
-async def a_lock_is_waited_on(database_url: str) -> None:
-    """Returns once some backend waits on a lock (no event says so: Postgres is asked)."""
+async def kill_while_held(
+    database_url: str,
+    a: Process,
+    sending: asyncio.Task[httpx.Response],
+    held: psycopg.AsyncConnection[Any],
+) -> None:
+    """Once ``a``'s request waits on a lock ``held`` holds (no event says so: Postgres is asked),
+    kill ``a``, see that its asker never heard an answer, and let the lock go."""
     async with await psycopg.AsyncConnection.connect(database_url) as probe:
         async for attempt in stamina.retry_context(
             on=AssertionError, attempts=None, timeout=20, wait_initial=0.05, wait_max=0.1
@@ -38,6 +45,11 @@ async def a_lock_is_waited_on(database_url: str) -> None:
                 ).fetchone()
                 assert waiting is not None
                 assert waiting[0] >= 1
+    a.kill()
+    await a.proc.wait()
+    lost = await asyncio.gather(sending, return_exceptions=True)
+    assert isinstance(lost[0], httpx.HTTPError)
+    await held.rollback()
 
 
 async def test_a_replica_killed_mid_batch_loses_and_doubles_nothing(
@@ -54,12 +66,7 @@ async def test_a_replica_killed_mid_batch_loses_and_doubles_nothing(
             sending = asyncio.create_task(
                 http.post(f"{a.url}/v1/calls/call_1/entries", json=batch(2, 5), headers=auth)
             )
-            await a_lock_is_waited_on(database_url)
-            a.kill()
-            await a.proc.wait()
-            lost = await asyncio.gather(sending, return_exceptions=True)
-            assert isinstance(lost[0], httpx.HTTPError)  # the writer never heard an answer
-            await held.rollback()
+            await kill_while_held(database_url, a, sending, held)
         retried = await http.post(
             f"{b.url}/v1/calls/call_1/entries", json=batch(2, 5), headers=auth
         )
@@ -93,12 +100,7 @@ async def test_an_open_caught_waiting_dies_with_its_replica_and_its_retry_says_t
                 sending = asyncio.create_task(
                     http.post(f"{a.url}/v1/calls", json=opening(), headers=auth)
                 )
-                await a_lock_is_waited_on(database_url)
-                a.kill()
-                await a.proc.wait()
-                lost = await asyncio.gather(sending, return_exceptions=True)
-                assert isinstance(lost[0], httpx.HTTPError)  # the worker never heard an answer
-                await held.rollback()
+                await kill_while_held(database_url, a, sending, held)
             retried = await http.post(f"{b.url}/v1/calls", json=opening(), headers=auth)
             assert retried.status_code == 200, retried.text
             said = await heard.next_msg(timeout=10)  # b opened it: a's open died with a

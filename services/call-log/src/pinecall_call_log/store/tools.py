@@ -130,6 +130,18 @@ class ToolStore:
         self.engine = engine
         self._autocommit = db.autocommit(engine)
 
+    async def _one_statement(
+        self, what: str, statement: str, parameters: dict[str, Any]
+    ) -> int | None:
+        """:data:`ASK_TOOL` or :data:`ANSWER_TOOL` in a transaction of its own: the seq its row
+        took, or None when it missed, its transaction rolled back (its head's update, made for
+        nothing, undone); the caller then judges the request under the head's lock."""
+        async with db.translate_errors(what), db.driver_transaction(self.engine) as pg:
+            row = await (await pg.execute(statement, parameters)).fetchone()
+            if row is None:
+                raise psycopg.Rollback  # left by the block, which it rolls back
+        return None if row is None else int(row[0])
+
     async def ask(self, call: str, tool: ToolCall, now: dt.datetime) -> ToolState:
         """Write ``tool.call`` once per ``tool.id``; its deadline is ``now + timeout_s``.
 
@@ -144,25 +156,21 @@ class ToolStore:
             "arguments": tool.arguments,
             "timeout_s": tool.timeout_s,
         }
-        async with db.translate_errors("asking a tool"), db.driver_transaction(self.engine) as pg:
-            row = await (
-                await pg.execute(
-                    ASK_TOOL,
-                    {
-                        "call": call,
-                        "tool": tool.id,
-                        "name": tool.name,
-                        "arguments": _json(tool.arguments),
-                        "deadline": deadline,
-                        "now": now,
-                        "data": _json(data),
-                    },
-                )
-            ).fetchone()
-            if row is None:
-                raise psycopg.Rollback  # the head moved for nothing: judged below
-        if row is not None:
-            return ToolState(asked=True, deadline=deadline, result=None, seq=int(row[0]))
+        asked = await self._one_statement(
+            "asking a tool",
+            ASK_TOOL,
+            {
+                "call": call,
+                "tool": tool.id,
+                "name": tool.name,
+                "arguments": _json(tool.arguments),
+                "deadline": deadline,
+                "now": now,
+                "data": _json(data),
+            },
+        )
+        if asked is not None:
+            return ToolState(asked=True, deadline=deadline, result=None, seq=asked)
         async with db.translate_errors("asking a tool"), self.engine.begin() as conn:
             head = await lock_head(conn, call)
             row = (
@@ -204,29 +212,22 @@ class ToolStore:
         ``in_time`` (the socket's answers): ``PastDeadline``, nothing written, for an answer
         after the deadline that finds no result or the timeout (which is written without it)."""
         data = {"id": tool_id, "result": result, "error": error}
-        async with (
-            db.translate_errors("answering a tool"),
-            db.driver_transaction(self.engine) as pg,
-        ):
-            row = await (
-                await pg.execute(
-                    ANSWER_TOOL,
-                    {
-                        "call": call,
-                        "tool": tool_id,
-                        "result": _json(result),
-                        "error": error,
-                        "in_time": in_time,
-                        "now": now,
-                        "data": _json(data),
-                    },
-                )
-            ).fetchone()
-            if row is None:
-                raise psycopg.Rollback  # the head moved for nothing: judged below
-        if row is not None:
-            seq = int(row[0])
-            return ToolResult(call=call, id=tool_id, result=result, error=error, seq=seq), True
+        answered = await self._one_statement(
+            "answering a tool",
+            ANSWER_TOOL,
+            {
+                "call": call,
+                "tool": tool_id,
+                "result": _json(result),
+                "error": error,
+                "in_time": in_time,
+                "now": now,
+                "data": _json(data),
+            },
+        )
+        if answered is not None:
+            written = ToolResult(call=call, id=tool_id, result=result, error=error, seq=answered)
+            return written, True
         async with db.translate_errors("answering a tool"), self.engine.begin() as conn:
             head = await lock_head(conn, call)
             where = (TOOL_CALLS.c.call_id == call, TOOL_CALLS.c.tool_id == tool_id)
