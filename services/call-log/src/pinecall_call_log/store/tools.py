@@ -25,14 +25,18 @@ from pinecall_contracts.calls import ToolCall, ToolResult
 from pinecall_servicekit import db
 from pinecall_servicekit.errors import Conflict, NotFound
 
-ASK_TOOL = db.driver_sql(
-    sa.text(
-        f"""
-    WITH moved AS (
+NEXT_SEQ = f"""WITH moved AS (
         UPDATE {CALLS.fullname} SET last_seq = last_seq + 1
         WHERE call_id = :call AND sealed_at IS NULL
         RETURNING last_seq
-    ), asked AS (
+    )"""
+"""The head of ``:call``, if not sealed, locked by taking its next seq (``moved.last_seq``): the
+first part of :data:`ASK_TOOL` and :data:`ANSWER_TOOL`."""
+
+ASK_TOOL = db.driver_sql(
+    sa.text(
+        f"""
+    {NEXT_SEQ}, asked AS (
         INSERT INTO {TOOL_CALLS.fullname} (call_id, tool_id, name, arguments, deadline, call_seq)
         SELECT :call, :tool, :name, CAST(:arguments AS jsonb), :deadline, moved.last_seq
         FROM moved
@@ -55,11 +59,7 @@ transaction is rolled back and the ask judged under the head's lock."""
 ANSWER_TOOL = db.driver_sql(
     sa.text(
         f"""
-    WITH moved AS (
-        UPDATE {CALLS.fullname} SET last_seq = last_seq + 1
-        WHERE call_id = :call AND sealed_at IS NULL
-        RETURNING last_seq
-    ), answered AS (
+    {NEXT_SEQ}, answered AS (
         UPDATE {TOOL_CALLS.fullname} AS t
         SET result = CAST(:result AS jsonb), error = :error, result_seq = moved.last_seq
         FROM moved
