@@ -1,5 +1,6 @@
-"""The call log's Postgres: tables (:mod:`.tables`), calls and entries (:mod:`.calls`), tool
-calls (:mod:`.tools`), the agent log and callbacks (:mod:`.agents`), the calls not sealed yet (:mod:`.unsealed`), the agents' definitions
+"""The call log's Postgres: tables (:mod:`.tables`), calls and entries (:mod:`.calls`, their
+head's SQL :mod:`.head` and :mod:`.lifecycle`), tool calls (:mod:`.tools`), the agent log and
+callbacks (:mod:`.agents`), the calls not sealed yet (:mod:`.unsealed`), the agents' definitions
 and their versions (:mod:`.definitions`), what an app socket is handed and the app's
 commands (:mod:`.held`), WhatsApp numbers (:mod:`.numbers`), call backs read for the
 dispatcher's follow-ups (:mod:`.callbacks`), the recordings that failed lately (:mod:`.failed`).

@@ -1,6 +1,7 @@
 """A call's head row: what the call is and where its log stands, locked by every change.
 
-Shared by :mod:`.calls`, :mod:`.tools` and :mod:`.lifecycle`; the SQL of the head and of writing entries after it.
+Shared by :mod:`.calls`, :mod:`.tools` and :mod:`.lifecycle`; the SQL of the head and of writing
+entries after it.
 :data:`WRITE_AT_HEAD` is a batch's common case in one statement: it moves the head only if it
 stands at the batch's count and writes the entries under the places it took, or, when the head
 stands elsewhere, changes nothing.
@@ -26,6 +27,13 @@ from pinecall_servicekit.errors import Conflict, NotFound
 
 Head = sa.Row[Any]
 R = TypeVar("R")
+
+
+def json_text(value: Any) -> str:
+    """``value`` as the JSON text a ``CAST(… AS jsonb)`` takes: msgspec's encoding, as
+    SQLAlchemy's ``JSONB`` stores it (``None`` is JSON ``null``)."""
+    return msgspec.json.encode(value).decode()
+
 
 WRITE_AT_HEAD = db.driver_sql(
     sa.text(
@@ -125,7 +133,7 @@ def at_heads_parameters(
     """:data:`WRITE_AT_HEADS`'s parameters for ``batches`` (each with entries) and their
     entries' ``digests`` (:func:`domain.digest`, 16 bytes each)."""
     return {
-        "batches": msgspec.json.encode(batches).decode(),
+        "batches": json_text(batches),
         "digests": b"".join(d for said in digests for d in said),
         "now": now,
         "earliest": domain.EARLIEST,
@@ -253,7 +261,7 @@ async def write_at_head(
                 "size": len(entries),
                 "kinds": [e.kind for e in entries],
                 "ts": [domain.clamp(e.ts, now) for e in entries],
-                "data": [msgspec.json.encode(e.data).decode() for e in entries],
+                "data": [json_text(e.data) for e in entries],
                 "digests": list(digests),
             },
         )

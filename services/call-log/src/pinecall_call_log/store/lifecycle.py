@@ -12,11 +12,11 @@ import datetime as dt
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import msgspec
 import psycopg
 import sqlalchemy as sa
 from psycopg.rows import namedtuple_row
 
+from pinecall_call_log.store.head import json_text
 from pinecall_call_log.store.tables import CALLS, ENTRIES
 from pinecall_contracts.calls import CallOpen
 from pinecall_servicekit import db
@@ -107,12 +107,12 @@ async def open_head(
                 "environment": o.environment,
                 "room": o.room,
                 "worker": o.worker,
-                "context": msgspec.json.encode(o.context).decode(),
-                "config": msgspec.json.encode(config).decode(),
+                "context": json_text(o.context),
+                "config": json_text(config),
                 "prompt_hash": prompt_hash,
                 "channel": o.channel,
                 "now": now,
-                "started": msgspec.json.encode(started).decode(),
+                "started": json_text(started),
             },
         )
         return await cursor.fetchone()
@@ -140,7 +140,7 @@ async def end_at_head(
                 "after": head.last_seq,
                 "kinds": [kind for kind, _ in own],
                 "ts": [stamped.get(kind, now) for kind, _ in own],
-                "data": [msgspec.json.encode(data).decode() for _, data in own],
+                "data": [json_text(data) for _, data in own],
                 "ending": ending,
                 "ended_at": changes.get("ended_at"),
                 "outcome": changes.get("outcome"),

@@ -13,13 +13,12 @@ import datetime as dt
 from dataclasses import dataclass
 from typing import Any
 
-import msgspec
 import psycopg
 import sqlalchemy as sa
 from psycopg.rows import namedtuple_row
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from pinecall_call_log.store.head import append_own, lock_head
+from pinecall_call_log.store.head import append_own, json_text, lock_head
 from pinecall_call_log.store.tables import CALLS, ENTRIES, TOOL_CALLS
 from pinecall_contracts.calls import ToolCall, ToolResult
 from pinecall_servicekit import db
@@ -91,12 +90,6 @@ TOOL_RESULT = db.driver_sql(
 )
 
 
-def _json(value: Any) -> str:
-    """``value`` as the JSON text a ``CAST(… AS jsonb)`` takes (msgspec's encoding, as
-    SQLAlchemy's ``JSONB`` stores it: ``None`` is JSON ``null``)."""
-    return msgspec.json.encode(value).decode()
-
-
 class PastDeadline(Conflict):
     """A tool's answer after its deadline: the worker stopped waiting, the model went on."""
 
@@ -163,10 +156,10 @@ class ToolStore:
                 "call": call,
                 "tool": tool.id,
                 "name": tool.name,
-                "arguments": _json(tool.arguments),
+                "arguments": json_text(tool.arguments),
                 "deadline": deadline,
                 "now": now,
-                "data": _json(data),
+                "data": json_text(data),
             },
         )
         if asked is not None:
@@ -218,11 +211,11 @@ class ToolStore:
             {
                 "call": call,
                 "tool": tool_id,
-                "result": _json(result),
+                "result": json_text(result),
                 "error": error,
                 "in_time": in_time,
                 "now": now,
-                "data": _json(data),
+                "data": json_text(data),
             },
         )
         if answered is not None:
