@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 
 import psycopg
-import stamina
 
 from pinecall_contracts.appsocket import Close
 from pinecall_testkit.appsocket import (
@@ -21,7 +20,7 @@ from pinecall_testkit.appsocket import (
     open_call,
     service,
 )
-from pinecall_testkit.call_log import Keys, Listening
+from pinecall_testkit.call_log import Keys, Listening, lock_waited_on
 
 # -- the handshake ------------------------------------------------------------------------
 
@@ -173,7 +172,7 @@ async def test_a_result_being_written_when_its_socket_goes_is_written_and_not_as
             # hold the call's head as another writer would: the result's write waits on it
             await holder.execute("SELECT 1 FROM calllog.calls WHERE call_id = 'call_1' FOR UPDATE")
             await first.send("tool.result.v1", call="call_1", id="tc_1", result={"booked": True})
-            await _blocked_on_the_head(database_url)
+            await lock_waited_on(database_url)
             [held] = service(socket_replica).hub.sockets.values()
             async with app(socket_replica, keys, "app-1") as second:
                 async with asyncio.timeout(10):
@@ -186,20 +185,3 @@ async def test_a_result_being_written_when_its_socket_goes_is_written_and_not_as
                 await second.nothing_queued()  # no tool.call: it was answered
     log = await kinds(socket_replica, keys)
     assert (log.count("tool.call"), log.count("tool.result")) == (1, 1)
-
-
-async def _blocked_on_the_head(database_url: str) -> None:
-    """Until a session of call-log waits on a row lock in the test's database."""
-    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
-        async for attempt in stamina.retry_context(
-            on=AssertionError, attempts=None, timeout=10, wait_initial=0.02, wait_max=0.1
-        ):
-            with attempt:
-                row = await (
-                    await conn.execute(
-                        "SELECT count(*) FROM pg_stat_activity"
-                        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
-                    )
-                ).fetchone()
-                assert row is not None
-                assert row[0] >= 1

@@ -13,10 +13,18 @@ import httpx
 import nats
 import psycopg
 import pytest
-import stamina
 
 from pinecall_contracts.subjects import Subjects
-from pinecall_testkit.call_log import Keys, Process, batch, bearer, opening, replica_env, served
+from pinecall_testkit.call_log import (
+    Keys,
+    Process,
+    batch,
+    bearer,
+    lock_waited_on,
+    opening,
+    replica_env,
+    served,
+)
 
 
 @pytest.fixture
@@ -30,21 +38,9 @@ async def kill_while_held(
     sending: asyncio.Task[httpx.Response],
     held: psycopg.AsyncConnection[Any],
 ) -> None:
-    """Once ``a``'s request waits on a lock ``held`` holds (no event says so: Postgres is asked),
-    kill ``a``, see that its asker never heard an answer, and let the lock go."""
-    async with await psycopg.AsyncConnection.connect(database_url) as probe:
-        async for attempt in stamina.retry_context(
-            on=AssertionError, attempts=None, timeout=20, wait_initial=0.05, wait_max=0.1
-        ):
-            with attempt:
-                waiting = await (
-                    await probe.execute(
-                        "SELECT count(*) FROM pg_locks WHERE NOT granted"
-                        " AND pid <> pg_backend_pid()"
-                    )
-                ).fetchone()
-                assert waiting is not None
-                assert waiting[0] >= 1
+    """Once ``a``'s request waits on a lock ``held`` holds, kill ``a``, see that its asker never
+    heard an answer, and let the lock go."""
+    await lock_waited_on(database_url)
     a.kill()
     await a.proc.wait()
     lost = await asyncio.gather(sending, return_exceptions=True)

@@ -11,6 +11,8 @@ from typing import Any, cast
 
 import httpx
 import msgspec
+import psycopg
+import stamina
 
 from pinecall_contracts.calls import CallOpen
 from pinecall_servicekit.testing.apps import Replica
@@ -220,3 +222,21 @@ async def _accepting(port: int, serving: asyncio.Task[None]) -> None:
             _, writer = await asyncio.open_connection("127.0.0.1", port)
             writer.close()
             await writer.wait_closed()
+
+
+async def lock_waited_on(database_url: str) -> None:
+    """Returns once a session in the test's database waits on a lock (a row's, or another's
+    insert of the same key): no event says so, so Postgres is asked."""
+    async with await psycopg.AsyncConnection.connect(database_url, autocommit=True) as conn:
+        async for attempt in stamina.retry_context(
+            on=AssertionError, attempts=None, timeout=20, wait_initial=0.02, wait_max=0.1
+        ):
+            with attempt:
+                row = await (
+                    await conn.execute(
+                        "SELECT count(*) FROM pg_stat_activity"
+                        " WHERE datname = current_database() AND wait_event_type = 'Lock'"
+                    )
+                ).fetchone()
+                assert row is not None
+                assert row[0] >= 1
