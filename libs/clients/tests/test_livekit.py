@@ -8,10 +8,12 @@ import asyncio
 import datetime as dt
 from collections.abc import AsyncIterator, Callable
 
+import jwt
 import pytest
 from aiohttp import web
 from livekit import api
 
+from pinecall_clients import livekit
 from pinecall_clients.errors import LiveKitError
 from pinecall_clients.livekit import (
     LiveKit,
@@ -147,6 +149,47 @@ async def test_each_twirp_answer_is_one_of_the_tree(
     assert f"CreateDispatch call-1 on {url}: LiveKit answered {status} {code}: said" == str(
         error.value
     )
+
+
+def listed(bearers: list[str]) -> Answer:
+    """An empty ListDispatch answer; the request's token kept in ``bearers``."""
+
+    def answer(request: web.Request) -> web.StreamResponse:
+        bearers.append(request.headers["Authorization"].removeprefix("Bearer "))
+        return web.Response(body=api.ListAgentDispatchResponse().SerializeToString())
+
+    return answer
+
+
+async def test_a_room_s_calls_carry_one_token_of_that_room_alone(
+    scripted: tuple[str, list[Answer], list[str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, script, _ = scripted
+    bearers: list[str] = []
+    script.extend([listed(bearers)] * 3)
+    signed: list[str] = []
+    to_jwt = api.AccessToken.to_jwt
+
+    def signing(token: api.AccessToken) -> str:
+        signed.append(made := to_jwt(token))
+        return made
+
+    monkeypatch.setattr(api.AccessToken, "to_jwt", signing)
+    async with on(url) as lk:
+        for room in ("call-1", "call-2", "call-1"):
+            assert await lk.dispatches(room) == []
+    first, second, again = bearers
+    assert signed == [first, second]  # signed once a room, not once a call
+    assert again == first
+    verify = api.TokenVerifier(API_KEY, API_SECRET).verify
+    for token, room in ((first, "call-1"), (second, "call-2")):
+        grants = verify(token).video
+        assert grants is not None
+        assert (grants.room_admin, grants.room) == (True, room)
+        assert not any((grants.room_create, grants.room_list, grants.room_join))
+    exp = jwt.decode(first, options={"verify_signature": False})["exp"]
+    expires = dt.datetime.fromtimestamp(exp, dt.UTC) - dt.datetime.now(dt.UTC)
+    assert dt.timedelta(minutes=9) < expires <= livekit.ROOM_TOKEN_TTL
 
 
 async def test_delete_room_retries_a_connection_error_within_its_time(
