@@ -13,7 +13,7 @@ import pytest
 from aiohttp import web
 from livekit import api
 
-from pinecall_clients import livekit
+from pinecall_clients import roomtokens
 from pinecall_clients.errors import LiveKitError
 from pinecall_clients.livekit import (
     LiveKit,
@@ -189,7 +189,7 @@ async def test_a_room_s_calls_carry_one_token_of_that_room_alone(
         assert not any((grants.room_create, grants.room_list, grants.room_join))
     exp = jwt.decode(first, options={"verify_signature": False})["exp"]
     expires = dt.datetime.fromtimestamp(exp, dt.UTC) - dt.datetime.now(dt.UTC)
-    assert dt.timedelta(minutes=9) < expires <= livekit.ROOM_TOKEN_TTL
+    assert dt.timedelta(minutes=9) < expires <= roomtokens.TTL
 
 
 async def test_delete_room_retries_a_connection_error_within_its_time(

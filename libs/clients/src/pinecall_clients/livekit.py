@@ -20,20 +20,13 @@ and :class:`LiveKitRefused` (not: any other 4xx, or an access with no key); Twir
 Nothing here retries unless asked: :meth:`LiveKit.delete_room` with ``retry_s`` retries a
 connection error (stamina).
 
-A call on one room (ListParticipants, the dispatches) carries a token of ``roomAdmin`` on that
-room, signed once and sent with every such call on the room for :data:`ROOM_TOKEN_REUSE_S`
-(livekit-api's :meth:`~livekit.api.LiveKitAPI.with_token`): livekit-api signs a JWT for each call
-otherwise, 0.11 ms of CPU, and a ring's four calls are all on its room (issue 20). The other
-calls are signed by livekit-api each time, with the grant it chooses.
+A call on one room (ListParticipants, the dispatches) carries that room's token, signed once a
+room (:mod:`pinecall_clients.roomtokens`); livekit-api signs the others each time.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from types import TracebackType
 from typing import TypeVar
 
@@ -42,18 +35,21 @@ import stamina
 from livekit import api
 
 from pinecall_clients.errors import LiveKitError, LiveKitRefused, LiveKitUnavailable, RoomGone
+from pinecall_clients.livekit_types import (
+    Dispatch,
+    LiveKitAccess,
+    Participant,
+    Room,
+    Trunk,
+    created,
+    kind_name,
+)
+from pinecall_clients.roomtokens import RoomTokens
 
 T = TypeVar("T")
 
 TIMEOUT_S = 10.0
 """livekit-api's own total timeout of one request, in seconds."""
-ROOM_TOKEN_TTL = dt.timedelta(minutes=10)
-"""How long a room's token is valid (its ``exp``)."""
-ROOM_TOKEN_REUSE_S = 300.0
-"""How long a room's token is sent before another is signed: half its life, so a token in use
-is never near its end, even on a LiveKit whose clock is minutes ahead."""
-ROOM_TOKENS = 4096
-"""Rooms whose token is kept at most; the least recently used goes first."""
 RETRYABLE_STATUSES = frozenset({408, 429})
 """4xx answers that say "not now" rather than "no" (Twirp ``deadline_exceeded``, ``canceled``,
 ``resource_exhausted``); every 5xx is retryable too."""
@@ -72,70 +68,6 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class LiveKitAccess:
-    """A LiveKit's URL (``http(s)://`` or ``ws(s)://``), an API key and its secret."""
-
-    url: str
-    api_key: str
-    api_secret: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Room:
-    """A room as ListRooms gives it."""
-
-    name: str
-    sid: str
-    created_at: dt.datetime
-    """When LiveKit made it (UTC; its ``creation_time_ms``, else ``creation_time``)."""
-    participants: int
-    """How many participants LiveKit counts in it."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Participant:
-    """Someone in a room as ListParticipants gives them."""
-
-    identity: str
-    kind: str
-    """LiveKit's ``ParticipantInfo.Kind`` name: ``STANDARD``, ``SIP``, ``AGENT``, …"""
-    attributes: Mapping[str, str]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Dispatch:
-    """An agent dispatch of a room as ListDispatch gives it."""
-
-    id: str
-    agent_name: str
-    metadata: str
-    created_at_ns: int
-    """When LiveKit made it, Unix nanoseconds (its ``state.created_at``)."""
-    jobs: int
-    """How many jobs LiveKit made of it so far (0: no worker has taken it)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Trunk:
-    """A SIP outbound trunk as ListSIPOutboundTrunk gives it."""
-
-    id: str
-    """Its ``sip_trunk_id`` (``ST_…``)."""
-    name: str
-    numbers: tuple[str, ...]
-    """The numbers it calls from."""
-
-
-def _kind(kind: int) -> str:
-    return str(api.ParticipantInfo.Kind.Name(kind))
-
-
-def _created(room: api.Room) -> dt.datetime:
-    seconds = room.creation_time_ms / 1000 if room.creation_time_ms else room.creation_time
-    return dt.datetime.fromtimestamp(seconds, dt.UTC)
-
-
 class LiveKit:
     """One LiveKit's server API; close with :meth:`aclose` (or use it as a context manager).
 
@@ -151,8 +83,7 @@ class LiveKit:
         self.failover = failover
         self._api: api.LiveKitAPI | None = None
         self._session: aiohttp.ClientSession | None = None
-        self._rooms: OrderedDict[str, tuple[float, api.LiveKitAPI]] = OrderedDict()
-        """Room → (monotonic time its token is used until, a LiveKitAPI sending it)."""
+        self._rooms = RoomTokens(access.url, access.api_key, access.api_secret, failover=failover)
 
     async def __aenter__(self) -> LiveKit:
         return self
@@ -189,31 +120,6 @@ class LiveKit:
                 raise LiveKitRefused(f"{what} on {a.url or '(no URL)'}: {exc}") from exc
         return self._api
 
-    def _admin(self, room: str, what: str) -> api.LiveKitAPI:
-        """A LiveKitAPI sending ``room``'s token (``roomAdmin`` of ``room``, the grant livekit-api
-        itself signs for these calls), signed when none is held or its reuse time is over."""
-        now = time.monotonic()
-        held = self._rooms.get(room)
-        if held is not None and held[0] > now:
-            self._rooms.move_to_end(room)
-            return held[1]
-        self._lk(what)  # the access checked and the session opened, once
-        a = self.access
-        token = (
-            api.AccessToken(a.api_key, a.api_secret)
-            .with_grants(api.VideoGrants(room_admin=True, room=room))
-            .with_ttl(ROOM_TOKEN_TTL)
-            .to_jwt()
-        )
-        made = api.LiveKitAPI.with_token(
-            token, a.url, session=self._session, failover=self.failover
-        )
-        self._rooms[room] = (now + ROOM_TOKEN_REUSE_S, made)
-        self._rooms.move_to_end(room)
-        while len(self._rooms) > ROOM_TOKENS:
-            self._rooms.popitem(last=False)
-        return made
-
     async def _ask(
         self,
         method: str,
@@ -225,9 +131,12 @@ class LiveKit:
     ) -> T:
         """``request``'s answer, or the error of the LiveKit tree that says why there is none;
         with ``retry_s``, a connection error is retried for that many seconds first. With
-        ``admin``, the call is sent with ``room``'s token (:meth:`_admin`)."""
+        ``admin``, the call is sent with ``room``'s token (:class:`RoomTokens`)."""
         what = f"{method} {room}" if room else method
-        lk = self._admin(room, what) if admin and room else self._lk(what)
+        lk = self._lk(what)  # the access checked and the session opened, once
+        if admin and room:
+            assert self._session is not None
+            lk = self._rooms.of(room, self._session)
         try:
             if not retry_s:
                 return await request(lk)
@@ -259,7 +168,7 @@ class LiveKit:
             Room(
                 name=r.name,
                 sid=r.sid,
-                created_at=_created(r),
+                created_at=created(r),
                 participants=r.num_participants,
             )
             for r in answer.rooms
@@ -272,7 +181,7 @@ class LiveKit:
             "ListParticipants", room, lambda lk: lk.room.list_participants(request), admin=True
         )
         return [
-            Participant(identity=p.identity, kind=_kind(p.kind), attributes=dict(p.attributes))
+            Participant(identity=p.identity, kind=kind_name(p.kind), attributes=dict(p.attributes))
             for p in answer.participants
         ]
 
