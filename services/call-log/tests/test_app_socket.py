@@ -18,7 +18,7 @@ from pinecall_testkit.call_log import Keys, Listening, bearer
 
 async def _waiting(socket_replica: Listening) -> None:
     calls = service(socket_replica)
-    await calls.changes.wait_for(lambda: calls.waiting("call_1", "tc_1") == 1, 10)
+    await calls.changes.wait_for(lambda: calls.tools.waiting("call_1", "tc_1") == 1, 10)
 
 
 # -- calls and tools ----------------------------------------------------------------------
@@ -268,4 +268,4 @@ async def test_a_tool_the_draining_socket_lets_go_unanswered_goes_to_the_next_ho
 
 async def _waiting_twice(socket_replica: Listening) -> None:
     calls = service(socket_replica)
-    await calls.changes.wait_for(lambda: calls.waiting("call_1", "tc_1") == 2, 10)
+    await calls.changes.wait_for(lambda: calls.tools.waiting("call_1", "tc_1") == 2, 10)

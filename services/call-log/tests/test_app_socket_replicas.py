@@ -130,7 +130,7 @@ async def test_a_tool_a_replica_not_heard_was_running_goes_to_the_call_holder(
     a, _ = pair
     await open_call(a, keys)
     asking = ask(a, keys)
-    await service(a).changes.wait_for(lambda: service(a).waiting("call_1", "tc_1") == 1, 10)
+    await service(a).changes.wait_for(lambda: service(a).tools.waiting("call_1", "tc_1") == 1, 10)
     engine = db.create_engine(database_url, pool_size=1)
     try:
         async with engine.begin() as conn:

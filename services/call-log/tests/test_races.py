@@ -82,7 +82,7 @@ async def test_a_tool_answered_by_many_at_once_takes_one_answer_and_each_hears_i
         await a.post("/v1/calls", json=opening(), headers=auth)
         asking = asyncio.create_task(a.post("/v1/calls/call_1/tools", json=TOOL, headers=auth))
         service = a.app.state.call_log
-        await service.changes.wait_for(lambda: service.waiting("call_1", "tc_1") == 1, 5)
+        await service.changes.wait_for(lambda: service.tools.waiting("call_1", "tc_1") == 1, 5)
         path = "/v1/calls/call_1/tools/tc_1/result"
         answers = await asyncio.gather(
             *(

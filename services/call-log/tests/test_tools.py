@@ -49,7 +49,9 @@ async def test_a_retry_on_the_other_replica_joins_the_round_trip_and_the_app_see
         assert (asked.call, asked.id, asked.arguments) == ("call_1", "tc_1", {"day": "2026-12-02"})
         # the worker's answer was lost; it retries on the other replica while the app answers
         retry = asyncio.create_task(b.post("/v1/calls/call_1/tools", json=TOOL, headers=auth))
-        await service(b).changes.wait_for(lambda: service(b).waiting("call_1", "tc_1") == 1, 5)
+        await service(b).changes.wait_for(
+            lambda: service(b).tools.waiting("call_1", "tc_1") == 1, 5
+        )
         answer = await b.post(
             "/v1/calls/call_1/tools/tc_1/result",
             json={"result": {"booked": True}},

@@ -359,7 +359,7 @@ async def seal_call(
 async def run_tool(request: AnyRequest, call: CallPath, data: JSONBody[ToolCall]) -> ToolResult:
     """Run a tool once per id: a retry joins the round trip or gets the logged result."""
     await _call(request, call)
-    return await service_of(request).run_tool(call, data)
+    return await service_of(request).tools.run(call, data)
 
 
 @post(
@@ -375,7 +375,7 @@ async def answer_tool(
 ) -> ToolResult:
     """The app's answer to a tool call (its app key); a second answer gets the first."""
     await _call(request, call)
-    return await service_of(request).answer_tool(call, tool_id, data.result, data.error)
+    return await service_of(request).tools.answer_tool(call, tool_id, data.result, data.error)
 
 
 @post("/v1/agents/{agent:str}/log", status_code=200, responses=problems(400, 401, 403, 422, 503))

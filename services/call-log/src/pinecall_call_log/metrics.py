@@ -61,7 +61,7 @@ class CallLogCollector(Collector):
             recordings.add_metric([environment, outcome], n)
         yield recordings
         yield from service.batch_write.collect()
-        yield from service.tool_round_trip.collect()
+        yield from service.tools.round_trip.collect()
 
 
 def registry_for(service: Callable[[], CallLogService | None]) -> CollectorRegistry:

@@ -297,7 +297,7 @@ class Session:
         calls it was sent (a drained one still may) or those of calls it holds."""
         if (frame.call, frame.id) not in app.sent and self.hub.holder.get(frame.call) is not app:
             raise Refused("not_held", f"this socket does not hold call {frame.call}", frame.call)
-        result, wrote = await self.service.answer(
+        result, wrote = await self.service.tools.answer(
             frame.call, frame.id, frame.result, frame.error, in_time=True
         )
         await self.hub.answered(app, frame.call, frame.id)
