@@ -7,11 +7,13 @@ process of its own, ``lab livekit``) and the machine's NATS (or an embedded one)
 each:
 
 * ``twirp``: one Twirp call through the dispatcher's own LiveKit client
-  (:class:`pinecall_clients.livekit.LiveKit`, livekit-api underneath: a JWT signed, protobuf
+  (:class:`pinecall_clients.livekit.LiveKit`, livekit-api underneath: the room's token, signed
+  once a room (``pinecall_clients.roomtokens``; it was signed each call before), protobuf
   encoded, an aiohttp request, the answer decoded) — ListDispatch of a room;
-* ``twirp, no JWT``: the JWT's share of it (``AccessToken.to_jwt`` alone);
-* ``jetstream``: one JetStream message pulled and acked by a durable consumer (what each webhook
-  event costs the dispatcher before its handler: nats-py's fetch, the ack's write).
+* ``jwt``: one token signed (``AccessToken.to_jwt`` alone): once a room now, once a call before;
+* ``jetstream``: one JetStream message pulled and acked by a durable consumer, one fetch a
+  message as the dispatcher's consumer takes them (what each webhook event costs the dispatcher
+  before its handler: the pull request's write, the message, the ack's write).
 
 * ``statement``: one statement committed by itself on the pool's psycopg connection
   (:func:`pinecall_servicekit.db.driver_connection` on the autocommit engine), as the dispatcher
@@ -53,6 +55,7 @@ from nats.js.api import AckPolicy, ConsumerConfig
 from pinecall_clients.livekit import LiveKit, LiveKitAccess
 from pinecall_servicekit.platform import ensure_platform, free_port
 from pinecall_servicekit.settings import Settings
+from pinecall_servicekit.stream import fetch_one
 
 KEY, SECRET = "floor-key", "floor-secret-of-at-least-32-characters"
 ROOMS = 50
@@ -167,7 +170,8 @@ async def postgres(args: argparse.Namespace, database_url: str) -> dict[str, flo
 
 async def jetstream(args: argparse.Namespace, nats_url: str) -> float:
     """A message pulled and acked by a durable consumer, as ``pinecall_servicekit.stream``
-    consumes (a batch fetched, each acked on its own)."""
+    consumes: one fetch a message (:func:`~pinecall_servicekit.stream.fetch_one`: a pull
+    request, the message), then its ack."""
     nc = await nats.connect(nats_url)
     js = nc.jetstream()
     stream, subject = f"floor{os.getpid()}", f"floor{os.getpid()}.events"
@@ -178,12 +182,11 @@ async def jetstream(args: argparse.Namespace, nats_url: str) -> float:
             await js.publish(subject, body)
         config = ConsumerConfig(durable_name="floor", ack_policy=AckPolicy.EXPLICIT)
         sub = await js.pull_subscribe(subject, durable="floor", config=config)
-        batch: list[Any] = []
 
         async def one(_: int) -> None:
-            if not batch:
-                batch.extend(await sub.fetch(32, timeout=5))
-            await batch.pop(0).ack()
+            msg = await fetch_one(sub, timeout_s=5)
+            assert msg is not None
+            await msg.ack()
 
         return await cpu_ms(args.ops, one)
     finally:
@@ -228,7 +231,9 @@ def main() -> None:
         print(json.dumps(out))
         return
     ms = out["floor_ms"]
-    print(f"twirp call (client's CPU): {ms['twirp']} ms, of which its JWT {ms['jwt']} ms")
+    print(
+        f"twirp call (client's CPU): {ms['twirp']} ms; a token signed {ms['jwt']} ms, once a room"
+    )
     print(f"jetstream message pulled and acked: {ms['jetstream']} ms")
     print(
         f"a statement alone on psycopg: {ms['statement']} ms; in a transaction of its own:"
