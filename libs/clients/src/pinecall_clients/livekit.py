@@ -127,14 +127,14 @@ class LiveKit:
         request: Callable[[api.LiveKitAPI], Awaitable[T]],
         *,
         retry_s: float = 0.0,
-        admin: bool = False,
+        room_token: bool = False,
     ) -> T:
         """``request``'s answer, or the error of the LiveKit tree that says why there is none;
         with ``retry_s``, a connection error is retried for that many seconds first. With
-        ``admin``, the call is sent with ``room``'s token (:class:`RoomTokens`)."""
+        ``room_token``, the call is sent with ``room``'s token (:class:`RoomTokens`)."""
         what = f"{method} {room}" if room else method
         lk = self._lk(what)  # the access checked and the session opened, once
-        if admin and room:
+        if room_token and room:
             assert self._session is not None
             lk = self._rooms.of(room, self._session)
         try:
@@ -178,7 +178,7 @@ class LiveKit:
         """Who is in ``room`` now (ListParticipants); ``RoomGone`` if LiveKit has no such room."""
         request = api.ListParticipantsRequest(room=room)
         answer = await self._ask(
-            "ListParticipants", room, lambda lk: lk.room.list_participants(request), admin=True
+            "ListParticipants", room, lambda lk: lk.room.list_participants(request), room_token=True
         )
         return [
             Participant(identity=p.identity, kind=kind_name(p.kind), attributes=dict(p.attributes))
@@ -285,7 +285,7 @@ class LiveKit:
         server's ``agent_dispatch_service.go``), which is how a caller never creates a dispatch
         on a room that is gone: CreateDispatch would make the room again."""
         found = await self._ask(
-            "ListDispatch", room, lambda lk: lk.agent_dispatch.list_dispatch(room), admin=True
+            "ListDispatch", room, lambda lk: lk.agent_dispatch.list_dispatch(room), room_token=True
         )
         return [
             Dispatch(
@@ -307,7 +307,7 @@ class LiveKit:
             "CreateDispatch",
             room,
             lambda lk: lk.agent_dispatch.create_dispatch(request),
-            admin=True,
+            room_token=True,
         )
         return str(made.id)
 
@@ -319,7 +319,7 @@ class LiveKit:
                 "DeleteDispatch",
                 room,
                 lambda lk: lk.agent_dispatch.delete_dispatch(dispatch_id, room),
-                admin=True,
+                room_token=True,
             )
         except RoomGone:
             return False
