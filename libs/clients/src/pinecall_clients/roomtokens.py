@@ -32,11 +32,13 @@ class RoomTokens:
     def __init__(self, url: str, api_key: str, api_secret: str, *, failover: bool) -> None:
         self.url, self.api_key, self.api_secret, self.failover = url, api_key, api_secret, failover
         self._rooms: OrderedDict[str, tuple[float, api.LiveKitAPI]] = OrderedDict()
-        """Room → (monotonic time its token is sent until, a client sending it)."""
+        """Room → (the wall-clock time its token is sent until, a client sending it): the
+        wall clock, as its ``exp`` is read by LiveKit, so a machine suspended past the reuse
+        time signs anew."""
 
     def of(self, room: str, session: aiohttp.ClientSession) -> api.LiveKitAPI:
         """A client sending ``room``'s token, signed when none is held or its time is over."""
-        now = time.monotonic()
+        now = time.time()
         held = self._rooms.get(room)
         if held is not None and held[0] > now:
             self._rooms.move_to_end(room)
