@@ -101,7 +101,7 @@ async def test_a_tool_asked_while_no_app_holds_the_agent_goes_to_the_next_that_r
     await open_call(replica, keys, agent="booking", prompt_hash=prompt_hash)
     asking = ask(replica, keys, name="check_availability", arguments=ARGUMENTS)
     calls = service(replica)
-    await calls.changes.wait_for(lambda: calls.waiting("call_1", "tc_1") == 1, 10)
+    await calls.changes.wait_for(lambda: calls.tools.waiting("call_1", "tc_1") == 1, 10)
     app = _app(replica.url, keys, booking)
     agent = app.agents["booking"]
     attached: list[tuple[str, str, bool]] = []
