@@ -60,12 +60,20 @@ from __future__ import annotations
 from typing import Annotated, Literal
 
 import msgspec
-from litestar import Request, get, post
-from litestar.datastructures import State
+from litestar import get, post
 from litestar.params import FromQuery, JSONBody, PathParameter, QueryParameter
 
 from pinecall_call_log import domain
-from pinecall_call_log.service import CallLogService
+from pinecall_call_log.access import (
+    AgentPath,
+    AnyRequest,
+    CallPath,
+    call_for,
+    environment_for,
+    environment_named,
+    key_of,
+    service_of,
+)
 from pinecall_contracts.appsocket import Handed
 from pinecall_contracts.calls import (
     AgentEntry,
@@ -95,16 +103,11 @@ from pinecall_contracts.entries import (
     CALL_RECORDING_STARTED,
     KEPT_BY_A_SERVICE,
 )
-from pinecall_contracts.ids import ENVIRONMENTS
 from pinecall_contracts.keys import KeyInfo
 from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.errors import Forbidden, PinecallError, Unprocessable, told
-from pinecall_servicekit.http import problems, request_key
-from pinecall_servicekit.keys import EVERY_ENVIRONMENT
+from pinecall_servicekit.http import problems
 
-AnyRequest = Request[object, object, State]
-CallPath = Annotated[str, PathParameter(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$(?![\s\S])")]
-AgentPath = Annotated[str, PathParameter(pattern=r"^[a-z0-9][a-z0-9_.-]{0,127}$(?![\s\S])")]
 After = Annotated[int, QueryParameter(ge=0, le=2**31 - 1)]
 AfterCall = Annotated[
     str, QueryParameter(pattern=r"^$(?![\s\S])|^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$(?![\s\S])")
@@ -117,58 +120,10 @@ MAX_WAIT_S = 30.0
 WaitS = Annotated[float, QueryParameter(ge=0.0, le=MAX_WAIT_S)]
 
 
-def service_of(request: AnyRequest) -> CallLogService:
-    service: CallLogService = request.app.state.call_log
-    return service
-
-
-async def key_of(request: AnyRequest) -> KeyInfo:
-    """The request's key, if it may do what the route needs (the one policy)."""
-    return await request_key(request, service_of(request).keyring)
-
-
-def _environment(key: KeyInfo, environment: FromQuery[str | None] = None) -> str:
-    """The environment a request acts for: the key's own (``Forbidden`` for another), or the
-    one an operator or service key names (production when none; ``Unprocessable`` for no such
-    environment)."""
-    if key.kind in EVERY_ENVIRONMENT:
-        if environment is not None and environment not in ENVIRONMENTS:
-            raise Unprocessable(
-                f"no environment {environment!r}: it is {' or '.join(ENVIRONMENTS)}"
-            )
-        return environment or "production"
-    if key.environment is None or (environment and environment != key.environment):
-        raise Forbidden(f"a key of {key.environment} cannot act for {environment}")
-    return key.environment
-
-
-def environment_named(key: KeyInfo, environment: str | None, what: str) -> str:
-    """As :func:`_environment`, but an operator or service key must name the environment
-    (``what`` is per environment: no default would be right for both): ``Unprocessable``
-    naming ``?environment=`` when it does not."""
-    if key.kind in EVERY_ENVIRONMENT and environment is None:
-        kind = f"{'an' if key.kind == 'operator' else 'a'} {key.kind} key"
-        raise Unprocessable(
-            f"{kind} names the environment of {what}: ?environment="
-            f"{' or ?environment='.join(ENVIRONMENTS)}",
-            errors=[{"message": f"required with {kind}", "key": "environment",
-                     "source": "query"}],
-        )  # fmt: skip
-    return _environment(key, environment)
-
-
-async def _call(request: AnyRequest, call: str) -> CallRecord:
-    """Verify the key, then find the call (404), then the key's environment against it (403)."""
-    key = await key_of(request)
-    record = await service_of(request).identity(call)
-    _environment(key, record.environment)
-    return record
-
-
 @post("/v1/calls", status_code=200, responses=problems(400, 401, 403, 409, 422, 503))
 async def open_call(request: AnyRequest, data: JSONBody[CallOpen]) -> CallRecord:
     """Open a call: the worker that took the job, with its environment's fleet key."""
-    _environment(await key_of(request), data.environment)
+    environment_for(await key_of(request), data.environment)
     return await service_of(request).open(data)
 
 
@@ -183,7 +138,7 @@ async def list_calls(
     """The environment's calls not sealed yet (``state``: ``open``, ``ended``, or both; ``open``
     when not given), in call-id order after the call ``after``, with each log's last entry time.
     An operator names the environment (production by default); a fleet key lists its own."""
-    env = _environment(await key_of(request), environment)
+    env = environment_for(await key_of(request), environment)
     states: set[CallState] = set(wanted or ["open"])
     return await service_of(request).store.unsealed.page(env, states, after, limit)
 
@@ -191,7 +146,7 @@ async def list_calls(
 @get("/v1/calls/{call:str}", responses=problems(400, 401, 403, 404, 503))
 async def call_record(request: AnyRequest, call: CallPath) -> CallRecord:
     """What the call is and where its log stands (read now, not from memory)."""
-    await _call(request, call)
+    await call_for(request, call)
     record = await service_of(request).store.calls.record(call)
     assert record is not None  # calls are never deleted
     return record
@@ -206,7 +161,7 @@ def _writable(key: KeyInfo, environment: str, entries: list[Entry]) -> None:
     """Whether ``key`` may write ``entries`` to a call of ``environment``: 403 for another
     environment's call, or a service key's entries other than what became of a dead job's
     recording; 422 for an entry over the size or of a kind only the service writes."""
-    _environment(key, environment)
+    environment_for(key, environment)
     _writers(entries)
     if key.kind == "service" and (others := sorted({e.kind for e in entries} - KEPT_BY_A_SERVICE)):
         raise Forbidden(
@@ -266,7 +221,7 @@ async def read_entries(request: AnyRequest, call: CallPath, after: After = 0) ->
     follow-up's try's SIP status; the reaper, a dead job's recording)."""
     key = await key_of(request)
     record = await service_of(request).identity(call)
-    _environment(key, record.environment)
+    environment_for(key, record.environment)
     log = await service_of(request).store.calls.read(call, after)
     if key.kind != "service":
         return log
@@ -285,7 +240,7 @@ async def read_commands(
     """The app's commands to the call with seq above ``after`` (its ``call.command`` entries,
     in order), waiting up to ``wait_s`` (at most :data:`MAX_WAIT_S`) for one while there is none
     and the call is open: the command stream its worker follows."""
-    await _call(request, call)
+    await call_for(request, call)
     return await service_of(request).commands(call, after, wait_s)
 
 
@@ -296,7 +251,7 @@ async def read_commands(
 )
 async def write_event(request: AnyRequest, call: CallPath, data: JSONBody[Entry]) -> EventWritten:
     """One entry from a worker of an older release: takes a seq, counts nothing."""
-    await _call(request, call)
+    await call_for(request, call)
     _writers([data])
     return EventWritten(seq=await service_of(request).event(call, data))
 
@@ -308,7 +263,7 @@ async def write_event(request: AnyRequest, call: CallPath, data: JSONBody[Entry]
 )
 async def reopened(request: AnyRequest, call: CallPath, data: JSONBody[Reopened]) -> CallRecord:
     """A call an older release opened, said again once: no quota, no second ``call.ringing``."""
-    environment = _environment(await key_of(request))
+    environment = environment_for(await key_of(request))
     return await service_of(request).reopen(call, data, environment)
 
 
@@ -318,7 +273,7 @@ async def served(request: AnyRequest, call: CallPath) -> Handed:
     replica): the app socket holding it hears ``call.attached`` again (``again: true``), or, when
     none holds it, it is handed as a parked call is. ``attached``: whether a socket heard it (a
     call not open, or an agent no socket holds: False). Writes nothing on the log."""
-    await _call(request, call)
+    await call_for(request, call)
     return await service_of(request).served(call)
 
 
@@ -329,7 +284,7 @@ async def served(request: AnyRequest, call: CallPath) -> Handed:
 )
 async def end_call(request: AnyRequest, call: CallPath, data: JSONBody[CallEnd]) -> CallRecord:
     """End the call with its outcome (idempotent; 409 once sealed)."""
-    await _call(request, call)
+    await call_for(request, call)
     return await service_of(request).end(
         call, data.outcome, data.reason, seal=False, cause=data.cause, at=data.at
     )
@@ -344,7 +299,7 @@ async def seal_call(
     request: AnyRequest, call: CallPath, data: JSONBody[CallEnd | None] = None
 ) -> CallRecord:
     """Seal the call (ending it first if it is open: then name the outcome). Idempotent."""
-    await _call(request, call)
+    await call_for(request, call)
     body = data or CallEnd()
     return await service_of(request).end(
         call, body.outcome, body.reason, seal=True, cause=body.cause, at=body.at
@@ -358,7 +313,7 @@ async def seal_call(
 )
 async def run_tool(request: AnyRequest, call: CallPath, data: JSONBody[ToolCall]) -> ToolResult:
     """Run a tool once per id: a retry joins the round trip or gets the logged result."""
-    await _call(request, call)
+    await call_for(request, call)
     return await service_of(request).tools.run(call, data)
 
 
@@ -374,7 +329,7 @@ async def answer_tool(
     data: JSONBody[ToolAnswer],
 ) -> ToolResult:
     """The app's answer to a tool call (its app key); a second answer gets the first."""
-    await _call(request, call)
+    await call_for(request, call)
     return await service_of(request).tools.answer_tool(call, tool_id, data.result, data.error)
 
 

@@ -24,7 +24,7 @@ from typing import Annotated
 from litestar import get, post
 from litestar.params import FromQuery, JSONBody, QueryParameter
 
-from pinecall_call_log.api import AnyRequest, _environment, key_of, service_of
+from pinecall_call_log.access import AnyRequest, environment_for, key_of, service_of
 from pinecall_contracts.calls import AgentEntry, CallbackPage, CallbackRequest
 from pinecall_servicekit.db import utcnow
 from pinecall_servicekit.errors import BadRequest, Unprocessable
@@ -59,7 +59,7 @@ async def callbacks(
     request: AnyRequest, data: JSONBody[CallbackRequest], environment: FromQuery[str | None] = None
 ) -> AgentEntry:
     """Call this caller back: ``callback.requested`` on the agent's log, once per call."""
-    environment = _environment(await key_of(request), environment)
+    environment = environment_for(await key_of(request), environment)
     if data.number is None and data.contact is None:
         raise Unprocessable("name the caller's number or contact")
     service = service_of(request)

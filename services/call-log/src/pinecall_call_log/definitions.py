@@ -35,7 +35,7 @@ from litestar import get, put
 from litestar.params import FromQuery, JSONBody, QueryParameter
 
 from pinecall_call_log import domain
-from pinecall_call_log.api import AgentPath, AnyRequest, environment_named, key_of, service_of
+from pinecall_call_log.access import AgentPath, AnyRequest, environment_named, key_of, service_of
 from pinecall_contracts.agents import AgentDefinition, AgentList, AgentVersion
 from pinecall_contracts.ids import ORG_PATTERN
 from pinecall_contracts.keys import KeyInfo

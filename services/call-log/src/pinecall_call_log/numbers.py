@@ -30,7 +30,7 @@ import msgspec
 from litestar import get, post, put
 from litestar.params import FromQuery, JSONBody, PathParameter
 
-from pinecall_call_log.api import AnyRequest, key_of, service_of
+from pinecall_call_log.access import AnyRequest, key_of, service_of
 from pinecall_call_log.definitions import OrgQuery, _scope
 from pinecall_contracts.whatsapp import (
     PHONE_NUMBER_ID_PATTERN,

@@ -20,7 +20,7 @@ import datetime as dt
 
 from litestar import get
 
-from pinecall_call_log.api import AnyRequest, CallPath, _environment, key_of, service_of
+from pinecall_call_log.access import AnyRequest, CallPath, environment_for, key_of, service_of
 from pinecall_call_log.definitions import OrgQuery
 from pinecall_clients.bucket import Bucket, BucketAccess
 from pinecall_contracts import entries
@@ -40,7 +40,7 @@ async def recording(request: AnyRequest, call: CallPath, org: OrgQuery = None) -
             errors=[{"message": "required", "key": "org", "source": "query"}],
         )
     record = await service.identity(call)
-    _environment(key, record.environment)
+    environment_for(key, record.environment)
     if key.kind == "app" and org != record.org:
         raise NotFound(f"no call {call}")  # another org's: the same answer as none
     access = BucketAccess.of(service.settings)

@@ -32,7 +32,7 @@ from litestar import get, post
 from litestar.params import FromQuery
 from litestar.response import Response, ServerSentEvent, ServerSentEventMessage
 
-from pinecall_call_log.api import AnyRequest, CallPath, _call, service_of
+from pinecall_call_log.access import AnyRequest, CallPath, call_for, service_of
 from pinecall_call_log.store import CallStore
 from pinecall_contracts.calls import Appended, LogToken
 from pinecall_servicekit.bus import Bus
@@ -123,7 +123,7 @@ async def entries_after(
 )
 async def log_token(request: AnyRequest, call: CallPath) -> LogToken:
     """A token a page follows this call's stream with (minted by its app's server)."""
-    await _call(request, call)
+    await call_for(request, call)
     settings = service_of(request).settings
     token, exp = mint(settings.log_token_secret, call, settings.log_token_ttl_s)
     return LogToken(call=call, token=token, expires_at=dt.datetime.fromtimestamp(exp, dt.UTC))
