@@ -117,3 +117,73 @@ async def test_a_consumer_cancelled_as_a_message_comes_leaves_none_behind(
         with pytest.raises(asyncio.CancelledError):
             await second
     assert handled == [("second", sent)]
+
+
+async def test_a_consumer_cancelled_twice_while_it_fetches_leaves_none_behind(bus: Bus) -> None:
+    """A stop that is itself cancelled (an ``asyncio.timeout`` around it, a second Ctrl-C)
+    cancels the consumer twice while its pull request is open: a message the server sent that
+    request (stored just before) is handled by the consumer if it had it in hand, else handed
+    back, and the next consumer of the durable takes it at once, not after the ack wait (an hour
+    here)."""
+    prefix = bus.subjects.namespace
+    stream, subject = f"{prefix}-twice", f"{prefix}.twice"
+    await bus.ensure_stream(stream, [subject], duplicate_window_s=60, max_age_s=600)
+    subscribe = bus.js.pull_subscribe
+    fetching = asyncio.Event()
+
+    async def hooked(*args: Any, **kwargs: Any) -> Any:
+        sub = await subscribe(*args, **kwargs)
+        fetch = sub.fetch
+
+        async def fetch_seen(*args: Any, **kwargs: Any) -> Any:
+            fetching.set()
+            return await fetch(*args, **kwargs)
+
+        sub.fetch = fetch_seen
+        return sub
+
+    handled: list[tuple[str, HeartbeatReply]] = []
+    got = asyncio.Event()
+
+    def reader(name: str) -> asyncio.Task[None]:
+        async def handler(message: HeartbeatReply) -> None:
+            handled.append((name, message))
+            got.set()
+
+        return asyncio.create_task(
+            consume(
+                bus,
+                stream=stream,
+                subject=subject,
+                durable="twice",
+                kind=HeartbeatReply,
+                handler=handler,
+                ack_wait_s=3600,
+            )
+        )
+
+    bus.js.pull_subscribe = hooked  # type: ignore[method-assign]
+    first = reader("first")
+    await fetching.wait()  # its pull request is on its way, open for FETCH_S
+    bus.js.pull_subscribe = subscribe  # type: ignore[method-assign]
+    sent = HeartbeatReply(cordoned=False, fleet_full=True)
+    await bus.publish_stored(subject, sent)  # stored: on its way to the open pull request
+    first.cancel()
+    await asyncio.sleep(0)  # the first cancellation taken: the consumer waits for its fetch
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        async with asyncio.timeout(10):
+            await first
+    if got.is_set():  # it was in hand before the first cancellation: handled by the first
+        assert handled == [("first", sent)]
+        return
+
+    second = reader("second")
+    try:
+        async with asyncio.timeout(10):
+            await got.wait()
+    finally:
+        second.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await second
+    assert handled == [("second", sent)]

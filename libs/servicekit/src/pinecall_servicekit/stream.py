@@ -84,6 +84,27 @@ def _queued(sub: JetStreamContext.PullSubscription) -> list[Msg]:
     return taken
 
 
+async def _hand_back(
+    fetching: asyncio.Future[Msg | None],
+    sub: JetStreamContext.PullSubscription,
+    client: nats.aio.client.Client | None,
+) -> None:
+    """Wait for a cancelled caller's fetch to end and ``nak`` what it brought, or, when it
+    brought nothing, what a flush of ``client`` brings (:func:`fetch_one`)."""
+    await asyncio.wait({fetching})
+    msg = None
+    if not fetching.cancelled() and fetching.exception() is None:
+        msg = fetching.result()
+    with contextlib.suppress(Exception):
+        late = []
+        if msg is None and client is not None:
+            await client.flush(timeout=1)
+            late = _queued(sub)
+        for held in [msg, *late]:
+            if held is not None:
+                await held.nak()
+
+
 async def fetch_one(
     sub: JetStreamContext.PullSubscription,
     timeout_s: float = FETCH_S,
@@ -102,7 +123,9 @@ async def fetch_one(
     and a consumer that went on held its service's stop for ever. So the fetch runs in a task of
     its own that the cancellation does not reach: the cancelled caller waits for it to end (at
     most ``timeout_s``) and hands back what it brought (``nak``), for another replica to take at
-    once. A second cancellation while it waits cancels the fetch too.
+    once. A second cancellation while it waits waits too: a fetch cancelled then would drop what
+    the server sends its pull request until it expires (a stop whose caller is cancelled, an
+    ``asyncio.timeout`` around a stop, a second Ctrl-C), and it ends by itself.
 
     nats-py's clock starts before the server's (the pull request's expiry is its timeout less
     0.1 ms): a message the server sends in the request's last moments may come after the fetch
@@ -113,23 +136,10 @@ async def fetch_one(
     try:
         await asyncio.wait({fetching})
     except asyncio.CancelledError:
-        try:
-            await asyncio.wait({fetching})
-        except asyncio.CancelledError:
-            fetching.cancel()
-            fetching.add_done_callback(lambda t: t.cancelled() or t.exception())
-            raise
-        msg = None
-        if not fetching.cancelled() and fetching.exception() is None:
-            msg = fetching.result()
-        with contextlib.suppress(Exception):
-            late = []
-            if msg is None and client is not None:
-                await client.flush(timeout=1)
-                late = _queued(sub)
-            for held in [msg, *late]:
-                if held is not None:
-                    await held.nak()
+        handing = asyncio.ensure_future(_hand_back(fetching, sub, client))
+        while not handing.done():  # ends by itself, within timeout_s and a flush
+            with contextlib.suppress(asyncio.CancelledError):  # raised below, once
+                await asyncio.wait({handing})
         raise
     return fetching.result()
 
