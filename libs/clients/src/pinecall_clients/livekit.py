@@ -83,7 +83,7 @@ class LiveKit:
         self.failover = failover
         self._api: api.LiveKitAPI | None = None
         self._session: aiohttp.ClientSession | None = None
-        self._rooms = RoomTokens(access.url, access.api_key, access.api_secret, failover=failover)
+        self._rooms = RoomTokens(access, failover=failover)
 
     async def __aenter__(self) -> LiveKit:
         return self

@@ -17,6 +17,8 @@ from collections import OrderedDict
 import aiohttp
 from livekit import api
 
+from pinecall_clients.livekit_types import LiveKitAccess
+
 TTL = dt.timedelta(minutes=10)
 """How long a room's token is valid (its ``exp``)."""
 REUSE_S = 300.0
@@ -29,8 +31,8 @@ KEPT = 4096
 class RoomTokens:
     """livekit-api clients each sending one room's token, on one aiohttp session."""
 
-    def __init__(self, url: str, api_key: str, api_secret: str, *, failover: bool) -> None:
-        self.url, self.api_key, self.api_secret, self.failover = url, api_key, api_secret, failover
+    def __init__(self, access: LiveKitAccess, *, failover: bool) -> None:
+        self.access, self.failover = access, failover
         self._rooms: OrderedDict[str, tuple[float, api.LiveKitAPI]] = OrderedDict()
         """Room → (the wall-clock time its token is sent until, a client sending it): the
         wall clock, as its ``exp`` is read by LiveKit, so a machine suspended past the reuse
@@ -44,12 +46,14 @@ class RoomTokens:
             self._rooms.move_to_end(room)
             return held[1]
         token = (
-            api.AccessToken(self.api_key, self.api_secret)
+            api.AccessToken(self.access.api_key, self.access.api_secret)
             .with_grants(api.VideoGrants(room_admin=True, room=room))
             .with_ttl(TTL)
             .to_jwt()
         )
-        made = api.LiveKitAPI.with_token(token, self.url, session=session, failover=self.failover)
+        made = api.LiveKitAPI.with_token(
+            token, self.access.url, session=session, failover=self.failover
+        )
         self._rooms[room] = (now + REUSE_S, made)
         self._rooms.move_to_end(room)
         while len(self._rooms) > KEPT:
