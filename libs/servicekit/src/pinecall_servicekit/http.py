@@ -29,6 +29,7 @@ from litestar.enums import ScopeType
 from litestar.exceptions import HTTPException, ValidationException
 from litestar.middleware.base import DefineMiddleware
 from litestar.openapi import OpenAPIConfig, ResponseSpec
+from litestar.params import ParameterKwarg
 from litestar.plugins.opentelemetry import (
     OpenTelemetryConfig,
     OpenTelemetryInstrumentationMiddleware,
@@ -140,13 +141,34 @@ def _pinecall_error(request: Request[Any, Any, Any], exc: PinecallError) -> Resp
     return problem_response(exc.problem(instance=request.url.path))
 
 
+def _named(request: Request[Any, Any, Any]) -> dict[str, str]:
+    """The route's parameters a query key, header or cookie of another name fills (``wanted:
+    Annotated[..., QueryParameter(name="state")]``): the handler's name → the request's."""
+    try:
+        parameters = request.route_handler.parsed_fn_signature.parameters
+    except Exception:  # no handler resolved (a refusal before routing): nothing to rename
+        return {}
+    return {
+        name: p.kwarg_definition.name
+        for name, p in parameters.items()
+        if isinstance(p.kwarg_definition, ParameterKwarg)
+        and p.kwarg_definition.name
+        and p.kwarg_definition.name != name
+    }
+
+
 def _validation_error(request: Request[Any, Any, Any], exc: ValidationException) -> Response[bytes]:
     """Litestar's refusal of a path or query parameter or a body, as problem details: the
-    method and path, never the query Litestar's message quotes whole; each error's message with
-    a pattern said as what it means (:func:`plainly`); :func:`problem_response` bounds what
-    they quote."""
+    method and path, never the query Litestar's message quotes whole; each error's ``key`` the
+    request's name of it, not the handler's (Litestar names a renamed parameter by the handler's:
+    :func:`_named`); each error's message with a pattern said as what it means
+    (:func:`plainly`); :func:`problem_response` bounds what they quote."""
     errors = exc.extra if isinstance(exc.extra, list) else None
-    for e in errors or []:  # a pattern said as what it means, never as its regex
+    named = _named(request) if errors else {}
+    for e in errors or []:
+        if isinstance(e, dict) and e.get("key") in named:
+            e["key"] = named[e["key"]]
+        # a pattern said as what it means, never as its regex
         if isinstance(e, dict) and isinstance(e.get("message"), str):
             # a required body left out: Litestar says only the missing key, "'data'"
             missing_body = e.get("key") == "data" and e["message"] == "'data'"
