@@ -50,6 +50,50 @@ class CancelsOnDelivery(asyncio.Queue[Any]):
             loop.call_soon(self._cancel_after, task, turns - 1)
 
 
+class Readers:
+    """Consumers of one durable whose ack wait is an hour, noting which handled what."""
+
+    def __init__(self, bus: Bus, stream: str, subject: str, durable: str) -> None:
+        self.bus, self.stream, self.subject, self.durable = bus, stream, subject, durable
+        self.handled: list[tuple[str, HeartbeatReply]] = []
+        self.got = asyncio.Event()
+
+    async def start(self, name: str) -> asyncio.Task[None]:
+        """A consumer named ``name``, bound."""
+
+        async def handler(message: HeartbeatReply) -> None:
+            self.handled.append((name, message))
+            self.got.set()
+
+        ready = asyncio.Event()
+        task = asyncio.create_task(
+            consume(
+                self.bus,
+                stream=self.stream,
+                subject=self.subject,
+                durable=self.durable,
+                kind=HeartbeatReply,
+                handler=handler,
+                ack_wait_s=3600,
+                ready=ready,
+            )
+        )
+        await ready.wait()
+        return task
+
+    async def taken_by_the_next(self, sent: HeartbeatReply) -> None:
+        """The next consumer of the durable takes ``sent`` at once (not after the ack wait)."""
+        second = await self.start("second")
+        try:
+            async with asyncio.timeout(10):
+                await self.got.wait()
+        finally:
+            second.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await second
+        assert self.handled == [("second", sent)]
+
+
 @pytest.mark.parametrize("turns", range(6))
 async def test_a_consumer_cancelled_as_a_message_comes_leaves_none_behind(
     bus: Bus, turns: int
@@ -68,34 +112,9 @@ async def test_a_consumer_cancelled_as_a_message_comes_leaves_none_behind(
         sub._sub._pending_queue = queue  # the fault's only way in: nats-py's own queue
         return sub
 
-    handled: list[tuple[str, HeartbeatReply]] = []
-    got = asyncio.Event()
-
-    async def reader(name: str) -> asyncio.Task[None]:
-        """A consumer of the durable, bound."""
-
-        async def handler(message: HeartbeatReply) -> None:
-            handled.append((name, message))
-            got.set()
-
-        ready = asyncio.Event()
-        task = asyncio.create_task(
-            consume(
-                bus,
-                stream=stream,
-                subject=subject,
-                durable="lost-cancel",
-                kind=HeartbeatReply,
-                handler=handler,
-                ack_wait_s=3600,
-                ready=ready,
-            )
-        )
-        await ready.wait()
-        return task
-
+    readers = Readers(bus, stream, subject, "lost-cancel")
     bus.js.pull_subscribe = hooked  # type: ignore[method-assign]
-    first = await reader("first")
+    first = await readers.start("first")
     bus.js.pull_subscribe = subscribe  # type: ignore[method-assign]
     queue.task = first
     sent = HeartbeatReply(cordoned=True, fleet_full=False)
@@ -104,19 +123,10 @@ async def test_a_consumer_cancelled_as_a_message_comes_leaves_none_behind(
         async with asyncio.timeout(10):  # nats-py's fetch alone: handled, then fetching for ever
             await first
     assert queue.task is None  # the fault happened: the message came while the fetch waited
-    if got.is_set():  # it was in hand: handled and acknowledged before the consumer stopped
-        assert handled == [("first", sent)]
+    if readers.got.is_set():  # it was in hand: handled and acknowledged before the consumer stopped
+        assert readers.handled == [("first", sent)]
         return
-
-    second = await reader("second")
-    try:
-        async with asyncio.timeout(10):
-            await got.wait()
-    finally:
-        second.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await second
-    assert handled == [("second", sent)]
+    await readers.taken_by_the_next(sent)
 
 
 async def test_a_consumer_cancelled_twice_while_it_fetches_leaves_none_behind(bus: Bus) -> None:
@@ -142,28 +152,9 @@ async def test_a_consumer_cancelled_twice_while_it_fetches_leaves_none_behind(bu
         sub.fetch = fetch_seen
         return sub
 
-    handled: list[tuple[str, HeartbeatReply]] = []
-    got = asyncio.Event()
-
-    def reader(name: str) -> asyncio.Task[None]:
-        async def handler(message: HeartbeatReply) -> None:
-            handled.append((name, message))
-            got.set()
-
-        return asyncio.create_task(
-            consume(
-                bus,
-                stream=stream,
-                subject=subject,
-                durable="twice",
-                kind=HeartbeatReply,
-                handler=handler,
-                ack_wait_s=3600,
-            )
-        )
-
+    readers = Readers(bus, stream, subject, "twice")
     bus.js.pull_subscribe = hooked  # type: ignore[method-assign]
-    first = reader("first")
+    first = await readers.start("first")
     await fetching.wait()  # its pull request is on its way, open for FETCH_S
     bus.js.pull_subscribe = subscribe  # type: ignore[method-assign]
     sent = HeartbeatReply(cordoned=False, fleet_full=True)
@@ -174,16 +165,7 @@ async def test_a_consumer_cancelled_twice_while_it_fetches_leaves_none_behind(bu
     with pytest.raises(asyncio.CancelledError):
         async with asyncio.timeout(10):
             await first
-    if got.is_set():  # it was in hand before the first cancellation: handled by the first
-        assert handled == [("first", sent)]
+    if readers.got.is_set():  # it was in hand before the first cancellation: handled by the first
+        assert readers.handled == [("first", sent)]
         return
-
-    second = reader("second")
-    try:
-        async with asyncio.timeout(10):
-            await got.wait()
-    finally:
-        second.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await second
-    assert handled == [("second", sent)]
+    await readers.taken_by_the_next(sent)
