@@ -146,7 +146,7 @@ def _named(request: Request[Any, Any, Any]) -> dict[str, str]:
     Annotated[..., QueryParameter(name="state")]``): the handler's name → the request's."""
     try:
         parameters = request.route_handler.parsed_fn_signature.parameters
-    except Exception:  # no handler resolved (a refusal before routing): nothing to rename
+    except (KeyError, AttributeError):  # no route handler in the scope: nothing to rename
         return {}
     return {
         name: p.kwarg_definition.name
