@@ -169,3 +169,75 @@ async def test_a_consumer_cancelled_twice_while_it_fetches_leaves_none_behind(bu
         assert readers.handled == [("first", sent)]
         return
     await readers.taken_by_the_next(sent)
+
+
+class Gate:
+    """A loopback TCP proxy to NATS that can hold every byte either way (a connection that
+    stalls: a full socket buffer, a peer's machine paused) and let them go later, in order."""
+
+    def __init__(self, upstream: str) -> None:
+        host, port = upstream.removeprefix("nats://").rsplit(":", 1)
+        self.host, self.port = host, int(port)
+        self.flowing = asyncio.Event()
+        self.flowing.set()
+        self.server: asyncio.Server | None = None
+        self.pumps: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> str:
+        self.server = await asyncio.start_server(self._connected, "127.0.0.1", 0)
+        return f"nats://127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def _connected(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection(self.host, self.port)
+        for source, sink in ((reader, up_writer), (up_reader, writer)):
+            pump = asyncio.create_task(self._pump(source, sink))
+            self.pumps.add(pump)
+            pump.add_done_callback(self.pumps.discard)
+
+    async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        try:
+            while data := await source.read(65536):
+                await self.flowing.wait()
+                sink.write(data)
+                await sink.drain()
+        except ConnectionError:
+            pass
+        finally:
+            sink.close()
+
+    async def close(self) -> None:
+        for pump in list(self.pumps):
+            pump.cancel()
+        await asyncio.gather(*self.pumps, return_exceptions=True)
+        if self.server is not None:
+            self.server.close()
+            await self.server.wait_closed()
+
+
+async def test_a_consumer_stopped_while_its_connection_stalls_leaves_the_connection_working(
+    nats_url: str, nats_namespace: str
+) -> None:
+    """A stop while the connection to NATS stalls: the hand-back's flush gets no answer in its
+    second and the consumer ends; when the connection flows again the Bus still answers (nats-py
+    2.16 stopped reading for good when a PONG came after its flush had timed out)."""
+    gate = Gate(nats_url)
+    bus = await Bus.connect(await gate.start(), nats_namespace, name="test")
+    try:
+        prefix = bus.subjects.namespace
+        stream, subject = f"{prefix}-stall", f"{prefix}.stall"
+        await bus.ensure_stream(stream, [subject], duplicate_window_s=60, max_age_s=600)
+        readers = Readers(bus, stream, subject, "stall")
+        first = await readers.start("first")
+        gate.flowing.clear()  # the connection stalls, both ways
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            async with asyncio.timeout(10):  # the fetch's 0.5 s, then the flush's 1 s at most
+                await first
+        gate.flowing.set()
+        sent = HeartbeatReply(cordoned=True, fleet_full=True)
+        async with asyncio.timeout(10):
+            await bus.publish_stored(subject, sent)  # stored: the connection answers again
+        await readers.taken_by_the_next(sent)
+    finally:
+        await bus.close()
+        await gate.close()

@@ -62,6 +62,14 @@ FETCH_S = 0.5
 most for the fetch to end."""
 
 
+FLUSH_WAIT_S = 1.0
+"""How long a stopping fetch that brought nothing waits for its connection's round trip (the
+flush that brings what the server sent before it) before it hands back what it holds."""
+PONG_WAIT_S = 3600
+"""How long that flush goes on waiting for its PONG in the background: past nats-py's own stale
+connection (2 pings outstanding, 120 s apart), whose reconnection drops the PONG's future."""
+
+
 async def _fetch(sub: JetStreamContext.PullSubscription, timeout_s: float) -> Msg | None:
     try:
         [msg] = await sub.fetch(1, timeout=timeout_s)
@@ -98,8 +106,16 @@ async def _hand_back(
     with contextlib.suppress(Exception):
         late = []
         if msg is None and client is not None:
-            await client.flush(timeout=1)
-            late = _queued(sub)
+            # never a flush that times out: nats-py 2.16's cancels its PONG's future, and a PONG
+            # that comes after it kills the connection's read loop (``_process_pong`` sets the
+            # result of a cancelled future): the connection then says it is connected and
+            # answers nothing. So the flush waits on in the background, past the time nats-py
+            # itself calls the connection stale (its futures dropped with it).
+            flushing = asyncio.ensure_future(client.flush(timeout=PONG_WAIT_S))
+            flushing.add_done_callback(lambda t: t.cancelled() or t.exception())
+            await asyncio.wait({flushing}, timeout=FLUSH_WAIT_S)
+            if flushing.done() and not flushing.cancelled() and flushing.exception() is None:
+                late = _queued(sub)
         for held in [msg, *late]:
             if held is not None:
                 await held.nak()
@@ -131,7 +147,8 @@ async def fetch_one(
     0.1 ms): a message the server sends in the request's last moments may come after the fetch
     gave up. With ``client`` (``sub``'s connection), a stopping fetch that brought nothing flushes
     it, whose round trip brings whatever the server sent before, and hands back what is queued
-    (:func:`_queued`), asking the server for nothing more."""
+    (:func:`_queued`), asking the server for nothing more; a connection that does not answer
+    within :data:`FLUSH_WAIT_S` is left to answer later (:func:`_hand_back`)."""
     fetching = asyncio.ensure_future(_fetch(sub, timeout_s))
     try:
         await asyncio.wait({fetching})
