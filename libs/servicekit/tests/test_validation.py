@@ -1,5 +1,5 @@
 """A parameter Litestar refuses is named in the problem details as the request names it
-(``pinecall_servicekit.http._validation_error``), not as the handler does."""
+(``pinecall_servicekit.refusals._validation_error``), not as the handler does."""
 
 from __future__ import annotations
 
