@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from pinecall_contracts.fleet import HeartbeatReply
+from pinecall_servicekit import stream as stream_module
 from pinecall_servicekit.bus import Bus
 from pinecall_servicekit.stream import consume
 
@@ -129,7 +130,9 @@ async def test_a_consumer_cancelled_as_a_message_comes_leaves_none_behind(
     await readers.taken_by_the_next(sent)
 
 
-async def test_a_consumer_cancelled_twice_while_it_fetches_leaves_none_behind(bus: Bus) -> None:
+async def test_a_consumer_cancelled_twice_while_it_fetches_leaves_none_behind(
+    bus: Bus, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A stop that is itself cancelled (an ``asyncio.timeout`` around it, a second Ctrl-C)
     cancels the consumer twice while its pull request is open: a message the server sent that
     request (stored just before) is handled by the consumer if it had it in hand, else handed
@@ -152,6 +155,14 @@ async def test_a_consumer_cancelled_twice_while_it_fetches_leaves_none_behind(bu
         sub.fetch = fetch_seen
         return sub
 
+    handing_back = asyncio.Event()
+    hand_back = stream_module._hand_back
+
+    async def hand_back_seen(*args: Any) -> None:
+        handing_back.set()
+        await hand_back(*args)
+
+    monkeypatch.setattr(stream_module, "_hand_back", hand_back_seen)
     readers = Readers(bus, stream, subject, "twice")
     bus.js.pull_subscribe = hooked  # type: ignore[method-assign]
     first = await readers.start("first")
@@ -160,7 +171,7 @@ async def test_a_consumer_cancelled_twice_while_it_fetches_leaves_none_behind(bu
     sent = HeartbeatReply(cordoned=False, fleet_full=True)
     await bus.publish_stored(subject, sent)  # stored: on its way to the open pull request
     first.cancel()
-    await asyncio.sleep(0)  # the first cancellation taken: the consumer waits for its fetch
+    await handing_back.wait()  # the first cancellation taken: the consumer waits for its fetch
     first.cancel()
     with pytest.raises(asyncio.CancelledError):
         async with asyncio.timeout(10):
